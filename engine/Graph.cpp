@@ -1,0 +1,301 @@
+/// Graph IR mutation and queries. Every edit keeps three things in step: the
+/// node's operand list, the operand value's use list, and the Boost edge from
+/// the value's producer.
+#include "fusec/engine/Graph.h"
+
+#include <algorithm>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <boost/graph/topological_sort.hpp>
+#include <boost/property_map/property_map.hpp>
+
+namespace fusec {
+
+// ---- Symbol -----------------------------------------------------------------
+
+const std::string& Symbol::empty() {
+  static const std::string kEmpty;
+  return kEmpty;
+}
+
+Symbol::Symbol(std::string_view s) {
+  static std::mutex mutex;
+  static std::unordered_set<std::string>* table = new std::unordered_set<std::string>();
+  std::lock_guard<std::mutex> lock(mutex);
+  str_ = &*table->emplace(s).first;  // node-based set: element addresses are stable
+}
+
+// ---- TensorType -------------------------------------------------------------
+
+TensorType TensorType::of(DType dtype, const Shape& shape) {
+  TensorType t;
+  t.dtype = dtype;
+  t.dims.emplace();
+  for (int64_t d : shape) t.dims->push_back(Dim::of(d));
+  return t;
+}
+
+bool TensorType::isStatic() const {
+  if (!dims) return false;
+  return std::all_of(dims->begin(), dims->end(), [](const Dim& d) { return d.isStatic(); });
+}
+
+Shape TensorType::staticShape() const {
+  assert(isStatic() && "staticShape() of a type with unknown dims");
+  Shape s;
+  for (const Dim& d : *dims) s.push_back(d.size);
+  return s;
+}
+
+std::string TensorType::str() const {
+  std::string s(dtypeName(dtype));
+  if (!dims) return s;
+  s += '[';
+  for (size_t i = 0; i < dims->size(); ++i) {
+    if (i) s += ',';
+    const Dim& d = (*dims)[i];
+    s += d.isStatic() ? std::to_string(d.size) : (d.symbol.empty() ? "?" : d.symbol);
+  }
+  s += ']';
+  return s;
+}
+
+// ---- values -----------------------------------------------------------------
+
+ValueId Graph::addValue(std::string name, TensorType type) {
+  Value v;
+  v.name = std::move(name);
+  v.type = std::move(type);
+  values_.push_back(std::move(v));
+  return static_cast<ValueId>(values_.size() - 1);
+}
+
+ValueId Graph::addInput(std::string name, TensorType type) {
+  ValueId v = addValue(std::move(name), std::move(type));
+  values_[v].isGraphInput = true;
+  inputs_.push_back(v);
+  return v;
+}
+
+ValueId Graph::addConstant(std::string name, Tensor data) {
+  return addConstant(std::move(name), std::make_shared<const Tensor>(std::move(data)));
+}
+
+ValueId Graph::addConstant(std::string name, std::shared_ptr<const Tensor> data) {
+  ValueId v = addValue(std::move(name), TensorType::of(data->dtype(), data->shape()));
+  values_[v].constant = std::move(data);
+  return v;
+}
+
+void Graph::addOutput(ValueId v) { outputs_.push_back(v); }
+
+Value& Graph::value(ValueId v) {
+  assert(v < values_.size() && "value id out of range");
+  return values_[v];
+}
+
+const Value& Graph::value(ValueId v) const {
+  assert(v < values_.size() && "value id out of range");
+  return values_[v];
+}
+
+std::optional<ValueId> Graph::findValue(std::string_view name) const {
+  for (ValueId v = 0; v < values_.size(); ++v)
+    if (values_[v].alive && values_[v].name == name) return v;
+  return std::nullopt;
+}
+
+std::vector<ValueId> Graph::constants() const {
+  std::vector<ValueId> out;
+  for (ValueId v = 0; v < values_.size(); ++v)
+    if (values_[v].alive && values_[v].constant) out.push_back(v);
+  return out;
+}
+
+bool Graph::isGraphOutput(ValueId v) const {
+  return std::find(outputs_.begin(), outputs_.end(), v) != outputs_.end();
+}
+
+// ---- nodes ------------------------------------------------------------------
+
+NodeRef Graph::addNode(std::string_view op, std::vector<ValueId> inputs,
+                       std::vector<ValueId> outputs, AttrMap attrs, std::string name,
+                       std::string domain) {
+  NodeRef n = boost::add_vertex(g_);
+  NodeData& d = g_[n];
+  d.id = nextNodeId_++;
+  d.op = Symbol(op);
+  d.domain = std::move(domain);
+  d.name = name.empty() ? std::string(op) + "_" + std::to_string(d.id) : std::move(name);
+  d.attrs = std::move(attrs);
+  d.inputs = std::move(inputs);
+  d.outputs = std::move(outputs);
+  for (uint32_t i = 0; i < d.outputs.size(); ++i) {
+    ValueId out = d.outputs[i];
+    if (out == kNoValue) continue;
+    Value& v = value(out);
+    assert(!v.producer && !v.constant && !v.isGraphInput && "node output is already defined");
+    v.producer = n;
+    v.producerOutput = i;
+    // Uses recorded before the producer existed (nodes added out of order)
+    // get their edges now.
+    for (const Use& u : v.uses) boost::add_edge(n, u.node, EdgeData{out, u.operand}, g_);
+  }
+  for (uint32_t i = 0; i < g_[n].inputs.size(); ++i) {
+    ValueId in = g_[n].inputs[i];
+    if (in == kNoValue) continue;
+    addUse(in, n, i);
+    addEdgeFor(n, i, in);
+  }
+  return n;
+}
+
+NodeRef Graph::addNode(std::string_view op, std::vector<ValueId> inputs, size_t numOutputs,
+                       AttrMap attrs, std::string name) {
+  std::string base = name.empty() ? std::string(op) + "_" + std::to_string(nextNodeId_) : name;
+  std::vector<ValueId> outs;
+  for (size_t i = 0; i < numOutputs; ++i)
+    outs.push_back(addValue(numOutputs == 1 ? base + "_out" : base + "_out" + std::to_string(i)));
+  return addNode(op, std::move(inputs), std::move(outs), std::move(attrs), std::move(base));
+}
+
+void Graph::removeNode(NodeRef n) {
+  NodeData& d = g_[n];
+  for (uint32_t i = 0; i < d.inputs.size(); ++i)
+    if (d.inputs[i] != kNoValue) dropUse(d.inputs[i], n, i);
+  for (ValueId out : d.outputs) {
+    if (out == kNoValue) continue;
+    Value& v = value(out);
+    assert(v.uses.empty() && "removing a node whose result is still used");
+    assert(!isGraphOutput(out) && "removing the producer of a graph output");
+    v.producer.reset();
+    v.alive = false;
+  }
+  boost::clear_vertex(n, g_);
+  boost::remove_vertex(n, g_);
+}
+
+void Graph::setInput(NodeRef n, uint32_t operand, ValueId v) {
+  NodeData& d = g_[n];
+  if (operand >= d.inputs.size()) d.inputs.resize(operand + 1, kNoValue);
+  ValueId old = d.inputs[operand];
+  if (old == v) return;
+  if (old != kNoValue) {
+    dropUse(old, n, operand);
+    removeEdgeFor(n, operand, old);
+  }
+  d.inputs[operand] = v;
+  if (v != kNoValue) {
+    addUse(v, n, operand);
+    addEdgeFor(n, operand, v);
+  }
+}
+
+void Graph::replaceAllUsesWith(ValueId from, ValueId to) {
+  assert(from != to && "replacing a value with itself");
+  std::vector<Use> uses = value(from).uses;  // copy: setInput edits the list
+  for (const Use& u : uses) setInput(u.node, u.operand, to);
+  std::replace(outputs_.begin(), outputs_.end(), from, to);
+}
+
+std::vector<NodeRef> Graph::nodes() const {
+  auto [begin, end] = boost::vertices(g_);
+  return std::vector<NodeRef>(begin, end);
+}
+
+Expected<std::vector<NodeRef>> Graph::topologicalOrder() const {
+  std::unordered_map<NodeRef, boost::default_color_type> colors;
+  auto colorMap = boost::make_assoc_property_map(colors);
+  std::vector<NodeRef> reversed;
+  reversed.reserve(numNodes());
+  try {
+    boost::topological_sort(g_, std::back_inserter(reversed), boost::color_map(colorMap));
+  } catch (const boost::not_a_dag&) {
+    // Name a node on a cycle: one whose DFS was still open (gray) when the
+    // back edge was found.
+    for (NodeRef n : nodes())
+      if (colors[n] == boost::gray_color)
+        return Error{"graph has a cycle through node " + describe(n)};
+    return Error{"graph has a cycle"};
+  }
+  std::reverse(reversed.begin(), reversed.end());
+  return reversed;
+}
+
+std::vector<NodeRef> Graph::consumers(NodeRef n) const {
+  std::vector<NodeRef> out;
+  for (ValueId v : g_[n].outputs) {
+    if (v == kNoValue) continue;
+    for (const Use& u : value(v).uses)
+      if (std::find(out.begin(), out.end(), u.node) == out.end()) out.push_back(u.node);
+  }
+  return out;
+}
+
+std::string Graph::describe(NodeRef n) const {
+  const NodeData& d = g_[n];
+  return "'" + d.name + "' (" + d.op.str() + ")";
+}
+
+// ---- private helpers --------------------------------------------------------
+
+void Graph::addEdgeFor(NodeRef consumer, uint32_t operand, ValueId v) {
+  const Value& val = value(v);
+  if (!val.producer) return;
+  boost::add_edge(*val.producer, consumer, EdgeData{v, operand}, g_);
+}
+
+void Graph::removeEdgeFor(NodeRef consumer, uint32_t operand, ValueId v) {
+  const Value& val = value(v);
+  if (!val.producer) return;
+  boost::remove_out_edge_if(
+      *val.producer,
+      [&](const BoostGraph::edge_descriptor& e) {
+        return boost::target(e, g_) == consumer && g_[e].operand == operand && g_[e].value == v;
+      },
+      g_);
+}
+
+void Graph::addUse(ValueId v, NodeRef n, uint32_t operand) {
+  value(v).uses.push_back(Use{n, operand});
+}
+
+void Graph::dropUse(ValueId v, NodeRef n, uint32_t operand) {
+  auto& uses = value(v).uses;
+  auto it = std::find(uses.begin(), uses.end(), Use{n, operand});
+  assert(it != uses.end() && "use list out of step with operands");
+  uses.erase(it);
+}
+
+// ---- clone ------------------------------------------------------------------
+
+Graph Graph::clone() const {
+  Graph copy;
+  copy.info = info;
+  copy.values_ = values_;
+  for (Value& v : copy.values_) {
+    v.producer.reset();
+    v.uses.clear();
+  }
+  copy.inputs_ = inputs_;
+  copy.outputs_ = outputs_;
+  std::vector<std::pair<NodeRef, NodeRef>> made;  // (original, copy)
+  for (NodeRef n : nodes()) {
+    const NodeData& d = g_[n];
+    NodeRef m = copy.addNode(d.op.str(), {}, d.outputs, d.attrs, d.name, d.domain);
+    copy.g_[m].id = d.id;
+    made.emplace_back(n, m);
+  }
+  for (auto [n, m] : made) {
+    const std::vector<ValueId>& ins = g_[n].inputs;
+    copy.g_[m].inputs.assign(ins.size(), kNoValue);
+    for (uint32_t i = 0; i < ins.size(); ++i) copy.setInput(m, i, ins[i]);
+  }
+  copy.nextNodeId_ = nextNodeId_;
+  return copy;
+}
+
+}  // namespace fusec

@@ -1,0 +1,294 @@
+/// ONNX import: bytes -> ModelProto (binary or text) -> checker -> shape
+/// inference -> Graph.
+#include <fstream>
+#include <sstream>
+#include <unordered_map>
+
+#include <onnx/checker.h>
+#include <onnx/defs/parser.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include "OnnxProto.h"
+#include "fusec/engine/OnnxIO.h"
+
+namespace fusec {
+
+// ---- proto conversions ------------------------------------------------------
+
+Tensor tensorFromProto(const onnx::TensorProto& proto) {
+  const std::string label = proto.name().empty() ? "tensor" : "tensor `" + proto.name() + "`";
+  if (proto.data_location() == onnx::TensorProto::EXTERNAL)
+    throw UserError{label + " uses external data, which is not supported", true};
+  auto dtype = static_cast<DType>(proto.data_type());
+  if (dtype == DType::String) throw UserError{label + " holds strings, which are not supported", true};
+  if (dtypeSize(dtype) == 0 || dtype == DType::Complex64 || dtype == DType::Complex128)
+    throw UserError{label + " has unsupported element type " + std::to_string(proto.data_type()), true};
+  Shape shape(proto.dims().begin(), proto.dims().end());
+  // Count elements with an overflow guard before allocating anything: a
+  // corrupt proto can claim absurd dims.
+  size_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) throw UserError{label + " has a negative dimension"};
+    if (d != 0 && n > (size_t{1} << 40) / static_cast<size_t>(d))
+      throw UserError{label + " has an impossibly large shape " + shapeToString(shape)};
+    n *= static_cast<size_t>(d);
+  }
+  const size_t esize = dtypeSize(dtype);
+  auto mismatch = [&](size_t got) {
+    return UserError{label + " has " + std::to_string(got) + " values but its shape " +
+                     shapeToString(shape) + " needs " + std::to_string(n)};
+  };
+  auto fieldSize = [&]() -> size_t {
+    switch (dtype) {
+      case DType::Float32: return static_cast<size_t>(proto.float_data_size());
+      case DType::Float64: return static_cast<size_t>(proto.double_data_size());
+      case DType::Int64: return static_cast<size_t>(proto.int64_data_size());
+      case DType::UInt32: case DType::UInt64: return static_cast<size_t>(proto.uint64_data_size());
+      default: return static_cast<size_t>(proto.int32_data_size());
+    }
+  };
+  if (proto.has_raw_data() ? proto.raw_data().size() != n * esize : fieldSize() != n)
+    throw mismatch(proto.has_raw_data() ? proto.raw_data().size() / esize : fieldSize());
+  Tensor t(dtype, shape);
+  if (proto.has_raw_data()) {
+    std::memcpy(t.raw(), proto.raw_data().data(), proto.raw_data().size());
+    return t;
+  }
+  auto fill = [&](const auto& field, auto convert) {
+    for (size_t i = 0; i < n; ++i) convert(i, field.Get(static_cast<int>(i)));
+  };
+  std::byte* out = t.raw();
+  auto store = [&](size_t i, auto v) { std::memcpy(out + i * esize, &v, esize); };
+  switch (dtype) {
+    case DType::Float32: fill(proto.float_data(), [&](size_t i, float v) { store(i, v); }); break;
+    case DType::Float64: fill(proto.double_data(), [&](size_t i, double v) { store(i, v); }); break;
+    case DType::Int64: fill(proto.int64_data(), [&](size_t i, int64_t v) { store(i, v); }); break;
+    case DType::UInt32:
+      fill(proto.uint64_data(), [&](size_t i, uint64_t v) { store(i, static_cast<uint32_t>(v)); });
+      break;
+    case DType::UInt64: fill(proto.uint64_data(), [&](size_t i, uint64_t v) { store(i, v); }); break;
+    case DType::Int32: fill(proto.int32_data(), [&](size_t i, int32_t v) { store(i, v); }); break;
+    case DType::Int16:
+      fill(proto.int32_data(), [&](size_t i, int32_t v) { store(i, static_cast<int16_t>(v)); });
+      break;
+    case DType::Int8:
+      fill(proto.int32_data(), [&](size_t i, int32_t v) { store(i, static_cast<int8_t>(v)); });
+      break;
+    case DType::UInt8:
+      fill(proto.int32_data(), [&](size_t i, int32_t v) { store(i, static_cast<uint8_t>(v)); });
+      break;
+    case DType::UInt16: case DType::Float16: case DType::BFloat16:
+      fill(proto.int32_data(), [&](size_t i, int32_t v) { store(i, static_cast<uint16_t>(v)); });
+      break;
+    case DType::Bool:
+      fill(proto.int32_data(), [&](size_t i, int32_t v) { store(i, static_cast<bool>(v != 0)); });
+      break;
+    default:
+      throw UserError{label + " has an unsupported element type"};
+  }
+  return t;
+}
+
+TensorType typeFromProto(const onnx::TypeProto& proto) {
+  TensorType t;
+  if (!proto.has_tensor_type()) return t;
+  const auto& tt = proto.tensor_type();
+  t.dtype = static_cast<DType>(tt.elem_type());
+  if (!tt.has_shape()) return t;
+  t.dims.emplace();
+  for (const auto& d : tt.shape().dim()) {
+    if (d.has_dim_value()) t.dims->push_back(Dim::of(d.dim_value()));
+    else if (d.has_dim_param()) t.dims->push_back(Dim::named(d.dim_param()));
+    else t.dims->push_back(Dim{});
+  }
+  return t;
+}
+
+Attribute attributeFromProto(const onnx::AttributeProto& proto) {
+  using A = onnx::AttributeProto;
+  switch (proto.type()) {
+    case A::INT: return proto.i();
+    case A::FLOAT: return proto.f();
+    case A::STRING: return proto.s();
+    case A::TENSOR: return tensorFromProto(proto.t());
+    case A::INTS: return std::vector<int64_t>(proto.ints().begin(), proto.ints().end());
+    case A::FLOATS: return std::vector<float>(proto.floats().begin(), proto.floats().end());
+    case A::STRINGS: return std::vector<std::string>(proto.strings().begin(), proto.strings().end());
+    default: return OpaqueAttr{proto.SerializeAsString()};
+  }
+}
+
+// ---- model loading ----------------------------------------------------------
+
+namespace {
+
+bool looksLikeText(std::string_view bytes) {
+  size_t i = bytes.find_first_not_of(" \t\r\n");
+  if (i == std::string_view::npos) return false;
+  if (bytes[i] == '<') return true;
+  // Text models are printable; binary protobufs almost never are.
+  for (char c : bytes.substr(0, 256))
+    if (static_cast<unsigned char>(c) < 0x09) return false;
+  return bytes.find("=>") != std::string_view::npos;
+}
+
+/// Maps a checked ModelProto to the IR. Throws UserError.
+Graph buildGraph(const onnx::ModelProto& model) {
+  Graph g;
+  g.info.irVersion = model.ir_version();
+  g.info.opsetImports.clear();
+  for (const auto& op : model.opset_import()) g.info.opsetImports[op.domain()] = op.version();
+  if (g.info.opsetImports.empty()) g.info.opsetImports[""] = 1;  // IR < 3 had no opset_import
+  g.info.producerName = model.producer_name();
+  g.info.producerVersion = model.producer_version();
+  const onnx::GraphProto& gp = model.graph();
+  g.info.graphName = gp.name();
+
+  std::unordered_map<std::string, ValueId> byName;
+  auto define = [&](const std::string& name, ValueId v) {
+    if (!byName.emplace(name, v).second)
+      throw UserError{"value `" + name + "` is defined more than once"};
+  };
+  for (const auto& init : gp.initializer()) {
+    Tensor t = tensorFromProto(init);
+    define(init.name(), g.addConstant(init.name(), std::move(t)));
+  }
+  for (const auto& in : gp.input()) {
+    if (byName.count(in.name())) continue;  // an initializer listed as input: a constant
+    define(in.name(), g.addInput(in.name(), typeFromProto(in.type())));
+  }
+  std::unordered_map<std::string, TensorType> declared;
+  for (const auto& vi : gp.value_info()) declared[vi.name()] = typeFromProto(vi.type());
+  for (const auto& vi : gp.output()) declared[vi.name()] = typeFromProto(vi.type());
+
+  // Define every node result first, so operand lookup does not depend on
+  // node order (a cycle is reported by the verifier, not as a missing name).
+  std::vector<std::vector<ValueId>> results(static_cast<size_t>(gp.node_size()));
+  for (int i = 0; i < gp.node_size(); ++i) {
+    for (const std::string& name : gp.node(i).output()) {
+      if (name.empty()) {
+        results[i].push_back(kNoValue);
+        continue;
+      }
+      auto it = declared.find(name);
+      ValueId v = g.addValue(name, it == declared.end() ? TensorType{} : it->second);
+      define(name, v);
+      results[i].push_back(v);
+    }
+  }
+  for (int i = 0; i < gp.node_size(); ++i) {
+    const onnx::NodeProto& np = gp.node(i);
+    const std::string label = "node " + (np.name().empty() ? "#" + std::to_string(i) : "'" + np.name() + "'") +
+                              " (" + np.op_type() + ")";
+    AttrMap attrs;
+    try {
+      for (const auto& a : np.attribute()) attrs.emplace(a.name(), attributeFromProto(a));
+    } catch (const UserError& e) {
+      throw UserError{label + ": " + e.message, e.unsupported};
+    }
+    if (np.op_type() == "Constant" && np.domain().empty() && np.output_size() == 1 &&
+        attrs.size() == 1 && !results[i].empty() && results[i][0] != kNoValue) {
+      if (auto folded = [&]() -> std::optional<Tensor> {
+            const auto& [key, a] = *attrs.begin();
+            if (key == "value" && std::holds_alternative<Tensor>(a)) return std::get<Tensor>(a);
+            if (key == "value_float") return Tensor::scalar(std::get<float>(a));
+            if (key == "value_int") return Tensor::scalar(std::get<int64_t>(a));
+            if (key == "value_floats") {
+              const auto& v = std::get<std::vector<float>>(a);
+              return Tensor::fromVector<float>({static_cast<int64_t>(v.size())}, v);
+            }
+            if (key == "value_ints") {
+              const auto& v = std::get<std::vector<int64_t>>(a);
+              return Tensor::fromVector<int64_t>({static_cast<int64_t>(v.size())}, v);
+            }
+            return std::nullopt;
+          }()) {
+        Value& out = g.value(results[i][0]);
+        out.type = TensorType::of(folded->dtype(), folded->shape());
+        out.constant = std::make_shared<const Tensor>(std::move(*folded));
+        continue;
+      }
+    }
+    std::vector<ValueId> operands;
+    for (const std::string& name : np.input()) {
+      if (name.empty()) {
+        operands.push_back(kNoValue);
+        continue;
+      }
+      auto it = byName.find(name);
+      if (it == byName.end())
+        throw UserError{label + ": operand `" + name + "` is not defined by any node, input or initializer"};
+      operands.push_back(it->second);
+    }
+    g.addNode(np.op_type(), std::move(operands), results[i], std::move(attrs), np.name(), np.domain());
+  }
+  for (const auto& out : gp.output()) {
+    auto it = byName.find(out.name());
+    if (it == byName.end()) throw UserError{"graph output `" + out.name() + "` is not defined"};
+    g.addOutput(it->second);
+  }
+  std::vector<std::string> problems = g.verify();
+  if (!problems.empty()) {
+    std::string msg = problems.front();
+    for (size_t i = 1; i < problems.size() && i < 5; ++i) msg += "\n  " + problems[i];
+    throw UserError{msg};
+  }
+  return g;
+}
+
+}  // namespace
+
+Expected<Graph> importOnnxBuffer(std::string_view bytes, std::string_view sourceName,
+                                 const ImportOptions& options) {
+  const std::string where(sourceName);
+  onnx::ModelProto model;
+  if (looksLikeText(bytes)) {
+    std::string text(bytes);
+    onnx::Common::Status st = onnx::OnnxParser::Parse(model, text.c_str());
+    if (!st.IsOK()) return Error{where + ": cannot parse ONNX text: " + st.ErrorMessage()};
+  } else if (bytes.empty()) {
+    return Error{where + ": file is empty"};
+  } else if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return Error{where + ": not a valid ONNX model (the protobuf is truncated or corrupt)"};
+  }
+  if (!model.has_graph()) return Error{where + ": model has no graph"};
+  try {
+    if (options.runChecker) onnx::checker::check_model(model);
+  } catch (const std::exception& e) {
+    return Error{where + ": ONNX checker: " + e.what()};
+  }
+  try {
+    if (options.inferShapes) onnx::shape_inference::InferShapes(model);
+  } catch (const std::exception& e) {
+    return Error{where + ": ONNX shape inference: " + e.what()};
+  }
+  try {
+    return buildGraph(model);
+  } catch (const UserError& e) {
+    return Error{where + ": " + e.message, e.unsupported};
+  }
+}
+
+Expected<Graph> importOnnxFile(const std::string& path, const ImportOptions& options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error{path + ": cannot open file"};
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return importOnnxBuffer(ss.str(), path, options);
+}
+
+Expected<Tensor> loadTensorProtoFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error{path + ": cannot open file"};
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  onnx::TensorProto proto;
+  if (!proto.ParseFromString(ss.str())) return Error{path + ": not a valid TensorProto"};
+  try {
+    return tensorFromProto(proto);
+  } catch (const UserError& e) {
+    return Error{path + ": " + e.message, e.unsupported};
+  }
+}
+
+}  // namespace fusec

@@ -1,0 +1,36 @@
+/// The reference interpreter: plain, obviously-correct C++ that executes a
+/// Graph. It is the correctness oracle for every later stage (rewrites,
+/// fusion, generated kernels) and the constant folder of the rewrite driver.
+///
+/// float32 is the working type; int64, int32 and bool are supported where ops
+/// need them (shapes, indices, masks), and most ops also accept the other
+/// numeric types. An op without a kernel is an error naming the op and node.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "fusec/engine/Error.h"
+#include "fusec/engine/Graph.h"
+#include "fusec/engine/Tensor.h"
+
+namespace fusec {
+
+/// Whether the interpreter has a kernel for an op of the default domain.
+bool interpreterSupports(std::string_view op);
+/// All ops with a kernel, sorted.
+std::vector<std::string> interpreterOps();
+
+/// Runs one node on the given operand tensors (nullptr for an omitted
+/// optional operand). `opset` is the default-domain opset version, which
+/// decides attribute-versus-input forms (Slice, Split, Squeeze, Pad, ...).
+/// Returns one tensor per node result (empty tensors for omitted results).
+Expected<std::vector<Tensor>> evaluateNode(const Graph& graph, NodeRef node,
+                                           const std::vector<const Tensor*>& operands);
+
+/// Executes the whole graph. `inputs` are given in the order of
+/// `graph.inputs()`; their dtypes and ranks are checked against the declared
+/// types. Returns the graph outputs in order.
+Expected<std::vector<Tensor>> runGraph(const Graph& graph, const std::vector<Tensor>& inputs);
+
+}  // namespace fusec

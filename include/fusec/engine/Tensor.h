@@ -1,0 +1,85 @@
+/// Dense tensors: an element type, a static shape and row-major bytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cassert>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "fusec/engine/DType.h"
+
+namespace fusec {
+
+using Shape = std::vector<int64_t>;
+
+/// Number of elements of a shape (1 for a scalar, 0 if any dim is 0).
+int64_t shapeNumel(const Shape& shape);
+/// `[2, 3, 4]`
+std::string shapeToString(const Shape& shape);
+
+/// A dense row-major tensor with value semantics. String tensors are not
+/// supported (their dtype size is 0).
+class Tensor {
+ public:
+  Tensor() = default;
+  /// Zero-filled tensor.
+  Tensor(DType dtype, Shape shape);
+
+  template <class T>
+  static Tensor fromVector(Shape shape, const std::vector<T>& values) {
+    Tensor t(DTypeOf<T>::value, std::move(shape));
+    assert(static_cast<int64_t>(values.size()) == t.numel() && "value count must match shape");
+    for (size_t i = 0; i < values.size(); ++i) t.data<T>()[i] = values[i];
+    return t;
+  }
+  template <class T>
+  static Tensor scalar(T value) {
+    return fromVector<T>({}, {value});
+  }
+
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
+  int64_t dim(int64_t i) const { return shape_[static_cast<size_t>(i)]; }
+  int64_t numel() const { return shapeNumel(shape_); }
+  size_t byteSize() const { return bytes_.size(); }
+  bool empty() const { return dtype_ == DType::Undefined; }
+
+  template <class T>
+  T* data() {
+    assert(DTypeOf<T>::value == dtype_ && "tensor element type mismatch");
+    return reinterpret_cast<T*>(bytes_.data());
+  }
+  template <class T>
+  const T* data() const {
+    assert(DTypeOf<T>::value == dtype_ && "tensor element type mismatch");
+    return reinterpret_cast<const T*>(bytes_.data());
+  }
+  std::byte* raw() { return bytes_.data(); }
+  const std::byte* raw() const { return bytes_.data(); }
+
+  /// Same bytes, new shape of equal element count.
+  Tensor reshaped(Shape shape) const;
+  /// Element i converted to double (numeric dtypes only).
+  double scalarAt(int64_t i) const;
+  /// All elements of an integer tensor as int64 (shape arguments, axes).
+  std::vector<int64_t> toInt64s() const;
+  /// All elements converted to float.
+  std::vector<float> toFloats() const;
+  /// A tensor of another numeric dtype with the values converted as by a C++
+  /// static_cast (ONNX Cast semantics for the supported types).
+  Tensor castTo(DType to) const;
+
+  bool operator==(const Tensor& other) const {
+    return dtype_ == other.dtype_ && shape_ == other.shape_ && bytes_ == other.bytes_;
+  }
+
+ private:
+  DType dtype_ = DType::Undefined;
+  Shape shape_;
+  std::vector<std::byte> bytes_;
+};
+
+}  // namespace fusec

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the Debian packages fusec builds and tests with. Idempotent and quiet
+# when everything is already there; run as root (or with sudo available).
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config ninja-build
+  antlr4 libantlr4-runtime-dev
+  libboost-graph-dev libtoml11-dev doctest-dev
+  libcli11-dev libfmt-dev nlohmann-json3-dev
+  opencl-headers ocl-icd-opencl-dev pocl-opencl-icd clinfo
+  spirv-tools llvm-spirv-14 clang-14 libclang-rt-14-dev
+  libonnx-dev protobuf-compiler libprotobuf-dev libonnx-testdata
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,197 @@
+/// `fusec onnx-test DIR...`: runs ONNX backend test cases (a folder with
+/// model.onnx and test_data_set_*/{input,output}_*.pb) on the reference
+/// interpreter. A DIR that holds no model.onnx is searched one level down.
+/// Prints one line per case and, last, the summary line
+///   onnx-test: P passed, F failed, U unsupported (of N)
+/// With --expect FILE, exits 1 if any case named in FILE does not pass.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <iostream>
+#include <set>
+
+#include "Commands.h"
+#include "fusec/engine/Interpreter.h"
+#include "fusec/engine/OnnxIO.h"
+
+namespace fusec::tools {
+namespace fs = std::filesystem;
+namespace {
+
+// Tolerances for floating-point outputs: |got - want| <= kAbsTol + kRelTol * |want|.
+constexpr double kAbsTol = 1e-5;
+constexpr double kRelTol = 1e-3;
+
+enum class Outcome { Pass, Fail, Unsupported };
+
+struct CaseResult {
+  Outcome outcome;
+  std::string detail;
+};
+
+std::vector<fs::path> sortedFiles(const fs::path& dir, const std::string& prefix) {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().rfind(prefix, 0) == 0) files.push_back(e.path());
+  // input_10.pb sorts after input_9.pb: order by the number after the prefix.
+  auto number = [&](const fs::path& p) {
+    std::string s = p.stem().string().substr(prefix.size());
+    return s.empty() ? 0 : std::stol(s);
+  };
+  std::sort(files.begin(), files.end(), [&](const fs::path& a, const fs::path& b) {
+    return number(a) < number(b);
+  });
+  return files;
+}
+
+/// Compares one output; returns an empty string when it matches.
+std::string compare(const Tensor& got, const Tensor& want, size_t index) {
+  std::string which = fmt::format("output {}", index);
+  if (got.dtype() != want.dtype())
+    return fmt::format("{}: element type `{}`, expected `{}`", which, dtypeName(got.dtype()), dtypeName(want.dtype()));
+  if (got.shape() != want.shape())
+    return fmt::format("{}: shape {}, expected {}", which, shapeToString(got.shape()), shapeToString(want.shape()));
+  double maxErr = 0;
+  bool bad = false;
+  const bool floating = isFloatingPoint(want.dtype());
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    double g = got.scalarAt(i), w = want.scalarAt(i);
+    if (std::isnan(w) || std::isnan(g)) {
+      bad |= std::isnan(w) != std::isnan(g);
+      continue;
+    }
+    if (std::isinf(w) || std::isinf(g)) {
+      bad |= g != w;
+      continue;
+    }
+    double err = std::abs(g - w);
+    maxErr = std::max(maxErr, err);
+    bad |= floating ? err > kAbsTol + kRelTol * std::abs(w) : err != 0;
+  }
+  if (!bad) return {};
+  return fmt::format("{}: max abs error {:.3g}", which, maxErr);
+}
+
+CaseResult runCase(const fs::path& dir) {
+  Expected<Graph> g = importOnnxFile((dir / "model.onnx").string());
+  if (!g) return {g.error().unsupported ? Outcome::Unsupported : Outcome::Fail, g.error().message};
+  std::vector<fs::path> sets = sortedFiles(dir, "test_data_set_");
+  if (sets.empty()) return {Outcome::Fail, "no test_data_set_* folders"};
+  for (const fs::path& set : sets) {
+    std::vector<Tensor> inputs, expected;
+    for (const fs::path& f : sortedFiles(set, "input_")) {
+      Expected<Tensor> t = loadTensorProtoFile(f.string());
+      if (!t) return {t.error().unsupported ? Outcome::Unsupported : Outcome::Fail, t.error().message};
+      inputs.push_back(std::move(t.value()));
+    }
+    for (const fs::path& f : sortedFiles(set, "output_")) {
+      Expected<Tensor> t = loadTensorProtoFile(f.string());
+      if (!t) return {t.error().unsupported ? Outcome::Unsupported : Outcome::Fail, t.error().message};
+      expected.push_back(std::move(t.value()));
+    }
+    // Some cases feed fewer inputs than the graph declares (optional inputs).
+    if (inputs.size() != g->inputs().size())
+      return {Outcome::Unsupported, fmt::format("{} input files for {} graph inputs", inputs.size(), g->inputs().size())};
+    Expected<std::vector<Tensor>> out = runGraph(g.value(), inputs);
+    if (!out) return {out.error().unsupported ? Outcome::Unsupported : Outcome::Fail, out.error().message};
+    if (out->size() != expected.size())
+      return {Outcome::Fail, fmt::format("{} outputs, expected {}", out->size(), expected.size())};
+    for (size_t i = 0; i < expected.size(); ++i) {
+      std::string diff = compare(out.value()[i], expected[i], i);
+      if (!diff.empty()) return {Outcome::Fail, set.filename().string() + ": " + diff};
+    }
+  }
+  return {Outcome::Pass, {}};
+}
+
+struct OnnxTestOptions {
+  std::vector<std::string> dirs;
+  std::string expectFile;
+  std::string writePasses;
+  bool quiet = false;
+};
+
+int runOnnxTests(const OnnxTestOptions& o) {
+  std::vector<fs::path> cases;
+  for (const std::string& d : o.dirs) {
+    fs::path p(d);
+    if (fs::exists(p / "model.onnx")) {
+      cases.push_back(p);
+      continue;
+    }
+    if (!fs::is_directory(p)) {
+      std::cerr << "error: " << d << ": not a test case folder or a folder of them\n";
+      return 1;
+    }
+    std::vector<fs::path> found;
+    for (const auto& e : fs::directory_iterator(p))
+      if (fs::exists(e.path() / "model.onnx")) found.push_back(e.path());
+    std::sort(found.begin(), found.end());
+    cases.insert(cases.end(), found.begin(), found.end());
+  }
+  size_t passed = 0, failed = 0, unsupported = 0;
+  std::vector<std::string> passNames;
+  std::set<std::string> passing;
+  for (const fs::path& c : cases) {
+    CaseResult r = runCase(c);
+    std::string name = c.filename().string();
+    switch (r.outcome) {
+      case Outcome::Pass:
+        ++passed;
+        passing.insert(name);
+        passNames.push_back(name);
+        if (!o.quiet) fmt::print("pass         {}\n", name);
+        break;
+      case Outcome::Fail:
+        ++failed;
+        fmt::print("fail         {}: {}\n", name, r.detail);
+        break;
+      case Outcome::Unsupported:
+        ++unsupported;
+        if (!o.quiet) fmt::print("unsupported  {}: {}\n", name, r.detail);
+        break;
+    }
+  }
+  int status = 0;
+  if (!o.expectFile.empty()) {
+    std::ifstream in(o.expectFile);
+    if (!in) {
+      std::cerr << "error: " << o.expectFile << ": cannot open file\n";
+      return 1;
+    }
+    std::string line;
+    size_t regressions = 0;
+    while (std::getline(in, line)) {
+      if (line.empty() || line[0] == '#') continue;
+      if (!passing.count(line)) {
+        fmt::print("regression   {}: listed as passing in {}\n", line, o.expectFile);
+        ++regressions;
+      }
+    }
+    if (regressions) status = 1;
+  }
+  if (!o.writePasses.empty()) {
+    std::ofstream out(o.writePasses);
+    out << "# ONNX backend test cases that pass on the reference interpreter.\n"
+           "# Regenerate with: fusec onnx-test DIR --write-passes FILE\n";
+    for (const std::string& n : passNames) out << n << "\n";
+  }
+  fmt::print("onnx-test: {} passed, {} failed, {} unsupported (of {})\n", passed, failed, unsupported,
+             cases.size());
+  return status;
+}
+
+}  // namespace
+
+CommandRunner addOnnxTestCommand(CLI::App& sub) {
+  auto o = std::make_shared<OnnxTestOptions>();
+  sub.add_option("dirs", o->dirs, "test case folders, or folders of them")->required();
+  sub.add_option("--expect", o->expectFile, "file of case names that must pass; exit 1 if one does not");
+  sub.add_option("--write-passes", o->writePasses, "write the names of passing cases to this file");
+  sub.add_flag("--quiet", o->quiet, "print only failures, regressions and the summary");
+  return [o] { return runOnnxTests(*o); };
+}
+
+}  // namespace fusec::tools

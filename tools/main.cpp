@@ -1,0 +1,37 @@
+/// fusec: the command-line driver. Each subcommand lives in its own file;
+/// this table wires them to the argument parser.
+#include <utility>
+#include <vector>
+
+#include "Commands.h"
+
+int main(int argc, char** argv) {
+  using namespace fusec::tools;
+  CLI::App app{"fusec: a declarative operator-fusion compiler"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "fusec 0.1.0");
+
+  struct Entry {
+    const char* name;
+    const char* help;
+    CommandRunner (*add)(CLI::App&);
+  };
+  const Entry commands[] = {
+      {"run", "run a model and print output shapes, checksums and time", addRunCommand},
+      {"onnx-test", "run ONNX backend test case folders", addOnnxTestCommand},
+      {"convert", "import a model and export it as .onnx or ONNX text", addConvertCommand},
+  };
+  std::vector<std::pair<CLI::App*, CommandRunner>> runners;
+  for (const Entry& c : commands) {
+    CLI::App* sub = app.add_subcommand(c.name, c.help);
+    runners.emplace_back(sub, c.add(*sub));
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  for (auto& [sub, run] : runners)
+    if (sub->parsed()) return run();
+  return 1;
+}
