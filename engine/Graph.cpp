@@ -5,11 +5,12 @@
 
 #include <algorithm>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
-#include <boost/graph/topological_sort.hpp>
+#include <boost/graph/depth_first_search.hpp>
 #include <boost/property_map/property_map.hpp>
 
 namespace fusec {
@@ -124,8 +125,8 @@ bool Graph::isGraphOutput(ValueId v) const {
 NodeRef Graph::addNode(std::string_view op, std::vector<ValueId> inputs,
                        std::vector<ValueId> outputs, AttrMap attrs, std::string name,
                        std::string domain) {
-  NodeRef n = boost::add_vertex(g_);
-  NodeData& d = g_[n];
+  NodeRef n = boost::add_vertex(*g_);
+  NodeData& d = (*g_)[n];
   d.id = nextNodeId_++;
   d.op = Symbol(op);
   d.domain = std::move(domain);
@@ -142,10 +143,10 @@ NodeRef Graph::addNode(std::string_view op, std::vector<ValueId> inputs,
     v.producerOutput = i;
     // Uses recorded before the producer existed (nodes added out of order)
     // get their edges now.
-    for (const Use& u : v.uses) boost::add_edge(n, u.node, EdgeData{out, u.operand}, g_);
+    for (const Use& u : v.uses) boost::add_edge(n, u.node, EdgeData{out, u.operand}, *g_);
   }
-  for (uint32_t i = 0; i < g_[n].inputs.size(); ++i) {
-    ValueId in = g_[n].inputs[i];
+  for (uint32_t i = 0; i < (*g_)[n].inputs.size(); ++i) {
+    ValueId in = (*g_)[n].inputs[i];
     if (in == kNoValue) continue;
     addUse(in, n, i);
     addEdgeFor(n, i, in);
@@ -153,7 +154,7 @@ NodeRef Graph::addNode(std::string_view op, std::vector<ValueId> inputs,
   return n;
 }
 
-NodeRef Graph::addNode(std::string_view op, std::vector<ValueId> inputs, size_t numOutputs,
+NodeRef Graph::addNodeWithNewOutputs(std::string_view op, std::vector<ValueId> inputs, size_t numOutputs,
                        AttrMap attrs, std::string name) {
   std::string base = name.empty() ? std::string(op) + "_" + std::to_string(nextNodeId_) : name;
   std::vector<ValueId> outs;
@@ -163,7 +164,7 @@ NodeRef Graph::addNode(std::string_view op, std::vector<ValueId> inputs, size_t 
 }
 
 void Graph::removeNode(NodeRef n) {
-  NodeData& d = g_[n];
+  NodeData& d = (*g_)[n];
   for (uint32_t i = 0; i < d.inputs.size(); ++i)
     if (d.inputs[i] != kNoValue) dropUse(d.inputs[i], n, i);
   for (ValueId out : d.outputs) {
@@ -174,12 +175,12 @@ void Graph::removeNode(NodeRef n) {
     v.producer.reset();
     v.alive = false;
   }
-  boost::clear_vertex(n, g_);
-  boost::remove_vertex(n, g_);
+  boost::clear_vertex(n, *g_);
+  boost::remove_vertex(n, *g_);
 }
 
 void Graph::setInput(NodeRef n, uint32_t operand, ValueId v) {
-  NodeData& d = g_[n];
+  NodeData& d = (*g_)[n];
   if (operand >= d.inputs.size()) d.inputs.resize(operand + 1, kNoValue);
   ValueId old = d.inputs[operand];
   if (old == v) return;
@@ -202,32 +203,62 @@ void Graph::replaceAllUsesWith(ValueId from, ValueId to) {
 }
 
 std::vector<NodeRef> Graph::nodes() const {
-  auto [begin, end] = boost::vertices(g_);
+  auto [begin, end] = boost::vertices(*g_);
   return std::vector<NodeRef>(begin, end);
 }
 
-Expected<std::vector<NodeRef>> Graph::topologicalOrder() const {
-  std::unordered_map<NodeRef, boost::default_color_type> colors;
-  auto colorMap = boost::make_assoc_property_map(colors);
-  std::vector<NodeRef> reversed;
-  reversed.reserve(numNodes());
-  try {
-    boost::topological_sort(g_, std::back_inserter(reversed), boost::color_map(colorMap));
-  } catch (const boost::not_a_dag&) {
-    // Name a node on a cycle: one whose DFS was still open (gray) when the
-    // back edge was found.
-    for (NodeRef n : nodes())
-      if (colors[n] == boost::gray_color)
-        return Error{"graph has a cycle through node " + describe(n)};
-    return Error{"graph has a cycle"};
+namespace {
+struct CycleFound {
+  NodeRef node;
+};
+/// Throws CycleFound at the first back edge; its target lies on a cycle.
+struct BackEdgeFinder : boost::default_dfs_visitor {
+  void back_edge(BoostGraph::edge_descriptor e, const BoostGraph& g) const {
+    throw CycleFound{boost::target(e, g)};
   }
-  std::reverse(reversed.begin(), reversed.end());
-  return reversed;
+};
+}  // namespace
+
+Expected<std::vector<NodeRef>> Graph::topologicalOrder() const {
+  // Kahn's algorithm, always taking the ready node with the smallest NodeId:
+  // an order that is already topological is kept as it is, so printing,
+  // export and golden tests are stable. (Boost's DFS-based topological_sort
+  // returns a valid order that reshuffles independent nodes.)
+  std::unordered_map<NodeRef, size_t> pendingInputs;
+  std::set<std::pair<NodeId, NodeRef>> ready;
+  for (NodeRef n : nodes()) {
+    size_t deg = boost::in_degree(n, *g_);
+    pendingInputs[n] = deg;
+    if (deg == 0) ready.emplace((*g_)[n].id, n);
+  }
+  std::vector<NodeRef> order;
+  order.reserve(numNodes());
+  while (!ready.empty()) {
+    NodeRef n = ready.begin()->second;
+    ready.erase(ready.begin());
+    order.push_back(n);
+    for (auto [e, end] = boost::out_edges(n, *g_); e != end; ++e) {
+      NodeRef m = boost::target(*e, *g_);
+      if (--pendingInputs[m] == 0) ready.emplace((*g_)[m].id, m);
+    }
+  }
+  if (order.size() == numNodes()) return order;
+
+  // A cycle: let Boost's depth-first search find a back edge to name a node on it.
+  std::unordered_map<NodeRef, boost::default_color_type> colors;
+  try {
+    boost::depth_first_search(*g_, boost::visitor(BackEdgeFinder{})
+                                       .color_map(boost::make_assoc_property_map(colors)));
+  } catch (const CycleFound& c) {
+    return Error{"graph has a cycle through node " + describe(c.node)};
+  }
+  assert(false && "Kahn's algorithm stalled but depth-first search found no back edge");
+  return Error{"graph has a cycle"};
 }
 
 std::vector<NodeRef> Graph::consumers(NodeRef n) const {
   std::vector<NodeRef> out;
-  for (ValueId v : g_[n].outputs) {
+  for (ValueId v : (*g_)[n].outputs) {
     if (v == kNoValue) continue;
     for (const Use& u : value(v).uses)
       if (std::find(out.begin(), out.end(), u.node) == out.end()) out.push_back(u.node);
@@ -236,7 +267,7 @@ std::vector<NodeRef> Graph::consumers(NodeRef n) const {
 }
 
 std::string Graph::describe(NodeRef n) const {
-  const NodeData& d = g_[n];
+  const NodeData& d = (*g_)[n];
   return "'" + d.name + "' (" + d.op.str() + ")";
 }
 
@@ -245,7 +276,7 @@ std::string Graph::describe(NodeRef n) const {
 void Graph::addEdgeFor(NodeRef consumer, uint32_t operand, ValueId v) {
   const Value& val = value(v);
   if (!val.producer) return;
-  boost::add_edge(*val.producer, consumer, EdgeData{v, operand}, g_);
+  boost::add_edge(*val.producer, consumer, EdgeData{v, operand}, *g_);
 }
 
 void Graph::removeEdgeFor(NodeRef consumer, uint32_t operand, ValueId v) {
@@ -254,9 +285,9 @@ void Graph::removeEdgeFor(NodeRef consumer, uint32_t operand, ValueId v) {
   boost::remove_out_edge_if(
       *val.producer,
       [&](const BoostGraph::edge_descriptor& e) {
-        return boost::target(e, g_) == consumer && g_[e].operand == operand && g_[e].value == v;
+        return boost::target(e, *g_) == consumer && (*g_)[e].operand == operand && (*g_)[e].value == v;
       },
-      g_);
+      *g_);
 }
 
 void Graph::addUse(ValueId v, NodeRef n, uint32_t operand) {
@@ -284,14 +315,14 @@ Graph Graph::clone() const {
   copy.outputs_ = outputs_;
   std::vector<std::pair<NodeRef, NodeRef>> made;  // (original, copy)
   for (NodeRef n : nodes()) {
-    const NodeData& d = g_[n];
+    const NodeData& d = (*g_)[n];
     NodeRef m = copy.addNode(d.op.str(), {}, d.outputs, d.attrs, d.name, d.domain);
-    copy.g_[m].id = d.id;
+    (*copy.g_)[m].id = d.id;
     made.emplace_back(n, m);
   }
   for (auto [n, m] : made) {
-    const std::vector<ValueId>& ins = g_[n].inputs;
-    copy.g_[m].inputs.assign(ins.size(), kNoValue);
+    const std::vector<ValueId>& ins = (*g_)[n].inputs;
+    (*copy.g_)[m].inputs.assign(ins.size(), kNoValue);
     for (uint32_t i = 0; i < ins.size(); ++i) copy.setInput(m, i, ins[i]);
   }
   copy.nextNodeId_ = nextNodeId_;

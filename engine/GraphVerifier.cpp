@@ -50,8 +50,8 @@ std::vector<std::string> Graph::verify() const {
                            " is missing from the use list of " + valueName(v));
       if (const auto& p = value(v).producer) {
         bool hasEdge = false;
-        for (auto [e, end] = boost::in_edges(n, g_); e != end; ++e)
-          hasEdge |= boost::source(*e, g_) == *p && g_[*e].operand == i && g_[*e].value == v;
+        for (auto [e, end] = boost::in_edges(n, *g_); e != end; ++e)
+          hasEdge |= boost::source(*e, *g_) == *p && (*g_)[*e].operand == i && (*g_)[*e].value == v;
         if (!hasEdge)
           problems.push_back("node " + describe(n) + ": no dependency edge for operand " +
                              std::to_string(i) + " " + valueName(v));

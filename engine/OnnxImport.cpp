@@ -91,7 +91,10 @@ Tensor tensorFromProto(const onnx::TensorProto& proto) {
 
 TensorType typeFromProto(const onnx::TypeProto& proto) {
   TensorType t;
-  if (!proto.has_tensor_type()) return t;
+  if (proto.value_case() == onnx::TypeProto::VALUE_NOT_SET) return t;
+  if (!proto.has_tensor_type())
+    throw UserError{"has a non-tensor type (sequence, optional, map or sparse tensor), which is not supported",
+                    true};
   const auto& tt = proto.tensor_type();
   t.dtype = static_cast<DType>(tt.elem_type());
   if (!tt.has_shape()) return t;
@@ -122,6 +125,18 @@ Attribute attributeFromProto(const onnx::AttributeProto& proto) {
 
 namespace {
 
+/// libonnx's messages embed proto dumps over several lines; fold them.
+std::string oneLine(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\n' || c == '\t') c = ' ';
+    if (c == ' ' && (out.empty() || out.back() == ' ')) continue;
+    out += c;
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
 bool looksLikeText(std::string_view bytes) {
   size_t i = bytes.find_first_not_of(" \t\r\n");
   if (i == std::string_view::npos) return false;
@@ -130,6 +145,14 @@ bool looksLikeText(std::string_view bytes) {
   for (char c : bytes.substr(0, 256))
     if (static_cast<unsigned char>(c) < 0x09) return false;
   return bytes.find("=>") != std::string_view::npos;
+}
+
+TensorType valueType(const onnx::ValueInfoProto& vi) {
+  try {
+    return typeFromProto(vi.type());
+  } catch (const UserError& e) {
+    throw UserError{"value `" + vi.name() + "` " + e.message, e.unsupported};
+  }
 }
 
 /// Maps a checked ModelProto to the IR. Throws UserError.
@@ -155,11 +178,11 @@ Graph buildGraph(const onnx::ModelProto& model) {
   }
   for (const auto& in : gp.input()) {
     if (byName.count(in.name())) continue;  // an initializer listed as input: a constant
-    define(in.name(), g.addInput(in.name(), typeFromProto(in.type())));
+    define(in.name(), g.addInput(in.name(), valueType(in)));
   }
   std::unordered_map<std::string, TensorType> declared;
-  for (const auto& vi : gp.value_info()) declared[vi.name()] = typeFromProto(vi.type());
-  for (const auto& vi : gp.output()) declared[vi.name()] = typeFromProto(vi.type());
+  for (const auto& vi : gp.value_info()) declared[vi.name()] = valueType(vi);
+  for (const auto& vi : gp.output()) declared[vi.name()] = valueType(vi);
 
   // Define every node result first, so operand lookup does not depend on
   // node order (a cycle is reported by the verifier, not as a missing name).
@@ -255,12 +278,12 @@ Expected<Graph> importOnnxBuffer(std::string_view bytes, std::string_view source
   try {
     if (options.runChecker) onnx::checker::check_model(model);
   } catch (const std::exception& e) {
-    return Error{where + ": ONNX checker: " + e.what()};
+    return Error{where + ": ONNX checker: " + oneLine(e.what())};
   }
   try {
     if (options.inferShapes) onnx::shape_inference::InferShapes(model);
   } catch (const std::exception& e) {
-    return Error{where + ": ONNX shape inference: " + e.what()};
+    return Error{where + ": ONNX shape inference: " + oneLine(e.what())};
   }
   try {
     return buildGraph(model);
@@ -283,7 +306,8 @@ Expected<Tensor> loadTensorProtoFile(const std::string& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   onnx::TensorProto proto;
-  if (!proto.ParseFromString(ss.str())) return Error{path + ": not a valid TensorProto"};
+  if (!proto.ParseFromString(ss.str()) || proto.data_type() == 0)
+    return Error{path + ": not a valid TensorProto"};
   try {
     return tensorFromProto(proto);
   } catch (const UserError& e) {

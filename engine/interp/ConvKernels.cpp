@@ -214,13 +214,16 @@ void convTranspose(KernelContext& ctx) {
     const int64_t full = strides[i] * (inSpatial[i] - 1) + outPad[i] + extent;
     if (!outputShape.empty() || autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
       int64_t target = !outputShape.empty() ? outputShape[i] : inSpatial[i] * strides[i];
-      int64_t total = full - target;
+      // May be negative (output_shape beyond the full extent); halves round
+      // down, as ONNX's reference does.
+      const int64_t total = full - target;
+      const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
       if (autoPad == "SAME_UPPER") {
-        pads[i] = total / 2;
-        pads[i + k] = total - total / 2;
+        pads[i] = half;
+        pads[i + k] = total - half;
       } else {
-        pads[i] = total - total / 2;
-        pads[i + k] = total / 2;
+        pads[i] = total - half;
+        pads[i + k] = half;
       }
     } else if (autoPad == "VALID") {
       pads[i] = pads[i + k] = 0;
@@ -237,7 +240,8 @@ void convTranspose(KernelContext& ctx) {
   g.in.resize(k);
   g.padBegin.assign(k, 0);
   g.padEnd.assign(k, 0);
-  for (size_t i = 0; i < k; ++i) g.in[i] = outSpatial[i] + pads[i] + pads[i + k] + outPad[i];
+  for (size_t i = 0; i < k; ++i)
+    g.in[i] = strides[i] * (inSpatial[i] - 1) + (kernel[i] - 1) * dilations[i] + 1;
   const int64_t Kg = g.kernelSize(), Pin = g.outSize(), Pfull = g.inSize();
   Shape outShape = {N, M};
   outShape.insert(outShape.end(), outSpatial.begin(), outSpatial.end());
@@ -258,10 +262,17 @@ void convTranspose(KernelContext& ctx) {
       for (int64_t m = 0; m < Mg; ++m) {
         Shape idx(k, 0);
         const int64_t P = shapeNumel(outSpatial);
+        const float bias = ctx.has(2) ? ctx.in(2).data<float>()[gi * Mg + m] : 0.f;
         for (int64_t p = 0; p < P; ++p) {
+          // Positions past the scattered grid (negative end pads) hold only the bias.
           int64_t off = 0;
-          for (size_t d = 0; d < k; ++d) off += (idx[d] + pads[d]) * fullStrides[d];
-          yg[m * P + p] = full[m * Pfull + off] + (ctx.has(2) ? ctx.in(2).data<float>()[gi * Mg + m] : 0.f);
+          bool inside = true;
+          for (size_t d = 0; d < k; ++d) {
+            const int64_t pos = idx[d] + pads[d];
+            inside &= pos >= 0 && pos < g.in[d];
+            off += pos * fullStrides[d];
+          }
+          yg[m * P + p] = (inside ? full[m * Pfull + off] : 0.f) + bias;
           nextIndex(idx, outSpatial);
         }
       }

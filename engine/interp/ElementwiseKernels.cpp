@@ -251,6 +251,16 @@ void dropout(KernelContext& ctx) {
 void prelu(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
   const Tensor& slope = ctx.in(1);
+  if (ctx.opset() < 7 && slope.rank() == 1 && x.rank() >= 2 && slope.dim(0) == x.dim(1) && slope.dim(0) != 1) {
+    // Before opset 7 a 1-D slope is per channel (axis 1).
+    Shape perChannel(static_cast<size_t>(x.rank() - 1), 1);
+    perChannel[0] = slope.dim(0);
+    Tensor reshaped = slope.reshaped(perChannel);
+    KernelContext inner(ctx.node(), ctx.opset(), {&x, &reshaped});
+    prelu(inner);
+    ctx.setOutput(0, std::move(inner.outputs()[0]));
+    return;
+  }
   // Unidirectional broadcast of the slope to x.
   Shape shape = broadcastShapes(ctx, {x.shape(), slope.shape()});
   if (shape != x.shape()) ctx.fail("slope shape " + shapeToString(slope.shape()) + " does not broadcast to " + shapeToString(x.shape()));

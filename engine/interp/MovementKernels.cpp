@@ -434,7 +434,8 @@ void resize(KernelContext& ctx) {
     outside = false;
     if (ctm == "half_pixel") return (xo + 0.5) / s - 0.5;
     if (ctm == "pytorch_half_pixel") return out > 1 ? (xo + 0.5) / s - 0.5 : 0.0;
-    if (ctm == "align_corners") return out == 1 ? 0.0 : xo * (in - 1) / (out - 1);
+    // The scaled (fractional) output length, as ONNX's reference uses it.
+    if (ctm == "align_corners") return out == 1 ? 0.0 : xo * (in - 1) / (s * in - 1);
     if (ctm == "asymmetric") return xo / s;
     if (ctm == "tf_half_pixel_for_nn") return (xo + 0.5) / s;
     if (ctm == "tf_crop_and_resize") {

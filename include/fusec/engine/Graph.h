@@ -187,7 +187,7 @@ class Graph {
   NodeRef addNode(std::string_view op, std::vector<ValueId> inputs, std::vector<ValueId> outputs,
                   AttrMap attrs = {}, std::string name = {}, std::string domain = {});
   /// Adds a node with `numOutputs` fresh output values named after the node.
-  NodeRef addNode(std::string_view op, std::vector<ValueId> inputs, size_t numOutputs,
+  NodeRef addNodeWithNewOutputs(std::string_view op, std::vector<ValueId> inputs, size_t numOutputs,
                   AttrMap attrs = {}, std::string name = {});
   /// Removes a node. Its outputs must have no uses left and not be graph
   /// outputs; they die with it.
@@ -197,13 +197,13 @@ class Graph {
   /// Redirects every use of `from` (graph outputs included) to `to`.
   void replaceAllUsesWith(ValueId from, ValueId to);
 
-  NodeData& node(NodeRef n) { return g_[n]; }
-  const NodeData& node(NodeRef n) const { return g_[n]; }
-  size_t numNodes() const { return boost::num_vertices(g_); }
+  NodeData& node(NodeRef n) { return (*g_)[n]; }
+  const NodeData& node(NodeRef n) const { return (*g_)[n]; }
+  size_t numNodes() const { return boost::num_vertices(*g_); }
   /// All nodes in insertion order.
   std::vector<NodeRef> nodes() const;
-  /// Nodes in a dependency-respecting order (Boost's topological_sort), or
-  /// an error naming a node on a cycle.
+  /// Nodes in a dependency-respecting order, stable (ties go to the node
+  /// added first), or an error naming a node on a cycle.
   Expected<std::vector<NodeRef>> topologicalOrder() const;
   /// Nodes that read a result of `n`, each once, in use order.
   std::vector<NodeRef> consumers(NodeRef n) const;
@@ -216,7 +216,7 @@ class Graph {
   /// `'conv1' (Conv)`: how messages name a node.
   std::string describe(NodeRef n) const;
 
-  const BoostGraph& boostGraph() const { return g_; }
+  const BoostGraph& boostGraph() const { return *g_; }
 
  private:
   void addEdgeFor(NodeRef consumer, uint32_t operand, ValueId v);
@@ -224,7 +224,9 @@ class Graph {
   void addUse(ValueId v, NodeRef n, uint32_t operand);
   void dropUse(ValueId v, NodeRef n, uint32_t operand);
 
-  BoostGraph g_;
+  // Behind a pointer so that moving a Graph keeps vertex descriptors (which
+  // point into the vertex list) valid: Boost's adjacency_list copies on move.
+  std::unique_ptr<BoostGraph> g_ = std::make_unique<BoostGraph>();
   std::deque<Value> values_;  // deque: references stay valid as values are added
   std::vector<ValueId> inputs_;
   std::vector<ValueId> outputs_;

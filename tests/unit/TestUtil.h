@@ -1,0 +1,56 @@
+/// Helpers shared by the unit tests: build graphs from ONNX text, run them,
+/// and make small tensors.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "fusec/engine/Interpreter.h"
+#include "fusec/engine/OnnxIO.h"
+
+namespace fusec::test {
+
+/// Imports ONNX text; fails the test with the importer's message on error.
+inline Graph parse(const std::string& text, const ImportOptions& options = {}) {
+  Expected<Graph> g = importOnnxBuffer(text, "<test>", options);
+  if (!g) FAIL(g.error().message);
+  return std::move(g.value());
+}
+
+/// A one-graph model around a node list; `signature` declares inputs and outputs.
+/// `extraImports` adds opset imports, e.g. `, "vendor" : 1`.
+inline std::string model(const std::string& signature, const std::string& body, int opset = 17,
+                         const std::string& extraImports = "") {
+  return "<ir_version: 8, opset_import: [\"\" : " + std::to_string(opset) + extraImports + "]>\n" +
+         signature + " {\n" + body + "\n}\n";
+}
+
+inline Tensor floats(Shape shape, std::vector<float> v) { return Tensor::fromVector<float>(std::move(shape), v); }
+inline Tensor ints(Shape shape, std::vector<int64_t> v) { return Tensor::fromVector<int64_t>(std::move(shape), v); }
+
+/// Runs a graph; fails the test on error.
+inline std::vector<Tensor> run(const Graph& g, const std::vector<Tensor>& inputs) {
+  Expected<std::vector<Tensor>> out = runGraph(g, inputs);
+  if (!out) FAIL(out.error().message);
+  return std::move(out.value());
+}
+
+/// Runs a graph expecting an error, returning its message.
+inline std::string runError(const Graph& g, const std::vector<Tensor>& inputs) {
+  Expected<std::vector<Tensor>> out = runGraph(g, inputs);
+  REQUIRE_FALSE(out.ok());
+  return out.error().message;
+}
+
+inline void checkClose(const Tensor& got, const Tensor& want, float tol = 1e-5f) {
+  REQUIRE(got.dtype() == want.dtype());
+  REQUIRE(shapeToString(got.shape()) == shapeToString(want.shape()));
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    INFO("element " << i);
+    CHECK(got.scalarAt(i) == doctest::Approx(want.scalarAt(i)).epsilon(tol));
+  }
+}
+
+}  // namespace fusec::test
