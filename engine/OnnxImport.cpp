@@ -51,7 +51,7 @@ Tensor tensorFromProto(const onnx::TensorProto& proto) {
     throw mismatch(proto.has_raw_data() ? proto.raw_data().size() / esize : fieldSize());
   Tensor t(dtype, shape);
   if (proto.has_raw_data()) {
-    std::memcpy(t.raw(), proto.raw_data().data(), proto.raw_data().size());
+    if (n) std::memcpy(t.raw(), proto.raw_data().data(), proto.raw_data().size());
     return t;
   }
   auto fill = [&](const auto& field, auto convert) {

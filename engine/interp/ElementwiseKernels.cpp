@@ -56,8 +56,8 @@ void runUnaryNumeric(KernelContext& ctx, Op op) {
 
 /// out = op(a, b) over numeric types with broadcasting; Out is the result type
 /// (void: same as the operands).
-template <class Out, class Op>
-void runBinary(KernelContext& ctx, Op op, bool allowBool = false) {
+template <class Out, bool AllowBool = false, class Op>
+void runBinary(KernelContext& ctx, Op op) {
   const Tensor& a = ctx.in(0);
   const Tensor& b = ctx.in(1);
   if (a.dtype() != b.dtype())
@@ -81,8 +81,10 @@ void runBinary(KernelContext& ctx, Op op, bool allowBool = false) {
     }
     ctx.setOutput(0, std::move(y));
   };
-  if (allowBool && a.dtype() == DType::Bool) body(TypeTag<bool>{});
-  else dispatchNumeric(ctx, a.dtype(), body);
+  if constexpr (AllowBool) {
+    if (a.dtype() == DType::Bool) return body(TypeTag<bool>{});
+  }
+  dispatchNumeric(ctx, a.dtype(), body);
 }
 
 /// Sum/Min/Max/Mean: a left fold of a binary op over 1..N operands.
@@ -202,7 +204,7 @@ KernelFn logical(Op op) {
   return [op](KernelContext& ctx) {
     expectDType(ctx, 0, DType::Bool);
     expectDType(ctx, 1, DType::Bool);
-    runBinary<bool>(ctx, op, /*allowBool=*/true);
+    runBinary<bool, true>(ctx, op);
   };
 }
 
@@ -386,7 +388,7 @@ void registerElementwiseKernels(KernelRegistry& r) {
   r["Max"] = [](KernelContext& c) {
     runVariadic(c, [](auto a, auto b) { return (std::isnan(static_cast<double>(a)) || a > b) ? a : b; }, false);
   };
-  r["Equal"] = [](KernelContext& c) { runBinary<bool>(c, [](auto a, auto b) { return a == b; }, true); };
+  r["Equal"] = [](KernelContext& c) { runBinary<bool, true>(c, [](auto a, auto b) { return a == b; }); };
   r["Less"] = [](KernelContext& c) { runBinary<bool>(c, [](auto a, auto b) { return a < b; }); };
   r["Greater"] = [](KernelContext& c) { runBinary<bool>(c, [](auto a, auto b) { return a > b; }); };
   r["LessOrEqual"] = [](KernelContext& c) { runBinary<bool>(c, [](auto a, auto b) { return a <= b; }); };

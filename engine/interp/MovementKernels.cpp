@@ -112,7 +112,7 @@ void concat(KernelContext& ctx) {
   for (size_t i = 0; i < ctx.numInputs(); ++i) {
     const Tensor& x = ctx.in(i);
     const int64_t row = outer ? x.numel() / outer : 0;
-    for (int64_t o = 0; o < outer; ++o)
+    for (int64_t o = 0; row > 0 && o < outer; ++o)
       std::memcpy(y.raw() + (o * outRow + offset) * es, x.raw() + o * row * es, static_cast<size_t>(row) * es);
     offset += row;
   }
@@ -236,7 +236,7 @@ void gather(KernelContext& ctx) {
   const size_t es = dtypeSize(x.dtype());
   Tensor out(x.dtype(), outShape);
   const int64_t n = static_cast<int64_t>(idx.size());
-  for (int64_t o = 0; o < outer; ++o)
+  for (int64_t o = 0; inner > 0 && o < outer; ++o)
     for (int64_t j = 0; j < n; ++j)
       std::memcpy(out.raw() + ((o * n + j) * inner) * es, x.raw() + ((o * len + idx[j]) * inner) * es,
                   static_cast<size_t>(inner) * es);
