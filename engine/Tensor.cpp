@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <limits>
 #include <type_traits>
 #include <sstream>
@@ -29,6 +30,13 @@ Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape
   assert(std::all_of(shape_.begin(), shape_.end(), [](int64_t d) { return d >= 0; }) &&
          "tensor dims must be non-negative");
   bytes_.resize(static_cast<size_t>(numel()) * dtypeSize(dtype_));
+}
+
+Tensor Tensor::bitcast(DType dtype) const {
+  assert(dtypeSize(dtype) == dtypeSize(dtype_) && "bitcast needs equal element sizes");
+  Tensor t = *this;
+  t.dtype_ = dtype;
+  return t;
 }
 
 Tensor Tensor::reshaped(Shape shape) const {
@@ -61,6 +69,60 @@ auto visitNumeric(DType dtype, const std::byte* p, F&& f) {
   }
 }
 
+/// IEEE half <-> float, rounding to nearest even.
+float halfToFloat(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  const int exp = (h >> 10) & 0x1f;
+  const uint32_t mant = h & 0x3ff;
+  float magnitude;
+  if (exp == 0) magnitude = std::ldexp(static_cast<float>(mant), -24);            // subnormal
+  else if (exp == 31) magnitude = mant ? std::numeric_limits<float>::quiet_NaN()
+                                       : std::numeric_limits<float>::infinity();
+  else magnitude = std::ldexp(static_cast<float>(mant | 0x400), exp - 25);
+  uint32_t bits;
+  std::memcpy(&bits, &magnitude, 4);
+  bits |= sign;
+  float out;
+  std::memcpy(&out, &bits, 4);
+  return out;
+}
+
+uint16_t floatToHalf(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000);
+  const float a = std::fabs(f);
+  if (std::isnan(f)) return sign | 0x7e00;
+  if (a >= 65520.f) return sign | 0x7c00;  // rounds to infinity
+  if (a < std::ldexp(1.f, -14)) {
+    // Subnormal: units of 2^-24, nearest even.
+    return sign | static_cast<uint16_t>(std::nearbyint(std::ldexp(a, 24)));
+  }
+  int exp;
+  const float frac = std::frexp(a, &exp);  // a = frac * 2^exp, frac in [0.5, 1)
+  uint32_t mant = static_cast<uint32_t>(std::nearbyint(std::ldexp(frac, 11)));  // 11 bits incl. implicit
+  if (mant == 0x800) {
+    mant = 0x400;
+    ++exp;
+  }
+  return sign | static_cast<uint16_t>(((exp + 14) << 10) | (mant & 0x3ff));
+}
+
+float bfloat16ToFloat(uint16_t h) {
+  uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float out;
+  std::memcpy(&out, &bits, 4);
+  return out;
+}
+
+uint16_t floatToBfloat16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if (std::isnan(f)) return static_cast<uint16_t>((bits >> 16) | 0x40);
+  bits += 0x7fff + ((bits >> 16) & 1);  // round to nearest even
+  return static_cast<uint16_t>(bits >> 16);
+}
+
 template <class To, class From>
 To convertElement(From v) {
   if constexpr (std::is_same_v<To, bool>) {
@@ -83,6 +145,10 @@ To convertElement(From v) {
 
 double Tensor::scalarAt(int64_t i) const {
   assert(i >= 0 && i < numel() && "element index out of range");
+  if (dtype_ == DType::Float16 || dtype_ == DType::BFloat16) {
+    const uint16_t bits = reinterpret_cast<const uint16_t*>(raw())[i];
+    return dtype_ == DType::Float16 ? halfToFloat(bits) : bfloat16ToFloat(bits);
+  }
   return visitNumeric(dtype_, raw(), [i](auto* p) { return static_cast<double>(p[i]); });
 }
 
@@ -105,8 +171,25 @@ std::vector<float> Tensor::toFloats() const {
 }
 
 Tensor Tensor::castTo(DType to) const {
-  Tensor out(to, shape_);
   const int64_t n = numel();
+  // 16-bit floats convert through float32.
+  const bool fromHalf = dtype_ == DType::Float16 || dtype_ == DType::BFloat16;
+  if (fromHalf) {
+    Tensor f(DType::Float32, shape_);
+    const auto* src = reinterpret_cast<const uint16_t*>(raw());
+    for (int64_t i = 0; i < n; ++i)
+      f.data<float>()[i] = dtype_ == DType::Float16 ? halfToFloat(src[i]) : bfloat16ToFloat(src[i]);
+    return to == DType::Float32 ? f : f.castTo(to);
+  }
+  if (to == DType::Float16 || to == DType::BFloat16) {
+    Tensor f = dtype_ == DType::Float32 ? *this : castTo(DType::Float32);
+    Tensor out(to, shape_);
+    auto* dst = reinterpret_cast<uint16_t*>(out.raw());
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = to == DType::Float16 ? floatToHalf(f.data<float>()[i]) : floatToBfloat16(f.data<float>()[i]);
+    return out;
+  }
+  Tensor out(to, shape_);
   visitNumeric(dtype_, raw(), [&](auto* src) {
     using From = std::remove_cv_t<std::remove_pointer_t<decltype(src)>>;
     auto write = [&](auto* dst) {

@@ -91,6 +91,17 @@ CaseResult runCase(const fs::path& dir) {
       if (!t) return {t.error().unsupported ? Outcome::Unsupported : Outcome::Fail, t.error().message};
       expected.push_back(std::move(t.value()));
     }
+    // The suite stores 16-bit float data as uint16; read it as the declared type.
+    for (size_t i = 0; i < inputs.size() && i < g->inputs().size(); ++i) {
+      DType declared = g->value(g->inputs()[i]).type.dtype;
+      if ((declared == DType::Float16 || declared == DType::BFloat16) && inputs[i].dtype() == DType::UInt16)
+        inputs[i] = inputs[i].bitcast(declared);
+    }
+    for (size_t i = 0; i < expected.size() && i < g->outputs().size(); ++i) {
+      DType declared = g->value(g->outputs()[i]).type.dtype;
+      if ((declared == DType::Float16 || declared == DType::BFloat16) && expected[i].dtype() == DType::UInt16)
+        expected[i] = expected[i].bitcast(declared);
+    }
     // Some cases feed fewer inputs than the graph declares (optional inputs).
     if (inputs.size() != g->inputs().size())
       return {Outcome::Unsupported, fmt::format("{} input files for {} graph inputs", inputs.size(), g->inputs().size())};

@@ -17,7 +17,6 @@ const float* channelParam(const KernelContext& ctx, size_t i, int64_t C, const c
 }
 
 void batchNorm(KernelContext& ctx) {
-  if (ctx.attrInt("training_mode", 0) != 0) ctx.unsupported("training mode is not supported");
   const Tensor& x = ctx.in(0);
   expectDType(ctx, 0, DType::Float32);
   if (x.rank() < 2) ctx.fail("input must have rank >= 2");
@@ -27,6 +26,35 @@ void batchNorm(KernelContext& ctx) {
   const float* mean = channelParam(ctx, 3, C, "mean");
   const float* var = channelParam(ctx, 4, C, "variance");
   const double eps = ctx.attrFloat("epsilon", 1e-5f);
+  std::vector<float> batchMean, batchVar;
+  if (ctx.attrInt("training_mode", 0) != 0) {
+    // Training mode: normalize with the batch statistics (biased variance)
+    // and return the updated running statistics as results 1 and 2.
+    const double momentum = ctx.attrFloat("momentum", 0.9f);
+    batchMean.assign(static_cast<size_t>(C), 0.f);
+    batchVar.assign(static_cast<size_t>(C), 0.f);
+    Tensor runMean(DType::Float32, {C}), runVar(DType::Float32, {C});
+    const double count = static_cast<double>(N * S);
+    for (int64_t c = 0; c < C; ++c) {
+      double sum = 0, sq = 0;
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t s = 0; s < S; ++s) sum += x.data<float>()[(n * C + c) * S + s];
+      const double m = sum / count;
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t s = 0; s < S; ++s) {
+          const double d = x.data<float>()[(n * C + c) * S + s] - m;
+          sq += d * d;
+        }
+      batchMean[c] = static_cast<float>(m);
+      batchVar[c] = static_cast<float>(sq / count);
+      runMean.data<float>()[c] = static_cast<float>(mean[c] * momentum + m * (1 - momentum));
+      runVar.data<float>()[c] = static_cast<float>(var[c] * momentum + batchVar[c] * (1 - momentum));
+    }
+    ctx.setOutput(1, std::move(runMean));
+    ctx.setOutput(2, std::move(runVar));
+    mean = batchMean.data();
+    var = batchVar.data();
+  }
   Tensor y(DType::Float32, x.shape());
   for (int64_t n = 0; n < N; ++n)
     for (int64_t c = 0; c < C; ++c) {

@@ -38,3 +38,20 @@ TEST_CASE("dtype names round trip") {
   }
   CHECK_FALSE(dtypeFromName("quaternion").has_value());
 }
+
+TEST_CASE("16-bit floats convert through float32 with rounding to nearest even") {
+  Tensor f = test::floats({5}, {1.f, -2.5f, 65504.f, 1e-7f, 1.f + 1.f / 2048});
+  Tensor h = f.castTo(DType::Float16);
+  const auto* bits = reinterpret_cast<const uint16_t*>(h.raw());
+  CHECK(bits[0] == 0x3c00);
+  CHECK(bits[1] == 0xc100);
+  CHECK(bits[2] == 0x7bff);  // largest finite half
+  CHECK(bits[3] == 0x0002);  // subnormal: 1e-7 / 2^-24 = 1.68 -> 2
+  CHECK(bits[4] == 0x3c00);  // exactly halfway between 1 and 1+2^-10: ties to even
+  Tensor back = h.castTo(DType::Float32);
+  CHECK(back.data<float>()[1] == -2.5f);
+  CHECK(back.data<float>()[2] == 65504.f);
+  Tensor b = test::floats({2}, {1.f + 1.f / 256, 3.f}).castTo(DType::BFloat16);
+  CHECK(b.castTo(DType::Float32).toFloats() == std::vector<float>{1.f, 3.f});  // halfway: ties to even
+  CHECK(b.scalarAt(1) == 3.0);
+}

@@ -62,14 +62,17 @@ class Tensor {
 
   /// Same bytes, new shape of equal element count.
   Tensor reshaped(Shape shape) const;
-  /// Element i converted to double (numeric dtypes only).
+  /// Same bytes read as another element type of the same size.
+  Tensor bitcast(DType dtype) const;
+  /// Element i converted to double (numeric dtypes and 16-bit floats).
   double scalarAt(int64_t i) const;
   /// All elements of an integer tensor as int64 (shape arguments, axes).
   std::vector<int64_t> toInt64s() const;
   /// All elements converted to float.
   std::vector<float> toFloats() const;
   /// A tensor of another numeric dtype with the values converted as by a C++
-  /// static_cast (ONNX Cast semantics for the supported types).
+  /// static_cast (ONNX Cast semantics for the supported types); float16 and
+  /// bfloat16 convert through float32, rounding to nearest even.
   Tensor castTo(DType to) const;
 
   bool operator==(const Tensor& other) const {
