@@ -50,23 +50,13 @@ namespace {
 
 /// Calls f(ptr) with a typed pointer to the tensor's elements.
 template <class F>
-auto visitNumeric(DType dtype, const std::byte* p, F&& f) {
-  switch (dtype) {
-    case DType::Float32: return f(reinterpret_cast<const float*>(p));
-    case DType::Float64: return f(reinterpret_cast<const double*>(p));
-    case DType::Int64: return f(reinterpret_cast<const int64_t*>(p));
-    case DType::Int32: return f(reinterpret_cast<const int32_t*>(p));
-    case DType::Int16: return f(reinterpret_cast<const int16_t*>(p));
-    case DType::Int8: return f(reinterpret_cast<const int8_t*>(p));
-    case DType::UInt8: return f(reinterpret_cast<const uint8_t*>(p));
-    case DType::UInt16: return f(reinterpret_cast<const uint16_t*>(p));
-    case DType::UInt32: return f(reinterpret_cast<const uint32_t*>(p));
-    case DType::UInt64: return f(reinterpret_cast<const uint64_t*>(p));
-    case DType::Bool: return f(reinterpret_cast<const bool*>(p));
-    default:
-      throw UserError{"element type `" + std::string(dtypeName(dtype)) + "` is not supported here",
-                      true};
-  }
+void visitNumeric(DType dtype, const std::byte* p, F&& f) {
+  bool known = visitNumericDType<true>(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    f(reinterpret_cast<const T*>(p));
+  });
+  if (!known)
+    throw UserError{"element type `" + std::string(dtypeName(dtype)) + "` is not supported here", true};
 }
 
 /// IEEE half <-> float, rounding to nearest even.
@@ -149,14 +139,15 @@ double Tensor::scalarAt(int64_t i) const {
     const uint16_t bits = reinterpret_cast<const uint16_t*>(raw())[i];
     return dtype_ == DType::Float16 ? halfToFloat(bits) : bfloat16ToFloat(bits);
   }
-  return visitNumeric(dtype_, raw(), [i](auto* p) { return static_cast<double>(p[i]); });
+  double v = 0;
+  visitNumeric(dtype_, raw(), [&](auto* p) { v = static_cast<double>(p[i]); });
+  return v;
 }
 
 std::vector<int64_t> Tensor::toInt64s() const {
   std::vector<int64_t> out(static_cast<size_t>(numel()));
   visitNumeric(dtype_, raw(), [&](auto* p) {
     for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<int64_t>(p[i]);
-    return 0;
   });
   return out;
 }
@@ -165,7 +156,6 @@ std::vector<float> Tensor::toFloats() const {
   std::vector<float> out(static_cast<size_t>(numel()));
   visitNumeric(dtype_, raw(), [&](auto* p) {
     for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(p[i]);
-    return 0;
   });
   return out;
 }
@@ -192,26 +182,13 @@ Tensor Tensor::castTo(DType to) const {
   Tensor out(to, shape_);
   visitNumeric(dtype_, raw(), [&](auto* src) {
     using From = std::remove_cv_t<std::remove_pointer_t<decltype(src)>>;
-    auto write = [&](auto* dst) {
-      using To = std::remove_pointer_t<decltype(dst)>;
+    bool known = visitNumericDType<true>(to, [&](auto tag) {
+      using To = typename decltype(tag)::type;
+      To* dst = reinterpret_cast<To*>(out.raw());
       for (int64_t i = 0; i < n; ++i) dst[i] = convertElement<To, From>(src[i]);
-      return 0;
-    };
-    switch (to) {
-      case DType::Float32: return write(out.data<float>());
-      case DType::Float64: return write(out.data<double>());
-      case DType::Int64: return write(out.data<int64_t>());
-      case DType::Int32: return write(out.data<int32_t>());
-      case DType::Int16: return write(out.data<int16_t>());
-      case DType::Int8: return write(out.data<int8_t>());
-      case DType::UInt8: return write(out.data<uint8_t>());
-      case DType::UInt16: return write(out.data<uint16_t>());
-      case DType::UInt32: return write(out.data<uint32_t>());
-      case DType::UInt64: return write(out.data<uint64_t>());
-      case DType::Bool: return write(out.data<bool>());
-      default:
-        throw UserError{"cannot convert to element type `" + std::string(dtypeName(to)) + "`", true};
-    }
+    });
+    if (!known)
+      throw UserError{"cannot convert to element type `" + std::string(dtypeName(to)) + "`", true};
   });
   return out;
 }

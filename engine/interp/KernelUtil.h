@@ -103,25 +103,11 @@ void forEachBroadcast(const Shape& out, const std::array<Shape, N>& strides, F&&
 
 // ---- dtype dispatch -------------------------------------------------------------
 
-template <class T> struct TypeTag { using type = T; };
-
 /// Calls f(TypeTag<T>{}) for the C++ type of a numeric dtype; fails otherwise.
 template <class F>
 void dispatchNumeric(const KernelContext& ctx, DType t, F&& f) {
-  switch (t) {
-    case DType::Float32: f(TypeTag<float>{}); return;
-    case DType::Float64: f(TypeTag<double>{}); return;
-    case DType::Int64: f(TypeTag<int64_t>{}); return;
-    case DType::Int32: f(TypeTag<int32_t>{}); return;
-    case DType::Int16: f(TypeTag<int16_t>{}); return;
-    case DType::Int8: f(TypeTag<int8_t>{}); return;
-    case DType::UInt8: f(TypeTag<uint8_t>{}); return;
-    case DType::UInt16: f(TypeTag<uint16_t>{}); return;
-    case DType::UInt32: f(TypeTag<uint32_t>{}); return;
-    case DType::UInt64: f(TypeTag<uint64_t>{}); return;
-    default:
-      ctx.unsupported("element type `" + std::string(dtypeName(t)) + "` is not supported by this op");
-  }
+  if (!visitNumericDType<false>(t, f))
+    ctx.unsupported("element type `" + std::string(dtypeName(t)) + "` is not supported by this op");
 }
 
 /// Like dispatchNumeric, for float and double only.

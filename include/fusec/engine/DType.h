@@ -52,4 +52,36 @@ template <> struct DTypeOf<uint32_t> { static constexpr DType value = DType::UIn
 template <> struct DTypeOf<uint64_t> { static constexpr DType value = DType::UInt64; };
 template <> struct DTypeOf<bool> { static constexpr DType value = DType::Bool; };
 
+/// A type carried as a value, for generic lambdas: `[](auto tag) { using T = typename decltype(tag)::type; }`.
+template <class T>
+struct TypeTag {
+  using type = T;
+};
+
+/// Calls f(TypeTag<T>{}) with the C++ element type of a numeric dtype (and of
+/// bool when WithBool). Returns false without calling f for other dtypes
+/// (16-bit floats, strings, complex).
+template <bool WithBool, class F>
+bool visitNumericDType(DType t, F&& f) {
+  switch (t) {
+    case DType::Float32: f(TypeTag<float>{}); return true;
+    case DType::Float64: f(TypeTag<double>{}); return true;
+    case DType::Int64: f(TypeTag<int64_t>{}); return true;
+    case DType::Int32: f(TypeTag<int32_t>{}); return true;
+    case DType::Int16: f(TypeTag<int16_t>{}); return true;
+    case DType::Int8: f(TypeTag<int8_t>{}); return true;
+    case DType::UInt8: f(TypeTag<uint8_t>{}); return true;
+    case DType::UInt16: f(TypeTag<uint16_t>{}); return true;
+    case DType::UInt32: f(TypeTag<uint32_t>{}); return true;
+    case DType::UInt64: f(TypeTag<uint64_t>{}); return true;
+    case DType::Bool:
+      if constexpr (WithBool) {
+        f(TypeTag<bool>{});
+        return true;
+      }
+      return false;
+    default: return false;
+  }
+}
+
 }  // namespace fusec

@@ -1,0 +1,78 @@
+#!/usr/bin/python3
+"""Exports the model zoo used by benchmarks and whole-model tests to ONNX.
+
+Runs with Debian's python3-torch and python3-torchvision (install them with
+`apt-get install python3-torch python3-torchvision`; they live under
+/usr/bin/python3, not the pyenv python). Weights are random but seeded, so no
+download is needed and the files are reproducible on one machine.
+
+    /usr/bin/python3 bench/models/export_models.py OUT_DIR [names...]
+
+names: resnet18 resnet50 bert_layer (default: all).
+"""
+import os
+import sys
+
+import torch
+import torchvision
+
+OPSET = 13
+
+
+def resnet(name):
+    torch.manual_seed(0)
+    model = getattr(torchvision.models, name)(weights=None).eval()
+    return model, (torch.randn(1, 3, 224, 224),), ["image"], ["logits"]
+
+
+class BertLayer(torch.nn.Module):
+    """One BERT-base encoder layer as PyTorch writes it: attention with scale
+    and additive mask, residual Add + LayerNorm, GELU (erf) MLP."""
+
+    def __init__(self, d=768, heads=12, ff=3072):
+        super().__init__()
+        self.heads, self.dh = heads, d // heads
+        self.q, self.k, self.v, self.o = (torch.nn.Linear(d, d) for _ in range(4))
+        self.ln1, self.ln2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+        self.ff1, self.ff2 = torch.nn.Linear(d, ff), torch.nn.Linear(ff, d)
+
+    def split(self, t):
+        b, s, _ = t.shape
+        return t.view(b, s, self.heads, self.dh).transpose(1, 2)
+
+    def forward(self, x, mask):
+        q, k, v = self.split(self.q(x)), self.split(self.k(x)), self.split(self.v(x))
+        scores = q @ k.transpose(-1, -2) / self.dh ** 0.5 + mask
+        ctx = torch.softmax(scores, dim=-1) @ v
+        b, h, s, dh = ctx.shape
+        attn = self.o(ctx.transpose(1, 2).reshape(b, s, h * dh))
+        h1 = self.ln1(x + attn)
+        return self.ln2(h1 + self.ff2(torch.nn.functional.gelu(self.ff1(h1))))
+
+
+def bert_layer(_name):
+    torch.manual_seed(0)
+    seq = 128
+    return BertLayer().eval(), (torch.randn(1, seq, 768), torch.zeros(1, 1, 1, seq)), ["x", "mask"], ["y"]
+
+
+MODELS = {"resnet18": resnet, "resnet50": resnet, "bert_layer": bert_layer}
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    out = sys.argv[1]
+    names = sys.argv[2:] or list(MODELS)
+    os.makedirs(out, exist_ok=True)
+    for name in names:
+        model, args, inputs, outputs = MODELS[name](name)
+        path = os.path.join(out, f"{name}.onnx")
+        with torch.no_grad():
+            torch.onnx.export(model, args, path, opset_version=OPSET, input_names=inputs,
+                              output_names=outputs, do_constant_folding=True)
+        print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
