@@ -29,6 +29,7 @@ enum class Outcome { Pass, Fail, Unsupported };
 struct CaseResult {
   Outcome outcome;
   std::string detail;
+  double maxAbsError = 0;
 };
 
 std::vector<fs::path> sortedFiles(const fs::path& dir, const std::string& prefix) {
@@ -46,14 +47,14 @@ std::vector<fs::path> sortedFiles(const fs::path& dir, const std::string& prefix
   return files;
 }
 
-/// Compares one output; returns an empty string when it matches.
-std::string compare(const Tensor& got, const Tensor& want, size_t index) {
+/// Compares one output; returns an empty string when it matches. Raises
+/// `maxErr` to the largest absolute difference seen.
+std::string compare(const Tensor& got, const Tensor& want, size_t index, double& maxErr) {
   std::string which = fmt::format("output {}", index);
   if (got.dtype() != want.dtype())
     return fmt::format("{}: element type `{}`, expected `{}`", which, dtypeName(got.dtype()), dtypeName(want.dtype()));
   if (got.shape() != want.shape())
     return fmt::format("{}: shape {}, expected {}", which, shapeToString(got.shape()), shapeToString(want.shape()));
-  double maxErr = 0;
   bool bad = false;
   const bool floating = isFloatingPoint(want.dtype());
   for (int64_t i = 0; i < want.numel(); ++i) {
@@ -79,6 +80,7 @@ CaseResult runCase(const fs::path& dir) {
   if (!g) return {g.error().unsupported ? Outcome::Unsupported : Outcome::Fail, g.error().message};
   std::vector<fs::path> sets = sortedFiles(dir, "test_data_set_");
   if (sets.empty()) return {Outcome::Fail, "no test_data_set_* folders"};
+  double maxErr = 0;
   for (const fs::path& set : sets) {
     std::vector<Tensor> inputs, expected;
     for (const fs::path& f : sortedFiles(set, "input_")) {
@@ -110,11 +112,11 @@ CaseResult runCase(const fs::path& dir) {
     if (out->size() != expected.size())
       return {Outcome::Fail, fmt::format("{} outputs, expected {}", out->size(), expected.size())};
     for (size_t i = 0; i < expected.size(); ++i) {
-      std::string diff = compare(out.value()[i], expected[i], i);
+      std::string diff = compare(out.value()[i], expected[i], i, maxErr);
       if (!diff.empty()) return {Outcome::Fail, set.filename().string() + ": " + diff};
     }
   }
-  return {Outcome::Pass, {}};
+  return {Outcome::Pass, {}, maxErr};
 }
 
 struct OnnxTestOptions {
@@ -153,7 +155,7 @@ int runOnnxTests(const OnnxTestOptions& o) {
         ++passed;
         passing.insert(name);
         passNames.push_back(name);
-        if (!o.quiet) fmt::print("pass         {}\n", name);
+        if (!o.quiet) fmt::print("pass         {} (max abs error {:.2g})\n", name, r.maxAbsError);
         break;
       case Outcome::Fail:
         ++failed;

@@ -1,10 +1,14 @@
 #!/usr/bin/python3
 """Exports the model zoo used by benchmarks and whole-model tests to ONNX.
 
-Runs with Debian's python3-torch and python3-torchvision (install them with
-`apt-get install python3-torch python3-torchvision`; they live under
-/usr/bin/python3, not the pyenv python). Weights are random but seeded, so no
-download is needed and the files are reproducible on one machine.
+Each model is written as an ONNX backend test case folder,
+OUT_DIR/NAME/model.onnx plus test_data_set_0/{input,output}_*.pb holding a
+seeded input and PyTorch's own output for it, so `fusec onnx-test OUT_DIR/NAME`
+checks fusec against PyTorch.
+
+Runs with Debian's python3-torch, python3-torchvision and python3-onnx
+(scripts/install-deps.sh installs them; they live under /usr/bin/python3, not
+the pyenv python). Weights are random but seeded, so no download is needed.
 
     /usr/bin/python3 bench/models/export_models.py OUT_DIR [names...]
 
@@ -13,6 +17,7 @@ names: resnet18 resnet50 bert_layer (default: all).
 import os
 import sys
 
+import onnx.numpy_helper
 import torch
 import torchvision
 
@@ -67,11 +72,21 @@ def main():
     os.makedirs(out, exist_ok=True)
     for name in names:
         model, args, inputs, outputs = MODELS[name](name)
-        path = os.path.join(out, f"{name}.onnx")
+        case = os.path.join(out, name)
+        data = os.path.join(case, "test_data_set_0")
+        os.makedirs(data, exist_ok=True)
+        path = os.path.join(case, "model.onnx")
         with torch.no_grad():
             torch.onnx.export(model, args, path, opset_version=OPSET, input_names=inputs,
                               output_names=outputs, do_constant_folding=True)
-        print(f"wrote {path}")
+            result = model(*args)
+        results = result if isinstance(result, tuple) else (result,)
+        for kind, tensors in (("input", args), ("output", results)):
+            for i, t in enumerate(tensors):
+                proto = onnx.numpy_helper.from_array(t.numpy())
+                with open(os.path.join(data, f"{kind}_{i}.pb"), "wb") as f:
+                    f.write(proto.SerializeToString())
+        print(f"wrote {case}")
 
 
 if __name__ == "__main__":
