@@ -319,3 +319,26 @@ TEST_CASE("graph inputs are checked against their declared types") {
   CHECK(test::runError(g, {Tensor(DType::Int64, {2, 3})}) == "input `x` must be `float`, got `int64`");
   CHECK(test::runError(g, {}) == "model takes 1 inputs, got 0");
 }
+
+TEST_CASE("Lp pooling") {
+  Tensor x = floats({1, 1, 2, 2}, {3, 4, 0, 0});
+  Tensor g = eval1("g (float[1,1,2,2] x) => (float[1,1,1,1] y)", "y = GlobalLpPool <p = 2> (x)", {x});
+  test::checkClose(g, floats({1, 1, 1, 1}, {5}));
+  Tensor l = eval1("g (float[1,1,2,2] x) => (float[1,1,1,2] y)", "y = LpPool <kernel_shape = [2, 1], p = 1> (x)", {x});
+  test::checkClose(l, floats({1, 1, 1, 2}, {3, 4}));
+}
+
+TEST_CASE("Constant nodes built in code evaluate") {
+  // The importer folds Constant nodes; rewrites may still create them.
+  Graph g;
+  ValueId out = g.addValue("c");
+  g.addNode("Constant", {}, {out}, {{"value_ints", std::vector<int64_t>{4, 5}}}, "k");
+  g.addOutput(out);
+  auto result = test::run(g, {});
+  CHECK(result[0].toInt64s() == std::vector<int64_t>{4, 5});
+  Graph bad;
+  ValueId o2 = bad.addValue("c");
+  bad.addNode("Constant", {}, {o2}, {}, "empty");
+  bad.addOutput(o2);
+  CHECK(test::runError(bad, {}) == "node 'empty' (Constant): has no supported value attribute");
+}
