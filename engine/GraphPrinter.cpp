@@ -101,7 +101,7 @@ class TextPrinter {
 
   static std::string typeText(const TensorType& t) {
     std::string s(dtypeName(t.dtype == DType::Undefined ? DType::Float32 : t.dtype));
-    if (!t.dims) return s;
+    if (!t.dims || t.dims->empty()) return s;  // scalars: see the importer
     s += "[";
     for (size_t i = 0; i < t.dims->size(); ++i) {
       const Dim& d = (*t.dims)[i];

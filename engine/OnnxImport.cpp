@@ -268,7 +268,16 @@ Expected<Graph> importOnnxBuffer(std::string_view bytes, std::string_view source
   if (looksLikeText(bytes)) {
     std::string text(bytes);
     onnx::Common::Status st = onnx::OnnxParser::Parse(model, text.c_str());
-    if (!st.IsOK()) return Error{where + ": cannot parse ONNX text: " + st.ErrorMessage()};
+    if (!st.IsOK()) return Error{where + ": cannot parse ONNX text: " + oneLine(st.ErrorMessage())};
+    // The text syntax has no spelling for rank 0 (`float x` leaves the shape
+    // out). Graph inputs and outputs must have a shape, so there it means a scalar.
+    auto scalarIfShapeless = [](onnx::ValueInfoProto& vi) {
+      auto* type = vi.mutable_type();
+      if (type->has_tensor_type() && !type->tensor_type().has_shape())
+        type->mutable_tensor_type()->mutable_shape();
+    };
+    for (auto& vi : *model.mutable_graph()->mutable_input()) scalarIfShapeless(vi);
+    for (auto& vi : *model.mutable_graph()->mutable_output()) scalarIfShapeless(vi);
   } else if (bytes.empty()) {
     return Error{where + ": file is empty"};
   } else if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {

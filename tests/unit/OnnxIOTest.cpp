@@ -80,14 +80,28 @@ TEST_CASE("unknown ops are kept as opaque nodes") {
   CHECK(err == "node 'Magic_0' (Magic): op domain `vendor` is not supported by the interpreter");
 }
 
-TEST_CASE("binary round trip is lossless on every ONNX node test model") {
+/// ONNX text syntax (libonnx 1.12) cannot spell an omitted first operand or
+/// result (`, y = LSTM (...)`), and its printer's subgraph syntax does not
+/// always parse back.
+static bool textSyntaxCanSay(const Graph& g) {
+  for (NodeRef n : g.nodes()) {
+    const NodeData& d = g.node(n);
+    if ((!d.inputs.empty() && d.inputs[0] == kNoValue) || (!d.outputs.empty() && d.outputs[0] == kNoValue))
+      return false;
+    for (const auto& [key, a] : d.attrs)
+      if (std::holds_alternative<OpaqueAttr>(a)) return false;
+  }
+  return true;
+}
+
+TEST_CASE("binary and text round trips are lossless on the ONNX node test models") {
   namespace fs = std::filesystem;
   const fs::path root = fs::path(FUSEC_ONNX_TESTDATA) / "node";
   if (!fs::exists(root)) {
     MESSAGE("ONNX test data not installed; skipped");
     return;
   }
-  int checked = 0;
+  int checked = 0, checkedText = 0;
   for (const auto& e : fs::directory_iterator(root)) {
     Expected<Graph> g = importOnnxFile((e.path() / "model.onnx").string());
     if (!g) continue;  // unsupported content (strings, sequences)
@@ -97,8 +111,15 @@ TEST_CASE("binary round trip is lossless on every ONNX node test model") {
     REQUIRE(again.ok());
     CHECK(exportOnnxBinary(again.value()) == once);
     ++checked;
+    if (!textSyntaxCanSay(g.value())) continue;
+    const std::string text = exportOnnxText(g.value());
+    Expected<Graph> fromText = importOnnxBuffer(text, e.path().string() + " (as text)");
+    REQUIRE_MESSAGE(fromText.ok(), fromText.error().message);
+    CHECK(exportOnnxText(fromText.value()) == text);
+    ++checkedText;
   }
   CHECK(checked > 800);
+  CHECK(checkedText > 800);
 }
 
 TEST_CASE("bad models are clear errors naming the file and node") {

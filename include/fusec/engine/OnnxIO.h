@@ -29,7 +29,9 @@ Expected<Graph> importOnnxBuffer(std::string_view bytes, std::string_view source
 /// Serialized ModelProto.
 std::string exportOnnxBinary(const Graph& graph);
 /// ONNX text syntax that libonnx's parser reads back. Node names are not part
-/// of the syntax; value names that are not identifiers are rewritten.
+/// of the syntax; value names that are not identifiers are rewritten; scalars
+/// print as `float x`. Limits of libonnx 1.12's syntax: an omitted first
+/// operand or result, and some subgraph attributes, do not parse back.
 std::string exportOnnxText(const Graph& graph);
 /// Writes binary or text, chosen by the extension (`.onnx` is binary; `.txt`,
 /// `.onnxtxt` are text).
