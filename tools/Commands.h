@@ -13,5 +13,6 @@ using CommandRunner = std::function<int()>;
 CommandRunner addRunCommand(CLI::App& sub);
 CommandRunner addOnnxTestCommand(CLI::App& sub);
 CommandRunner addConvertCommand(CLI::App& sub);
+CommandRunner addFmtCommand(CLI::App& sub);
 
 }  // namespace fusec::tools
