@@ -121,7 +121,7 @@ void printOp(std::ostream& os, const ast::OpDecl& op) {
     os << (inlineAttrs ? " { " : " {\n");
     for (size_t i = 0; i < op.attrs.size(); ++i) {
       const ast::AttrDecl& a = op.attrs[i];
-      std::string text = a.name.text + ": " + a.type.text;
+      std::string text = a.name.text + (a.optional ? "?" : "") + ": " + a.type.text;
       if (a.defaultValue) text += " = " + printExpr(*a.defaultValue);
       if (inlineAttrs) os << (i ? ", " : "") << text;
       else os << "  " << text << ",\n";

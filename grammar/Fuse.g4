@@ -32,7 +32,9 @@ opDecl
 param : name=IDENT (optional='?' | variadic='...')? (':' type=IDENT)? ;
 
 attrDecls : '{' (attrs+=attrDecl (',' attrs+=attrDecl)* ','?)? '}' ;
-attrDecl : name=IDENT ':' type=IDENT ('=' value=expr)? ;
+// `pads?: ints` is optional without a default; `group: int = 1` has one;
+// `to: int` is required.
+attrDecl : name=IDENT optional='?'? ':' type=IDENT ('=' value=expr)? ;
 
 // class Activation = Relu | Sigmoid | Tanh
 classDecl : 'class' name=IDENT '=' members+=IDENT ('|' members+=IDENT)* ;

@@ -163,6 +163,7 @@ class AstBuilder {
       for (auto* ad : a->attrs) {
         ast::AttrDecl decl;
         decl.name = name(ad->name);
+        decl.optional = ad->optional != nullptr;
         decl.type = name(ad->type);
         if (ad->value) decl.defaultValue = expr(ad->value);
         decl.range = range(ad);

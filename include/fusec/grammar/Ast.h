@@ -46,8 +46,9 @@ struct Param {
 
 struct AttrDecl {
   Name name;
+  bool optional = false;  ///< `name?: type`: may be absent, no default
   Name type;
-  Expr* defaultValue = nullptr;  ///< null: the attribute is required
+  Expr* defaultValue = nullptr;  ///< null and not optional: the attribute is required
   SourceRange range;
 };
 

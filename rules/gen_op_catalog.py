@@ -1,0 +1,170 @@
+#!/usr/bin/python3
+"""Writes rules/core/ops.fuse, the op catalog, from libonnx's op schemas.
+
+Operands, results and attributes (types, defaults, optional or required) come
+from ONNX's schemas at opset 17; the kind of each op and the scalar semantics
+of elementwise and broadcast ops come from the tables below. Run with
+Debian's python3-onnx:  /usr/bin/python3 rules/gen_op_catalog.py > rules/core/ops.fuse
+"""
+import numpy as np
+import onnx.defs
+from onnx import AttributeProto
+
+OPSET = 17
+
+ELEMENTWISE = {
+    "Sqrt": "sqrt(X)", "Exp": "exp(input)", "Log": "log(input)", "Abs": "abs(X)", "Neg": "-X",
+    "Reciprocal": "1.0 / X", "Floor": "floor(X)", "Ceil": "ceil(X)", "Round": "round(X)",
+    "Erf": "erf(input)", "Tanh": "tanh(input)", "Sigmoid": "1.0 / (1.0 + exp(-X))",
+    "Relu": "max(X, 0.0)", "LeakyRelu": "select(X >= 0.0, X, alpha * X)",
+    "Elu": "select(X >= 0.0, X, alpha * (exp(X) - 1.0))",
+    "Celu": "max(0.0, X) + min(0.0, alpha * (exp(X / alpha) - 1.0))",
+    "Selu": "gamma * select(X > 0.0, X, alpha * (exp(X) - 1.0))",
+    "Softplus": "log(1.0 + exp(X))", "Softsign": "input / (1.0 + abs(input))",
+    "HardSigmoid": "max(0.0, min(1.0, alpha * X + beta))",
+    "HardSwish": "X * max(0.0, min(1.0, X / 6.0 + 0.5))",
+    "ThresholdedRelu": "select(X > alpha, X, 0.0)",
+    "Sin": "sin(input)", "Cos": "cos(input)", "Tan": "tan(input)", "Asin": "asin(input)",
+    "Acos": "acos(input)", "Atan": "atan(input)", "Sinh": "sinh(input)", "Cosh": "cosh(input)",
+    "Asinh": "asinh(input)", "Acosh": "acosh(input)", "Atanh": "atanh(input)", "Sign": "sign(input)",
+    "Not": "not X", "IsNaN": "isnan(X)",
+    "IsInf": "isinf(X) and ((X > 0.0 and detect_positive != 0) or (X < 0.0 and detect_negative != 0))",
+    "Clip": "min(max(input, min ?? -inf), max ?? inf)",
+    "Cast": "input", "CastLike": "input", "Identity": "input", "Dropout": "data",
+}
+BROADCAST = {
+    "Add": "A + B", "Sub": "A - B", "Mul": "A * B", "Div": "A / B", "Pow": "pow(X, Y)",
+    "Mod": "select(fmod != 0, A - trunc(A / B) * B, A - floor(A / B) * B)",
+    "Min": "min(data_0)", "Max": "max(data_0)", "Sum": "sum(data_0)", "Mean": "mean(data_0)",
+    "Equal": "A == B", "Less": "A < B", "Greater": "A > B", "LessOrEqual": "A <= B",
+    "GreaterOrEqual": "A >= B", "And": "A and B", "Or": "A or B", "Xor": "A != B",
+    "Where": "select(condition, X, Y)", "PRelu": "select(X < 0.0, X * slope, X)",
+}
+COMMUTATIVE = {"Add", "Mul", "Min", "Max", "Sum", "Mean", "Equal", "And", "Or", "Xor"}
+REDUCTION = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+             "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "ArgMax", "ArgMin", "Softmax",
+             "LogSoftmax", "Hardmax", "LayerNormalization", "InstanceNormalization",
+             "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"]
+ANCHOR = ["Conv", "ConvTranspose", "MatMul", "Gemm", "MaxPool", "AveragePool", "LpPool"]
+INJECTIVE = ["Reshape", "Flatten", "Transpose", "Concat", "Split", "Slice", "Gather", "GatherElements",
+             "Squeeze", "Unsqueeze", "Expand", "Tile", "Pad", "Resize", "DepthToSpace", "SpaceToDepth"]
+OPAQUE = ["BatchNormalization", "Shape", "Size", "Constant", "ConstantOfShape", "Range", "EyeLike",
+          "Einsum", "CumSum"]
+
+KEYWORDS = {"pack", "version", "import", "op", "class", "rule", "override", "disable", "match", "fuse",
+            "where", "rewrite", "kernel", "cost", "priority", "attrs", "and", "or", "not", "true", "false"}
+ATTR_TYPES = {AttributeProto.INT: "int", AttributeProto.FLOAT: "float", AttributeProto.STRING: "string",
+              AttributeProto.INTS: "ints", AttributeProto.FLOATS: "floats", AttributeProto.STRINGS: "strings",
+              AttributeProto.TENSOR: "tensor", AttributeProto.GRAPH: "graph"}
+FIXED_TYPES = {"tensor(bool)": "bool", "tensor(int64)": "int64", "tensor(float)": "float"}
+
+
+def ident(name):
+    return name + "_" if name in KEYWORDS else name
+
+
+def param(p, result=False):
+    name = ident(p.name)
+    if p.option == onnx.defs.OpSchema.FormalParameterOption.Optional:
+        name += "?"
+    elif p.option == onnx.defs.OpSchema.FormalParameterOption.Variadic:
+        name += "..."
+    return name
+
+
+def float32_literal(v):
+    """The shortest text that reads back as the same float32."""
+    text = np.format_float_positional(np.float32(v), unique=True, trim="0")
+    return text if len(text) < 12 else np.format_float_scientific(np.float32(v), unique=True, trim="0")
+
+
+def literal(attr):
+    v = onnx.helper.get_attribute_value(attr)
+    if attr.type == AttributeProto.FLOAT:
+        return float32_literal(v)
+    if attr.type == AttributeProto.INT:
+        return str(v)
+    if attr.type == AttributeProto.STRING:
+        return '"%s"' % v.decode()
+    if attr.type == AttributeProto.INTS:
+        return "[" + ", ".join(str(x) for x in v) + "]"
+    if attr.type == AttributeProto.FLOATS:
+        return "[" + ", ".join(float32_literal(x) for x in v) + "]"
+    return None
+
+
+def result_type(schema):
+    """`: bool` when the result's element type is fixed and differs from the operands'."""
+    out = schema.outputs[0]
+    constraints = {c.type_param_str: c.allowed_type_strs for c in schema.type_constraints}
+    first_in = schema.inputs[0].typeStr if schema.inputs else None
+    if out.typeStr == first_in:
+        return ""
+    allowed = constraints.get(out.typeStr, [out.typeStr])
+    if len(allowed) == 1 and allowed[0] in FIXED_TYPES:
+        return ": " + FIXED_TYPES[allowed[0]]
+    return ": any"
+
+
+def op_line(name, kind):
+    s = onnx.defs.get_schema(name, OPSET)
+    params = ", ".join(param(p) for p in s.inputs)
+    line = f"op {name}({params}){result_type(s)}"
+    if len(s.outputs) > 1 or s.outputs[0].option != onnx.defs.OpSchema.FormalParameterOption.Single:
+        line += " -> (" + ", ".join(param(p, True) for p in s.outputs) + ")"
+    line += " " + kind
+    if name in COMMUTATIVE:
+        line += " commutative"
+    attrs = []
+    for a in sorted(s.attributes.values(), key=lambda a: a.name):
+        t = ATTR_TYPES.get(a.type)
+        if t is None:
+            continue
+        default = literal(a.default_value) if a.default_value.name else None
+        if default is not None:
+            attrs.append(f"{a.name}: {t} = {default}")
+        elif a.required:
+            attrs.append(f"{a.name}: {t}")
+        else:
+            attrs.append(f"{a.name}?: {t}")
+    if attrs:
+        if len(attrs) <= 2:
+            line += " { " + ", ".join(attrs) + " }"
+        else:
+            line += " {\n" + "".join(f"  {a},\n" for a in attrs) + "}"
+    semantics = ELEMENTWISE.get(name) or BROADCAST.get(name)
+    if semantics:
+        line += " = " + semantics
+    return line
+
+
+def main():
+    print("// The op catalog: every op the reference interpreter runs, at ONNX opset 17.")
+    print("// Written by rules/gen_op_catalog.py from libonnx's schemas and its own kind")
+    print("// and semantics tables; regenerate rather than edit.")
+    print('pack ops version "17"')
+    for title, kind, names in (("elementwise: one operand shape, scalar semantics", "elementwise", ELEMENTWISE),
+                               ("broadcast: multidirectional broadcasting, scalar semantics", "broadcast", BROADCAST),
+                               ("reductions and normalizations", "reduction", REDUCTION),
+                               ("anchors: accept fused prologues and epilogues", "anchor", ANCHOR),
+                               ("injective: data movement, an index map per output element", "injective", INJECTIVE),
+                               ("opaque: shape computations and ops that are not fused", "opaque", OPAQUE)):
+        print()
+        print(f"// ---- {title}")
+        for name in sorted(names):
+            print(op_line(name, kind))
+    print()
+    print("// ---- classes")
+    print("class Activation = Relu | LeakyRelu | Elu | Celu | Selu | Sigmoid | Tanh | HardSigmoid | HardSwish"
+          " | Softplus | Softsign | ThresholdedRelu | Clip")
+    print("class Unary = " + " | ".join(sorted(ELEMENTWISE)))
+    print("class Binary = " + " | ".join(sorted(BROADCAST)))
+    print("class Elementwise = Unary | Binary")
+    print("class Reduce = " + " | ".join(n for n in REDUCTION if n.startswith("Reduce")))
+    print("class Normalization = LayerNormalization | InstanceNormalization | BatchNormalization")
+    print("class Pool = MaxPool | AveragePool | LpPool | GlobalAveragePool | GlobalMaxPool | GlobalLpPool")
+    print("class Movement = " + " | ".join(INJECTIVE))
+
+
+if __name__ == "__main__":
+    main()
