@@ -178,7 +178,11 @@ std::string printExpr(const Expr& e) {
     case Expr::Kind::Name: return e.text;
     case Expr::Kind::Call: return e.text + "(" + join(e.operands) + ")";
     case Expr::Kind::List: return "[" + join(e.operands) + "]";
-    case Expr::Kind::Member: return wrap(*e.operands[0], precedence(*e.operands[0]) < 9) + "." + e.text;
+    case Expr::Kind::Member: {
+      std::string s = wrap(*e.operands[0], precedence(*e.operands[0]) < 9) + "." + e.text;
+      if (!e.isMethodCall) return s;
+      return s + "(" + join(std::vector<Expr*>(e.operands.begin() + 1, e.operands.end())) + ")";
+    }
     case Expr::Kind::Index:
       return wrap(*e.operands[0], precedence(*e.operands[0]) < 9) + "[" + printExpr(*e.operands[1]) + "]";
     case Expr::Kind::Unary: {

@@ -86,7 +86,7 @@ costItem : name=IDENT '=' value=expr ';'? ;
 
 expr
   : primary                                               # primaryExpr
-  | expr '.' member=IDENT                                 # memberExpr
+  | expr '.' member=IDENT (call='(' (args+=expr (',' args+=expr)*)? ')')?  # memberExpr
   | expr '[' index=expr ']'                               # indexExpr
   | op='-' expr                                           # unaryExpr
   | lhs=expr op=('*' | '/' | '%') rhs=expr                # binaryExpr

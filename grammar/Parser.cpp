@@ -328,7 +328,9 @@ class AstBuilder {
     if (auto* p = dynamic_cast<FuseParser::PrimaryExprContext*>(c)) return primary(p->primary());
     if (auto* m = dynamic_cast<FuseParser::MemberExprContext*>(c)) {
       auto* e = make(K::Member, c, m->member ? m->member->getText() : "<error>");
-      e->operands = {expr(m->expr())};
+      e->operands = {expr(m->expr(0))};
+      e->isMethodCall = m->call != nullptr;
+      for (auto* a : m->args) e->operands.push_back(expr(a));
       return e;
     }
     if (auto* i = dynamic_cast<FuseParser::IndexExprContext*>(c)) {

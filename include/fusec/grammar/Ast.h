@@ -31,7 +31,8 @@ struct Expr {
   double number = 0;
   bool isInteger = false;  ///< a Number literal without `.` or exponent
   bool boolValue = false;
-  /// Call: arguments; Member: [object]; Index: [object, index];
+  bool isMethodCall = false;  ///< Member written with arguments: `target.has("fp16")`
+  /// Call: arguments; Member: [object, method arguments...]; Index: [object, index];
   /// Unary: [operand]; Binary: [lhs, rhs]; List: items.
   std::vector<Expr*> operands;
 };
