@@ -14,5 +14,6 @@ CommandRunner addRunCommand(CLI::App& sub);
 CommandRunner addOnnxTestCommand(CLI::App& sub);
 CommandRunner addConvertCommand(CLI::App& sub);
 CommandRunner addFmtCommand(CLI::App& sub);
+CommandRunner addCheckCommand(CLI::App& sub);
 
 }  // namespace fusec::tools

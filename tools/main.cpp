@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
       {"run", "run a model and print output shapes, checksums and time", addRunCommand},
       {"onnx-test", "run ONNX backend test case folders", addOnnxTestCommand},
       {"convert", "import a model and export it as .onnx or ONNX text", addConvertCommand},
+      {"check", "parse and check rule packs", addCheckCommand},
       {"fmt", "print .fuse files in canonical form", addFmtCommand},
   };
   std::vector<std::pair<CLI::App*, CommandRunner>> runners;

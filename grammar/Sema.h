@@ -1,0 +1,18 @@
+/// Semantic checks of loaded `.fuse` files and their translation into the
+/// engine's compiled rule set. Private to grammar/.
+#pragma once
+
+#include <vector>
+
+#include "fusec/engine/RuleSet.h"
+#include "fusec/grammar/Ast.h"
+#include "fusec/grammar/Diagnostics.h"
+
+namespace fusec::grammar {
+
+/// Checks `files` (dependencies first), reporting every problem to `diags`,
+/// and fills `out`. Returns the number of rules declared.
+size_t checkPacks(const std::vector<ast::File*>& files, const SourceManager& sources,
+                  DiagnosticEngine& diags, RuleSet& out);
+
+}  // namespace fusec::grammar

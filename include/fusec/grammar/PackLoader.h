@@ -1,0 +1,38 @@
+/// Loading and checking rule packs: parse each `.fuse` file, follow its
+/// imports, check everything (all errors in one run), and build the compiled
+/// rule set the engine consumes.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fusec/engine/RuleSet.h"
+#include "fusec/grammar/Ast.h"
+#include "fusec/grammar/Diagnostics.h"
+
+namespace fusec::grammar {
+
+struct PackLoadOptions {
+  /// Folders searched for `import "name"` after the importing file's own
+  /// folder; `name` and `name.fuse` are tried in each.
+  std::vector<std::string> searchPaths;
+};
+
+struct PackLoadResult {
+  /// The checked rules; null when there were errors.
+  std::unique_ptr<RuleSet> rules;
+  size_t packCount = 0;  ///< files loaded, imports included
+  size_t ruleCount = 0;  ///< rules declared (before disables)
+};
+
+/// Loads `files` and everything they import. Diagnostics go to `diags`;
+/// `sources` and `context` keep the texts and ASTs alive for printing them.
+PackLoadResult loadPacks(const std::vector<std::string>& files, SourceManager& sources,
+                         ast::AstContext& context, DiagnosticEngine& diags,
+                         const PackLoadOptions& options = {});
+
+/// The shipped rules folder (`rules/` of the source tree, or $FUSEC_RULES_DIR).
+std::string defaultRulesDir();
+
+}  // namespace fusec::grammar
