@@ -117,7 +117,9 @@ PackLoadResult loadPacks(const std::vector<std::string>& files, SourceManager& s
   PackLoadResult result;
   result.packCount = loader.order().size();
   auto rules = std::make_unique<RuleSet>();
-  result.ruleCount = checkPacks(loader.order(), sources, diags, *rules);
+  // Checking a file that did not parse would mostly report echoes of the
+  // syntax errors; those come first.
+  if (diags.errorCount() == 0) result.ruleCount = checkPacks(loader.order(), sources, diags, *rules);
   if (diags.errorCount() == 0) result.rules = std::move(rules);
   return result;
 }

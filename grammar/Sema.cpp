@@ -193,6 +193,7 @@ class Checker {
                                       "`anchor`, `opaque`; the trait is `commutative`");
       }
     }
+    const bool kindKnown = kind.has_value();
     if (!kind) {
       diags_.emitError(d.name.range, "op " + quoted(d.name.text) + " has no kind");
       kind = OpKind::Opaque;
@@ -240,7 +241,7 @@ class Checker {
       def.attrs.push_back(std::move(spec));
     }
     const bool elementwise = def.kind == OpKind::Elementwise || def.kind == OpKind::Broadcast;
-    if (d.semantics) {
+    if (d.semantics && kindKnown) {
       if (!elementwise) {
         diags_.emitError(d.semantics->range, "only elementwise and broadcast ops have scalar semantics; " +
                                                  quoted(d.name.text) + " is " + std::string(opKindName(def.kind)));
@@ -251,7 +252,7 @@ class Checker {
           diags_.emitError(d.semantics->range, "semantics of " + quoted(d.name.text) + " compute a number, but the op's result is `bool`");
         if (ok) def.semantics = std::move(s);
       }
-    } else if (elementwise) {
+    } else if (elementwise && !d.semantics) {
       diags_.emitError(d.name.range, std::string(opKindName(def.kind)) + " op " + quoted(d.name.text) + " needs scalar semantics (`= expression`)");
     }
     if (!out_.catalog.addOp(std::move(def))) return;  // duplicate: reported in collect
