@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "FileCheck.h"
+#include "FrontEndRoundTrip.h"
 #include "fusec/grammar/PackLoader.h"
 #include "fusec/grammar/Parser.h"
 
@@ -119,5 +120,22 @@ TEST_CASE("golden: diagnostics") {
       CHECK_MESSAGE(errorCount == expectedErrors, "errors reported: " << errorCount << ", expected by CHECK lines: "
                                                                          << expectedErrors << "\n" << out);
     }
+  }
+}
+
+TEST_CASE("front end: saved fuzzer inputs and the shipped packs keep the round-trip properties") {
+  const std::string catalogText = readFile(fs::path(grammar::defaultRulesDir()) / "core/ops.fuse");
+  grammar::SourceManager sources;
+  grammar::DiagnosticEngine diags(sources);
+  grammar::ast::AstContext context;
+  grammar::ast::File* catalog = grammar::parseFile(context, sources, sources.addFile("ops.fuse", catalogText), diags);
+  REQUIRE(diags.errorCount() == 0);
+  std::vector<fs::path> inputs;
+  for (const char* dir : {"tests/fuzz-regressions", "tests/golden", "examples/packs"})
+    for (const auto& e : fs::recursive_directory_iterator(fs::path(FUSEC_SOURCE_DIR) / dir))
+      if (e.is_regular_file()) inputs.push_back(e.path());
+  for (const fs::path& p : inputs) {
+    INFO(p.string());
+    CHECK(grammar::checkFrontEndRoundTrip(readFile(p), catalogText, catalog) == "");
   }
 }
