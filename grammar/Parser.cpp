@@ -71,8 +71,16 @@ class SyntaxErrorListener : public antlr4::BaseErrorListener {
     }
     std::string message = "unexpected " + describeToken(offending);
     if (auto* parser = dynamic_cast<antlr4::Parser*>(recognizer)) {
+      const antlr4::misc::IntervalSet expectedSet = parser->getExpectedTokens();
+      // Where any expression may start, say so rather than listing tokens.
+      if (expectedSet.contains(static_cast<size_t>(FuseParser::NUMBER)) &&
+          expectedSet.contains(static_cast<size_t>(FuseParser::IDENT)) &&
+          expectedSet.contains(static_cast<size_t>(FuseParser::STRING))) {
+        diags_.emitError(r, message + "; expected an expression");
+        return;
+      }
       std::vector<std::string> expected;
-      for (size_t t : parser->getExpectedTokens().toList())
+      for (size_t t : expectedSet.toList())
         if (t != FuseParser::UNKNOWN_CHAR) expected.push_back(describeTokenType(parser->getVocabulary(), t));
       if (!expected.empty() && expected.size() <= 4) {
         message += "; expected ";
