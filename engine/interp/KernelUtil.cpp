@@ -88,7 +88,10 @@ Shape broadcastShapes(const KernelContext& ctx, const std::vector<Shape>& shapes
         continue;
       }
       std::string msg = "operand shapes cannot be broadcast together:";
-      for (const Shape& x : shapes) msg += " " + shapeToString(x);
+      for (const Shape& x : shapes) {
+        msg += ' ';
+        msg += shapeToString(x);
+      }
       ctx.fail(msg);
     }
   }
