@@ -1,0 +1,193 @@
+/// Target profile loading with toml11. Every key of [target] is known:
+/// a misspelled one is an error, not a silently ignored number.
+#include "fusec/engine/Target.h"
+
+#include <algorithm>
+#include <set>
+
+#include <toml.hpp>
+
+namespace fusec {
+namespace {
+
+/// Keys read into Target, and keys of measured profiles kept for people
+/// (informational; not used by the cost model yet).
+const std::set<std::string>& knownKeys() {
+  static const std::set<std::string> k = {
+      // used
+      "name", "runtime", "device_match", "compute_units", "peak_gflops_fp32", "peak_gflops_fp16",
+      "dram_bandwidth_gbs", "launch_overhead_us", "local_mem_bytes", "registers_per_cu",
+      "max_work_group_size", "codegen_vector_width", "preferred_vector_width", "features",
+      "energy_pj_per_byte", "energy_pj_per_flop", "default_packs", "cache_bandwidth_gbs",
+      // informational
+      "platform", "device", "ridge_flop_per_byte", "sync_overhead_us", "l1d_bytes", "l2_bytes", "l3_bytes",
+      "cacheline_bytes", "default_local_size", "one_cu", "best_case", "codegen", "kernel_cost_us", "jit_ms",
+      "sources",
+  };
+  return k;
+}
+
+class Reader {
+ public:
+  Reader(const std::string& path, const toml::value& table) : path_(path), table_(table) {}
+
+  std::string located(const toml::value& v, const std::string& msg) const {
+    const toml::source_location loc = v.location();
+    return path_ + ":" + std::to_string(loc.line()) + ":" + std::to_string(loc.column()) + ": error: " + msg;
+  }
+
+  void error(const toml::value& v, const std::string& msg) { errors_.push_back(located(v, msg)); }
+  void missing(const std::string& key) {
+    errors_.push_back(path_ + ": error: [target] needs `" + key + "`");
+  }
+
+  const toml::value* find(const std::string& key) const {
+    if (!table_.contains(key)) return nullptr;
+    return &table_.at(key);
+  }
+
+  /// A positive (or non-negative) number; ints are accepted for floats.
+  std::optional<double> number(const std::string& key, bool required, bool allowZero = false) {
+    const toml::value* v = find(key);
+    if (!v) {
+      if (required) missing(key);
+      return std::nullopt;
+    }
+    double d;
+    if (v->is_floating()) d = v->as_floating();
+    else if (v->is_integer()) d = static_cast<double>(v->as_integer());
+    else {
+      error(*v, "`" + key + "` must be a number");
+      return std::nullopt;
+    }
+    if (d < 0 || (!allowZero && d == 0)) {
+      error(*v, "`" + key + "` must be " + (allowZero ? "zero or more" : "positive"));
+      return std::nullopt;
+    }
+    return d;
+  }
+
+  std::optional<int64_t> integer(const std::string& key, bool required) {
+    const toml::value* v = find(key);
+    if (!v) {
+      if (required) missing(key);
+      return std::nullopt;
+    }
+    if (!v->is_integer() || v->as_integer() <= 0) {
+      error(*v, "`" + key + "` must be a positive integer");
+      return std::nullopt;
+    }
+    return v->as_integer();
+  }
+
+  std::optional<std::string> string(const std::string& key, bool required) {
+    const toml::value* v = find(key);
+    if (!v) {
+      if (required) missing(key);
+      return std::nullopt;
+    }
+    if (!v->is_string()) {
+      error(*v, "`" + key + "` must be a string");
+      return std::nullopt;
+    }
+    return v->as_string().str;
+  }
+
+  std::vector<std::string> strings(const std::string& key) {
+    std::vector<std::string> out;
+    const toml::value* v = find(key);
+    if (!v) return out;
+    if (!v->is_array()) {
+      error(*v, "`" + key + "` must be a list of strings");
+      return out;
+    }
+    for (const toml::value& item : v->as_array()) {
+      if (!item.is_string()) error(item, "`" + key + "` must be a list of strings");
+      else out.push_back(item.as_string().str);
+    }
+    return out;
+  }
+
+  std::vector<std::string>& errors() { return errors_; }
+
+ private:
+  std::string path_;
+  const toml::value& table_;
+  std::vector<std::string> errors_;
+};
+
+}  // namespace
+
+bool Target::has(const std::string& feature) const {
+  return std::find(features.begin(), features.end(), feature) != features.end();
+}
+
+std::optional<double> Target::property(const std::string& n) const {
+  if (n == "local_mem_bytes") return static_cast<double>(localMemBytes);
+  if (n == "registers") return static_cast<double>(registersPerComputeUnit);
+  if (n == "max_work_group_size") return static_cast<double>(maxWorkGroupSize);
+  if (n == "vector_width") return static_cast<double>(vectorWidth);
+  if (n == "compute_units") return static_cast<double>(computeUnits);
+  if (n == "peak_flops") return peakFlopsFp32;
+  if (n == "dram_bandwidth") return dramBandwidth;
+  if (n == "launch_overhead") return launchOverhead;
+  return std::nullopt;
+}
+
+Expected<Target> loadTarget(const std::string& path) {
+  toml::value root;
+  try {
+    root = toml::parse(path);
+  } catch (const std::exception& e) {
+    // toml11's syntax errors already carry the file, line and a source excerpt.
+    return Error{path + ": error: not a valid TOML file\n" + std::string(e.what())};
+  }
+  if (!root.is_table() || !root.contains("target") || !root.at("target").is_table())
+    return Error{path + ": error: a target profile needs a [target] table"};
+  const toml::value& table = root.at("target");
+  Reader r(path, table);
+  for (const auto& [key, value] : table.as_table())
+    if (!knownKeys().count(key)) r.error(value, "unknown key `" + key + "` in [target]");
+
+  Target t;
+  t.path = path;
+  t.name = r.string("name", true).value_or("");
+  t.runtime = r.string("runtime", false).value_or("opencl");
+  t.deviceMatch = r.string("device_match", false).value_or("");
+  t.computeUnits = r.integer("compute_units", true).value_or(1);
+  t.peakFlopsFp32 = r.number("peak_gflops_fp32", true).value_or(1) * 1e9;
+  t.peakFlopsFp16 = r.number("peak_gflops_fp16", false, true).value_or(0) * 1e9;
+  t.dramBandwidth = r.number("dram_bandwidth_gbs", true).value_or(1) * 1e9;
+  t.launchOverhead = r.number("launch_overhead_us", true, true).value_or(0) * 1e-6;
+  t.localMemBytes = r.integer("local_mem_bytes", true).value_or(0);
+  t.registersPerComputeUnit = r.integer("registers_per_cu", false).value_or(0);
+  t.maxWorkGroupSize = r.integer("max_work_group_size", true).value_or(1);
+  t.vectorWidth = r.integer("codegen_vector_width", false).value_or(r.integer("preferred_vector_width", false).value_or(1));
+  t.features = r.strings("features");
+  t.energyPerByte = r.number("energy_pj_per_byte", false).value_or(0) * 1e-12;
+  t.energyPerFlop = r.number("energy_pj_per_flop", false).value_or(0) * 1e-12;
+  t.defaultPacks = r.strings("default_packs");
+  if (const toml::value* caches = r.find("cache_bandwidth_gbs")) {
+    if (!caches->is_table()) {
+      r.error(*caches, "`cache_bandwidth_gbs` must be a table of level = GB/s");
+    } else {
+      for (const auto& [level, v] : caches->as_table()) {
+        if (v.is_floating() || v.is_integer()) {
+          double gbs = v.is_floating() ? v.as_floating() : static_cast<double>(v.as_integer());
+          if (gbs <= 0) r.error(v, "bandwidth `" + level + "` must be positive");
+          else t.cacheBandwidth[level] = gbs * 1e9;
+        } else {
+          r.error(v, "bandwidth `" + level + "` must be a number (GB/s)");
+        }
+      }
+    }
+  }
+  if (!r.errors().empty()) {
+    std::string msg = r.errors().front();
+    for (size_t i = 1; i < r.errors().size(); ++i) msg += "\n" + r.errors()[i];
+    return Error{msg};
+  }
+  return t;
+}
+
+}  // namespace fusec

@@ -1,0 +1,52 @@
+/// Target profiles: the roofline numbers of a device, read from TOML.
+///
+/// A profile describes one device for the cost model (peak FLOP/s, memory
+/// bandwidths, launch overhead), for legality (local memory, work-group
+/// limits, features) and for reports (energy per byte and per FLOP). See
+/// rules/targets/*.toml; each number there says where it comes from.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fusec/engine/Error.h"
+
+namespace fusec {
+
+struct Target {
+  std::string name;
+  std::string path;        ///< the file it was read from
+  std::string runtime;     ///< "opencl"
+  std::string deviceMatch; ///< substring of the OpenCL device name this profile describes
+  int64_t computeUnits = 1;
+  double peakFlopsFp32 = 0;  ///< FLOP/s
+  double peakFlopsFp16 = 0;  ///< FLOP/s; 0 when the device has no fp16 arithmetic
+  double dramBandwidth = 0;  ///< bytes/s
+  /// Effective bandwidth (bytes/s) of cache levels, by name (`l2`, `l3`, ...).
+  std::map<std::string, double> cacheBandwidth;
+  double launchOverhead = 0;  ///< seconds per kernel launched back to back
+  int64_t localMemBytes = 0;
+  int64_t registersPerComputeUnit = 0;  ///< 0 when unknown
+  int64_t maxWorkGroupSize = 1;
+  int64_t vectorWidth = 1;  ///< floats per vector the code generator should use
+  std::vector<std::string> features;
+  double energyPerByte = 0;  ///< joules per DRAM byte
+  double energyPerFlop = 0;  ///< joules per FLOP
+  std::vector<std::string> defaultPacks;
+
+  bool has(const std::string& feature) const;
+  /// Named properties for rule guards (`target.local_mem_bytes`); see
+  /// targetProperties() in RuleSet.h. nullopt for an unknown name.
+  std::optional<double> property(const std::string& name) const;
+  /// Peak FLOP/s divided by DRAM bandwidth: FLOP per byte where kernels stop
+  /// being memory bound.
+  double ridgePoint() const { return peakFlopsFp32 / dramBandwidth; }
+};
+
+/// Reads and validates a profile. Errors are located:
+/// `file:line:col: error: ...`, one per problem found.
+Expected<Target> loadTarget(const std::string& path);
+
+}  // namespace fusec

@@ -1,0 +1,80 @@
+/// Target profiles: the shipped ones load; bad ones give located errors.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "fusec/engine/RuleSet.h"
+#include "fusec/engine/Target.h"
+
+using namespace fusec;
+namespace fs = std::filesystem;
+
+namespace {
+std::string writeTemp(const std::string& name, const std::string& text) {
+  fs::path p = fs::temp_directory_path() / name;
+  std::ofstream(p) << text;
+  return p.string();
+}
+}  // namespace
+
+TEST_CASE("shipped target profiles load, and the measured one is this machine's") {
+  int loaded = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(FUSEC_SOURCE_DIR) / "rules/targets")) {
+    INFO(e.path().string());
+    Expected<Target> t = loadTarget(e.path().string());
+    REQUIRE_MESSAGE(t.ok(), t.error().message);
+    CHECK(t->peakFlopsFp32 > 0);
+    CHECK(t->energyPerByte > 0);
+    CHECK_FALSE(t->defaultPacks.empty());
+    // Every property a guard may name has a value.
+    for (const std::string& p : targetProperties()) CHECK(t->property(p).has_value());
+    ++loaded;
+  }
+  CHECK(loaded >= 3);
+  Expected<Target> cpu = loadTarget(std::string(FUSEC_SOURCE_DIR) + "/rules/targets/pocl-cpu.toml");
+  REQUIRE(cpu.ok());
+  CHECK(cpu->peakFlopsFp32 == doctest::Approx(229.6e9));
+  CHECK(cpu->dramBandwidth == doctest::Approx(45.7e9));
+  CHECK(cpu->launchOverhead == doctest::Approx(1.5e-6));
+  CHECK(cpu->ridgePoint() == doctest::Approx(5.02).epsilon(0.01));
+  CHECK(cpu->vectorWidth == 8);
+  CHECK(cpu->cacheBandwidth.at("l3") == doctest::Approx(120e9));
+  CHECK(*cpu->property("local_mem_bytes") == 1048576);
+  // The shared, measured profile reads as is.
+  const fs::path shared = fs::path(FUSEC_SOURCE_DIR) / "../shared/targets/pocl-cpu.toml";
+  if (fs::exists(shared)) {
+    Expected<Target> raw = loadTarget(shared.string());
+    REQUIRE_MESSAGE(raw.ok(), raw.error().message);
+    CHECK(raw->peakFlopsFp32 == cpu->peakFlopsFp32);
+  }
+}
+
+TEST_CASE("bad target profiles are located errors, all of them") {
+  std::string path = writeTemp("fusec-bad-target.toml",
+                               "[target]\n"
+                               "name = \"x\"\n"
+                               "compute_units = 0\n"
+                               "peak_gflop_fp32 = 3\n"
+                               "dram_bandwidth_gbs = \"fast\"\n"
+                               "launch_overhead_us = 1\n"
+                               "local_mem_bytes = 1024\n"
+                               "max_work_group_size = 64\n");
+  Expected<Target> t = loadTarget(path);
+  REQUIRE_FALSE(t.ok());
+  const std::string& m = t.error().message;
+  CHECK(m.find(path + ":4:19: error: unknown key `peak_gflop_fp32` in [target]") != std::string::npos);
+  CHECK(m.find(path + ":3:17: error: `compute_units` must be a positive integer") != std::string::npos);
+  CHECK(m.find(path + ": error: [target] needs `peak_gflops_fp32`") != std::string::npos);
+  CHECK(m.find(path + ":5:22: error: `dram_bandwidth_gbs` must be a number") != std::string::npos);
+
+  std::string broken = writeTemp("fusec-broken-target.toml", "[target\nname=");
+  Expected<Target> b = loadTarget(broken);
+  REQUIRE_FALSE(b.ok());
+  CHECK(b.error().message.find("not a valid TOML file") != std::string::npos);
+  CHECK(b.error().message.find("fusec-broken-target.toml") != std::string::npos);
+
+  Expected<Target> none = loadTarget(writeTemp("fusec-empty-target.toml", "x = 1\n"));
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.error().message.find("needs a [target] table") != std::string::npos);
+}
