@@ -1,0 +1,46 @@
+/// The roofline cost model.
+///
+/// A kernel takes `max(flops / peak, dram bytes / bandwidth) + launch
+/// overhead`. A node's FLOPs come from the op catalog (scalar semantics for
+/// elementwise ops, formulas for anchors and reductions); its bytes are its
+/// operands and results. A fused group's bytes are only what crosses its
+/// boundary: values read from outside and values used outside (or graph
+/// outputs), each once; intermediates stay on chip. Energy is estimated from
+/// the same counts. Symbolic dimensions count as 1.
+#pragma once
+
+#include <vector>
+
+#include "fusec/engine/Graph.h"
+#include "fusec/engine/OpCatalog.h"
+#include "fusec/engine/Target.h"
+
+namespace fusec {
+
+struct Estimate {
+  double flops = 0;
+  double bytes = 0;   ///< DRAM traffic
+  double seconds = 0; ///< roofline time including launch overhead
+  double joules = 0;
+  int64_t kernels = 0;
+  Estimate& operator+=(const Estimate& o);
+};
+
+/// Bytes of a value with its static shape (symbolic dims as 1); 0 if the
+/// element type or rank is unknown.
+double valueBytes(const Graph& g, ValueId v);
+
+/// FLOPs of one node. Ops the catalog does not know count 0.
+double nodeFlops(const Graph& g, NodeRef n, const OpCatalog& catalog);
+
+/// One kernel of `flops` and `bytes` on `target`.
+Estimate rooflineEstimate(double flops, double bytes, const Target& target);
+
+/// Running `members` as one kernel: FLOPs summed, bytes only at the boundary.
+Estimate groupEstimate(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
+                       const Target& target);
+
+/// Every node its own kernel (the unfused baseline).
+Estimate unfusedEstimate(const Graph& g, const OpCatalog& catalog, const Target& target);
+
+}  // namespace fusec

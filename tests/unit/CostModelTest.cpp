@@ -1,0 +1,96 @@
+/// The roofline cost model: FLOPs from the catalog, bytes at group
+/// boundaries, time as the larger of compute and memory plus launch.
+#include <doctest/doctest.h>
+
+#include "TestUtil.h"
+#include "fusec/engine/CostModel.h"
+#include "fusec/grammar/PackLoader.h"
+
+using namespace fusec;
+
+namespace {
+
+struct Fixture {
+  std::unique_ptr<RuleSet> rules;
+  Target target;
+  Fixture() {
+    grammar::SourceManager sources;
+    grammar::DiagnosticEngine diags(sources);
+    grammar::ast::AstContext context;
+    rules = grammar::loadPacks({grammar::defaultRulesDir() + "/core/ops.fuse"}, sources, context, diags).rules;
+    REQUIRE(rules);
+    Expected<Target> t = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
+    REQUIRE(t.ok());
+    target = t.value();
+  }
+  NodeRef only(const Graph& g, const std::string& op) {
+    for (NodeRef n : g.nodes())
+      if (g.node(n).op == op) return n;
+    FAIL("no node " << op);
+    return {};
+  }
+};
+
+}  // namespace
+
+TEST_CASE("FLOPs of anchors, elementwise ops and reductions") {
+  Fixture f;
+  Graph conv = test::parse(test::model("g (float[1,3,8,8] x, float[4,3,3,3] w, float[4] b) => (float[1,4,8,8] y)",
+                                       "y = Conv <pads = [1, 1, 1, 1]> (x, w, b)"));
+  // 256 outputs x 27 multiply-adds x 2, plus the bias add.
+  CHECK(nodeFlops(conv, f.only(conv, "Conv"), f.rules->catalog) == 2 * 256 * 27 + 256);
+  Graph mm = test::parse(test::model("g (float[2,3] a, float[3,5] b) => (float[2,5] y)", "y = MatMul (a, b)"));
+  CHECK(nodeFlops(mm, f.only(mm, "MatMul"), f.rules->catalog) == 2 * 10 * 3);
+  Graph gemm = test::parse(test::model("g (float[3,2] a, float[5,3] b, float[5] c) => (float[2,5] y)",
+                                       "y = Gemm <transA = 1, transB = 1> (a, b, c)"));
+  CHECK(nodeFlops(gemm, f.only(gemm, "Gemm"), f.rules->catalog) == 2 * 10 * 3 + 10);
+  // Sigmoid = 1 / (1 + exp(-x)): four operations per element.
+  Graph sig = test::parse(test::model("g (float[10] x) => (float[10] y)", "y = Sigmoid (x)"));
+  CHECK(nodeFlops(sig, f.only(sig, "Sigmoid"), f.rules->catalog) == 40);
+  Graph sm = test::parse(test::model("g (float[4,8] x) => (float[4,8] y)", "y = Softmax (x)"));
+  CHECK(nodeFlops(sm, f.only(sm, "Softmax"), f.rules->catalog) == 5 * 32);
+  Graph pool = test::parse(test::model("g (float[1,1,4,4] x) => (float[1,1,2,2] y)",
+                                       "y = MaxPool <kernel_shape = [2, 2], strides = [2, 2]> (x)"));
+  CHECK(nodeFlops(pool, f.only(pool, "MaxPool"), f.rules->catalog) == 4 * 4);
+  Graph reshape = test::parse(test::model("g (float[4,8] x, int64[1] s = {32}) => (float[32] y)", "y = Reshape (x, s)"));
+  CHECK(nodeFlops(reshape, f.only(reshape, "Reshape"), f.rules->catalog) == 0);
+}
+
+TEST_CASE("a fused group pays only for the bytes that cross its boundary") {
+  Fixture f;
+  Graph g = test::parse(test::model("g (float[1024] x) => (float[1024] y, float[1024] a)",
+                                    "a = Relu (x)\nb = Exp (a)\ny = Neg (b)"));
+  std::vector<NodeRef> all = g.nodes();
+  Estimate unfused = unfusedEstimate(g, f.rules->catalog, f.target);
+  CHECK(unfused.kernels == 3);
+  CHECK(unfused.bytes == 6 * 4096);
+  Estimate fused = groupEstimate(g, all, f.rules->catalog, f.target);
+  // Reads x; writes y and `a`, which is a graph output too. `b` stays inside.
+  CHECK(fused.bytes == 3 * 4096);
+  CHECK(fused.flops == unfused.flops);
+  CHECK(fused.kernels == 1);
+  CHECK(fused.seconds < unfused.seconds);
+  CHECK(fused.joules < unfused.joules);
+}
+
+TEST_CASE("roofline: memory bound below the ridge, compute bound above it") {
+  Fixture f;
+  const Target& t = f.target;
+  Estimate mem = rooflineEstimate(1e6, 1e8, t);
+  CHECK(mem.seconds == doctest::Approx(1e8 / t.dramBandwidth + t.launchOverhead));
+  Estimate compute = rooflineEstimate(1e12, 1e6, t);
+  CHECK(compute.seconds == doctest::Approx(1e12 / t.peakFlopsFp32 + t.launchOverhead));
+  Estimate empty = rooflineEstimate(0, 0, t);
+  CHECK(empty.seconds == doctest::Approx(t.launchOverhead));
+}
+
+TEST_CASE("whole models: estimates are positive and fusion of everything saves launches") {
+  Fixture f;
+  Expected<Graph> g = importOnnxFile(std::string(FUSEC_SOURCE_DIR) + "/examples/models/resblock.onnxtxt");
+  REQUIRE(g.ok());
+  Estimate unfused = unfusedEstimate(g.value(), f.rules->catalog, f.target);
+  CHECK(unfused.kernels == static_cast<int64_t>(g->numNodes()));
+  CHECK(unfused.flops > 2 * 8 * 3 * 9 * 32 * 32);  // at least the first conv
+  Estimate one = groupEstimate(g.value(), g->nodes(), f.rules->catalog, f.target);
+  CHECK(one.bytes < unfused.bytes);
+}
