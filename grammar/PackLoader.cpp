@@ -33,11 +33,14 @@ class Loader {
     load(fs::path(path), {});
   }
 
+  /// Loads a root pack given as text.
+  void loadText(const std::string& name, const std::string& text) { load(fs::path(name), {}, &text); }
+
   std::vector<ast::File*>& order() { return order_; }
 
  private:
   /// Loads a file unless already loaded; returns false on a cycle or error.
-  void load(const fs::path& path, SourceRange importedAt) {
+  void load(const fs::path& path, SourceRange importedAt, const std::string* text = nullptr) {
     std::error_code ec;
     const std::string key = fs::weakly_canonical(path, ec).string();
     for (size_t i = 0; i < stack_.size(); ++i) {
@@ -50,14 +53,20 @@ class Loader {
       return;
     }
     if (done_.count(key)) return;
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-      diags_.emitError(importedAt, "cannot open `" + path.string() + "`");
-      return;
+    std::string contents;
+    if (text) {
+      contents = *text;
+    } else {
+      std::ifstream in(path, std::ios::binary);
+      if (!in) {
+        diags_.emitError(importedAt, "cannot open `" + path.string() + "`");
+        return;
+      }
+      std::ostringstream ss;
+      ss << in.rdbuf();
+      contents = ss.str();
     }
-    std::ostringstream text;
-    text << in.rdbuf();
-    uint32_t id = sources_.addFile(path.string(), text.str());
+    uint32_t id = sources_.addFile(path.string(), std::move(contents));
     ast::File* file = parseFile(context_, sources_, id, diags_);
     stack_.emplace_back(key, importedAt);
     for (const ast::Item& item : file->items) {
@@ -110,10 +119,9 @@ std::string defaultRulesDir() {
   return FUSEC_RULES_DIR;
 }
 
-PackLoadResult loadPacks(const std::vector<std::string>& files, SourceManager& sources,
-                         ast::AstContext& context, DiagnosticEngine& diags, const PackLoadOptions& options) {
-  Loader loader(sources, context, diags, options);
-  for (const std::string& f : files) loader.loadRoot(f);
+namespace {
+
+PackLoadResult finish(Loader& loader, SourceManager& sources, DiagnosticEngine& diags) {
   PackLoadResult result;
   result.packCount = loader.order().size();
   auto rules = std::make_unique<RuleSet>();
@@ -122,6 +130,29 @@ PackLoadResult loadPacks(const std::vector<std::string>& files, SourceManager& s
   if (diags.errorCount() == 0) result.ruleCount = checkPacks(loader.order(), sources, diags, *rules);
   if (diags.errorCount() == 0) result.rules = std::move(rules);
   return result;
+}
+
+PackLoadOptions withShippedRules(PackLoadOptions options) {
+  options.searchPaths.push_back(defaultRulesDir());
+  return options;
+}
+
+}  // namespace
+
+PackLoadResult loadPacks(const std::vector<std::string>& files, SourceManager& sources,
+                         ast::AstContext& context, DiagnosticEngine& diags, const PackLoadOptions& options) {
+  const PackLoadOptions withRules = withShippedRules(options);
+  Loader loader(sources, context, diags, withRules);
+  for (const std::string& f : files) loader.loadRoot(f);
+  return finish(loader, sources, diags);
+}
+
+PackLoadResult loadPackText(const std::string& name, const std::string& text, SourceManager& sources,
+                            ast::AstContext& context, DiagnosticEngine& diags, const PackLoadOptions& options) {
+  const PackLoadOptions withRules = withShippedRules(options);
+  Loader loader(sources, context, diags, withRules);
+  loader.loadText(name, text);
+  return finish(loader, sources, diags);
 }
 
 }  // namespace fusec::grammar

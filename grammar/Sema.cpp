@@ -537,9 +537,16 @@ class Checker {
         pn.results.push_back(b);
       }
     }
-    // Roots: nodes none of whose results feed another pattern node.
+    // Roots: nodes none of whose results another pattern node reads.
+    consumed.resize(s.pattern.nodes.size(), false);
+    for (const PatternNode& pn : s.pattern.nodes)
+      for (const PatternOperand& o : pn.operands)
+        if (o.kind == PatternOperand::Kind::Binding) {
+          const int producer = s.pattern.bindings[static_cast<size_t>(o.index)].producer;
+          if (producer >= 0) consumed[static_cast<size_t>(producer)] = true;
+        }
     for (size_t n = 0; n < s.pattern.nodes.size(); ++n)
-      if (n >= consumed.size() || !consumed[n]) s.pattern.roots.push_back(static_cast<int>(n));
+      if (!consumed[n]) s.pattern.roots.push_back(static_cast<int>(n));
   }
 
   /// Compiles one call (and nested calls); returns its node index or -1.

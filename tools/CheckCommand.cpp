@@ -20,7 +20,6 @@ CommandRunner addCheckCommand(CLI::App& sub) {
     grammar::ast::AstContext context;
     grammar::PackLoadOptions options;
     options.searchPaths = *searchPaths;
-    options.searchPaths.push_back(grammar::defaultRulesDir());
     grammar::PackLoadResult result = grammar::loadPacks(*files, sources, context, diags, options);
     diags.print(std::cerr);
     auto count = [](size_t n, const char* word) { return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s"); };

@@ -15,7 +15,8 @@ namespace fusec::grammar {
 
 struct PackLoadOptions {
   /// Folders searched for `import "name"` after the importing file's own
-  /// folder; `name` and `name.fuse` are tried in each.
+  /// folder; `name` and `name.fuse` are tried in each. The shipped rules
+  /// folder is always searched last.
   std::vector<std::string> searchPaths;
 };
 
@@ -31,6 +32,13 @@ struct PackLoadResult {
 PackLoadResult loadPacks(const std::vector<std::string>& files, SourceManager& sources,
                          ast::AstContext& context, DiagnosticEngine& diags,
                          const PackLoadOptions& options = {});
+
+/// Like loadPacks, for one pack given as text (tests, tools, the Python API
+/// later). `name` is the path used in messages; imports resolve against its
+/// folder and the search paths.
+PackLoadResult loadPackText(const std::string& name, const std::string& text, SourceManager& sources,
+                            ast::AstContext& context, DiagnosticEngine& diags,
+                            const PackLoadOptions& options = {});
 
 /// The shipped rules folder (`rules/` of the source tree, or $FUSEC_RULES_DIR).
 std::string defaultRulesDir();

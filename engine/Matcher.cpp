@@ -1,0 +1,589 @@
+/// The matcher: backtracking over the compiled pattern, with continuations so
+/// that a choice made early (operand order of a commutative op, which
+/// consumer is a sibling root) is undone when something later fails.
+#include "fusec/engine/Matcher.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <set>
+
+namespace fusec {
+namespace {
+
+struct State {
+  std::vector<std::vector<NodeRef>> nodes;  // per pattern node; empty = not matched yet
+  std::vector<bool> matched;                // per pattern node
+  std::vector<ValueId> values;
+  std::vector<bool> bound;
+  std::vector<std::optional<Attribute>> attrs;
+  std::set<NodeRef> used;
+};
+
+using Cont = std::function<bool(State&)>;
+
+/// An evaluated guard value.
+struct Val {
+  enum class Kind { Num, Str, List, DType, Tensor, Unknown } kind = Kind::Unknown;
+  double num = 0;
+  std::string str;
+  std::vector<double> list;
+  ValueId value = kNoValue;
+};
+
+Val fromAttribute(const Attribute& a) {
+  Val v;
+  if (auto* i = std::get_if<int64_t>(&a)) { v.kind = Val::Kind::Num; v.num = static_cast<double>(*i); }
+  else if (auto* f = std::get_if<float>(&a)) { v.kind = Val::Kind::Num; v.num = *f; }
+  else if (auto* s = std::get_if<std::string>(&a)) { v.kind = Val::Kind::Str; v.str = *s; }
+  else if (auto* l = std::get_if<std::vector<int64_t>>(&a)) {
+    v.kind = Val::Kind::List;
+    for (int64_t x : *l) v.list.push_back(static_cast<double>(x));
+  } else if (auto* l = std::get_if<std::vector<float>>(&a)) {
+    v.kind = Val::Kind::List;
+    v.list.assign(l->begin(), l->end());
+  }
+  return v;
+}
+
+/// An attribute of a node, or the catalog default when it is absent.
+std::optional<Attribute> nodeAttr(const NodeData& d, const OpDef* op, const std::string& name) {
+  if (const Attribute* a = d.attr(name)) return *a;
+  if (op)
+    if (const AttrSpec* spec = op->findAttr(name); spec && spec->defaultValue) return spec->defaultValue;
+  return std::nullopt;
+}
+
+bool sameAttr(const Attribute& a, const Attribute& b) {
+  Val x = fromAttribute(a), y = fromAttribute(b);
+  if (x.kind != y.kind) return false;
+  return x.kind == Val::Kind::Num ? x.num == y.num : x.kind == Val::Kind::Str ? x.str == y.str : x.list == y.list;
+}
+
+class Search {
+ public:
+  Search(const Graph& g, const Rule& rule, const Matcher& matcher) : g_(g), rule_(rule), matcher_(matcher), p_(rule.pattern) {}
+
+  std::optional<Match> run(NodeRef n, MatchFailure* why) {
+    State s;
+    s.nodes.resize(p_.nodes.size());
+    s.matched.assign(p_.nodes.size(), false);
+    s.values.assign(p_.bindings.size(), kNoValue);
+    s.bound.assign(p_.bindings.size(), false);
+    s.attrs.resize(p_.bindings.size());
+    std::optional<Match> result;
+    const int root = p_.roots.empty() ? 0 : p_.roots[0];
+    matchNode(root, n, s, [&](State& done) { return matchOtherRoots(1, done, [&](State& all) { return finish(all, result); }); });
+    if (!result && why) *why = best_;
+    return result;
+  }
+
+ private:
+  void fail(const std::string& reason, int patternNode, const State& s) {
+    const size_t progress = static_cast<size_t>(std::count(s.matched.begin(), s.matched.end(), true));
+    if (haveFailure_ && progress < bestProgress_) return;
+    haveFailure_ = true;
+    bestProgress_ = progress;
+    best_.reason = reason;
+    if (patternNode >= 0) best_.where = p_.nodes[static_cast<size_t>(patternNode)].loc;
+    else best_.where = rule_.loc;
+  }
+
+  std::string describe(NodeRef n) const { return g_.describe(n); }
+
+  const OpDef* opOf(int p, NodeRef n) const {
+    const NodeData& d = g_.node(n);
+    if (!d.domain.empty() && d.domain != "ai.onnx") return nullptr;
+    for (const OpDef* op : p_.nodes[static_cast<size_t>(p)].ops)
+      if (op->name == d.op) return op;
+    return nullptr;
+  }
+
+  bool bindValue(int b, ValueId v, State& s) {
+    if (s.bound[static_cast<size_t>(b)]) return s.values[static_cast<size_t>(b)] == v;
+    s.bound[static_cast<size_t>(b)] = true;
+    s.values[static_cast<size_t>(b)] = v;
+    return true;
+  }
+
+  /// Matches pattern node `p` with graph node `n` as its (last) node.
+  bool matchNode(int p, NodeRef n, State& s, const Cont& k) {
+    const PatternNode& pn = p_.nodes[static_cast<size_t>(p)];
+    if (s.matched[static_cast<size_t>(p)]) {
+      if (s.nodes[static_cast<size_t>(p)].empty() || s.nodes[static_cast<size_t>(p)].back() != n) {
+        fail("the pattern needs one node here, but two different nodes are involved", p, s);
+        return false;
+      }
+      return k(s);
+    }
+    if (s.used.count(n)) {
+      fail(describe(n) + " is already part of this match", p, s);
+      return false;
+    }
+    const OpDef* op = opOf(p, n);
+    if (!op) {
+      fail(describe(n) + " is not " + describeOps(pn), p, s);
+      return false;
+    }
+    // A repetition collects a maximal chain upward through operand 0.
+    std::vector<NodeRef> chain = {n};
+    if (pn.repeat != PatternNode::Repeat::Once) {
+      NodeRef cur = n;
+      for (;;) {
+        const NodeData& d = g_.node(cur);
+        if (d.inputs.empty() || d.inputs[0] == kNoValue) break;
+        ValueId link = d.inputs[0];
+        auto prev = g_.producer(link);
+        if (!prev || s.used.count(*prev) || std::count(chain.begin(), chain.end(), *prev) || !opOf(p, *prev)) break;
+        if (g_.uses(link).size() != 1 || g_.isGraphOutput(link)) break;  // the chain value is needed elsewhere
+        chain.insert(chain.begin(), *prev);
+        cur = *prev;
+      }
+    }
+    State saved = s;
+    s.matched[static_cast<size_t>(p)] = true;
+    s.nodes[static_cast<size_t>(p)] = chain;
+    for (NodeRef c : chain) s.used.insert(c);
+    const NodeData& last = g_.node(n);
+    // Results.
+    for (int b : pn.results) {
+      const Binding& bind = p_.bindings[static_cast<size_t>(b)];
+      const size_t r = static_cast<size_t>(bind.result);
+      if (r >= last.outputs.size() || last.outputs[r] == kNoValue || !bindValue(b, last.outputs[r], s)) {
+        fail("result " + std::to_string(r) + " of " + describe(n) + " does not fit `" + bind.name + "`", p, s);
+        s = saved;
+        return false;
+      }
+    }
+    // Attributes (of the last node of a chain).
+    for (const AttrConstraint& c : pn.attrs) {
+      std::optional<Attribute> a = nodeAttr(last, op, c.name);
+      if (c.equals) {
+        Attribute want = literalAttr(*c.equals);
+        if (!a || !sameAttr(*a, want)) {
+          fail("attribute `" + c.name + "` of " + describe(n) + " does not have the value the pattern requires", p, s);
+          s = saved;
+          return false;
+        }
+      } else if (c.binding >= 0) {
+        auto& slot = s.attrs[static_cast<size_t>(c.binding)];
+        if (!a || (slot && !sameAttr(*slot, *a))) {
+          fail("attribute `" + c.name + "` of " + describe(n) + (a ? " differs from another place that binds it" : " is not set"), p, s);
+          s = saved;
+          return false;
+        }
+        slot = a;
+      }
+    }
+    // Operands, of the first node of the chain; commutative ops try both orders.
+    const NodeData& first = g_.node(chain.front());
+    const OpDef* firstOp = opOf(p, chain.front());
+    std::vector<std::vector<size_t>> orders = {{}};
+    for (size_t i = 0; i < pn.operands.size(); ++i) orders[0].push_back(i);
+    const bool rest = !pn.operands.empty() && pn.operands.back().kind == PatternOperand::Kind::Rest;
+    if (firstOp && firstOp->commutative && pn.operands.size() == 2 && !rest) orders.push_back({1, 0});
+    if (!rest) {
+      size_t present = 0;
+      for (ValueId v : first.inputs) present += v != kNoValue;
+      size_t patternPresent = pn.operands.size();
+      if (first.inputs.size() > pn.operands.size()) {
+        bool extra = false;
+        for (size_t i = pn.operands.size(); i < first.inputs.size(); ++i) extra |= first.inputs[i] != kNoValue;
+        if (extra) {
+          fail(describe(chain.front()) + " has more operands than the pattern (" + std::to_string(present) + " > " +
+                   std::to_string(patternPresent) + ")", p, s);
+          s = saved;
+          return false;
+        }
+      }
+    }
+    for (const std::vector<size_t>& order : orders) {
+      State before = s;
+      if (matchOperands(p, chain.front(), order, 0, s, k)) return true;
+      s = before;
+    }
+    s = saved;
+    return false;
+  }
+
+  std::string describeOps(const PatternNode& pn) const {
+    std::string s;
+    for (size_t i = 0; i < pn.ops.size() && i < 4; ++i) s += (i ? " | " : "") + pn.ops[i]->name.str();
+    if (pn.ops.size() > 4) s += " | ... (" + std::to_string(pn.ops.size()) + " ops)";
+    return "`" + s + "`";
+  }
+
+  static Attribute literalAttr(const RuleExpr& e) {
+    switch (e.kind) {
+      case RuleExpr::Kind::Number:
+        if (e.type == ExprType::Int) return static_cast<int64_t>(e.number);
+        return static_cast<float>(e.number);
+      case RuleExpr::Kind::String: return e.text;
+      case RuleExpr::Kind::Unary:
+        if (e.args.size() == 1 && e.args[0].kind == RuleExpr::Kind::Number)
+          return e.args[0].type == ExprType::Int ? Attribute(static_cast<int64_t>(-e.args[0].number))
+                                                 : Attribute(static_cast<float>(-e.args[0].number));
+        break;
+      case RuleExpr::Kind::List: {
+        std::vector<int64_t> v;
+        for (const RuleExpr& x : e.args) {
+          Attribute a = literalAttr(x);
+          v.push_back(std::holds_alternative<int64_t>(a) ? std::get<int64_t>(a) : static_cast<int64_t>(std::get<float>(a)));
+        }
+        return v;
+      }
+      default: break;
+    }
+    return int64_t{0};
+  }
+
+  bool matchOperands(int p, NodeRef n, const std::vector<size_t>& order, size_t i, State& s, const Cont& k) {
+    const PatternNode& pn = p_.nodes[static_cast<size_t>(p)];
+    const NodeData& node = g_.node(n);
+    if (i == order.size()) return k(s);
+    const size_t patternIndex = order[i];
+    const PatternOperand& po = pn.operands[patternIndex];
+    if (po.kind == PatternOperand::Kind::Rest) return k(s);
+    const ValueId v = i < node.inputs.size() ? node.inputs[i] : kNoValue;
+    auto next = [&](State& st) { return matchOperands(p, n, order, i + 1, st, k); };
+    switch (po.kind) {
+      case PatternOperand::Kind::Wildcard: return next(s);
+      case PatternOperand::Kind::Binding: {
+        const Binding& b = p_.bindings[static_cast<size_t>(po.index)];
+        if (v == kNoValue) {
+          if (!po.optional) {
+            fail("operand " + std::to_string(i + 1) + " of " + describe(n) + " is absent", p, s);
+            return false;
+          }
+          if (s.bound[static_cast<size_t>(po.index)] && s.values[static_cast<size_t>(po.index)] != kNoValue) {
+            fail("`" + b.name + "` is present in one place and absent in another", p, s);
+            return false;
+          }
+          s.bound[static_cast<size_t>(po.index)] = true;
+          return next(s);
+        }
+        if (s.bound[static_cast<size_t>(po.index)] && s.values[static_cast<size_t>(po.index)] != v) {
+          fail("`" + b.name + "` would stand for two different values (`" + valueName(s.values[static_cast<size_t>(po.index)]) +
+                   "` and `" + valueName(v) + "`)", p, s);
+          return false;
+        }
+        s.bound[static_cast<size_t>(po.index)] = true;
+        s.values[static_cast<size_t>(po.index)] = v;
+        if (b.producer < 0) return next(s);
+        return matchProducer(b.producer, b.result, v, s, next);
+      }
+      case PatternOperand::Kind::Node:
+        if (v == kNoValue) {
+          fail("operand " + std::to_string(i + 1) + " of " + describe(n) + " is absent", p, s);
+          return false;
+        }
+        return matchProducer(po.index, 0, v, s, next);
+      case PatternOperand::Kind::Rest: break;
+    }
+    return next(s);
+  }
+
+  std::string valueName(ValueId v) const { return v == kNoValue ? "<absent>" : g_.value(v).name; }
+
+  /// Value `v` must be result `result` of a node matching pattern node `q`.
+  bool matchProducer(int q, int result, ValueId v, State& s, const Cont& k) {
+    const PatternNode& qn = p_.nodes[static_cast<size_t>(q)];
+    auto prod = g_.producer(v);
+    const bool zeroOk = qn.repeat == PatternNode::Repeat::ZeroOrMore;
+    if (!prod || g_.value(v).producerOutput != static_cast<uint32_t>(result) || !opOf(q, *prod) || s.used.count(*prod)) {
+      if (zeroOk && !s.matched[static_cast<size_t>(q)]) return matchEmptyRepetition(q, v, s, k);
+      fail("`" + valueName(v) + "` is not produced by " + describeOps(qn) +
+               (prod ? " (it comes from " + describe(*prod) + ")" : " (it is an input or a constant)"), q, s);
+      return false;
+    }
+    // An intermediate value used outside the match is fine for rewrites (the
+    // driver keeps what is still used); fusion legality is the planner's job.
+    State before = s;
+    if (matchNode(q, *prod, s, k)) return true;
+    s = before;
+    if (zeroOk && !s.matched[static_cast<size_t>(q)]) return matchEmptyRepetition(q, v, s, k);
+    return false;
+  }
+
+  /// `X*` matching nothing: its result is its operand 0 itself.
+  bool matchEmptyRepetition(int q, ValueId v, State& s, const Cont& k) {
+    const PatternNode& qn = p_.nodes[static_cast<size_t>(q)];
+    State saved = s;
+    s.matched[static_cast<size_t>(q)] = true;
+    for (int b : qn.results)
+      if (!bindValue(b, v, s)) {
+        s = saved;
+        return false;
+      }
+    if (qn.operands.empty() || qn.operands[0].kind != PatternOperand::Kind::Binding) return k(s);
+    const PatternOperand& po = qn.operands[0];
+    if (!bindValue(po.index, v, s)) {
+      s = saved;
+      return false;
+    }
+    const Binding& b = p_.bindings[static_cast<size_t>(po.index)];
+    if (b.producer < 0) return k(s);
+    return matchProducer(b.producer, b.result, v, s, k);
+  }
+
+  /// Sibling roots: search among consumers of the values bound so far.
+  bool matchOtherRoots(size_t r, State& s, const Cont& k) {
+    if (r >= p_.roots.size()) return k(s);
+    const int root = p_.roots[r];
+    if (s.matched[static_cast<size_t>(root)]) return matchOtherRoots(r + 1, s, k);
+    std::vector<NodeRef> candidates;
+    for (size_t b = 0; b < s.values.size(); ++b) {
+      if (s.values[b] == kNoValue) continue;
+      for (const Use& u : g_.uses(s.values[b]))
+        if (!s.used.count(u.node) && std::find(candidates.begin(), candidates.end(), u.node) == candidates.end())
+          candidates.push_back(u.node);
+    }
+    for (NodeRef c : candidates) {
+      State before = s;
+      if (matchNode(root, c, s, [&](State& st) { return matchOtherRoots(r + 1, st, k); })) return true;
+      s = before;
+    }
+    fail("no sibling matches the pattern at " + p_.nodes[static_cast<size_t>(root)].loc.str(), root, s);
+    return false;
+  }
+
+  bool finish(State& s, std::optional<Match>& result) {
+    for (size_t p = 0; p < s.matched.size(); ++p)
+      if (!s.matched[p]) {
+        fail("part of the pattern is not connected to the rest", static_cast<int>(p), s);
+        return false;
+      }
+    Match m;
+    m.rule = &rule_;
+    m.nodes = s.nodes;
+    m.values = s.values;
+    m.attrs = s.attrs;
+    if (rule_.guard) {
+      std::optional<double> ok = matcher_.evaluate(g_, m, *rule_.guard);
+      if (!ok || *ok == 0) {
+        haveFailure_ = true;
+        bestProgress_ = SIZE_MAX;
+        best_.reason = ok ? "the guard `where ...` is false" : "the guard cannot be evaluated (a shape is unknown)";
+        best_.where = rule_.guard->loc;
+        return false;
+      }
+    }
+    result = std::move(m);
+    return true;
+  }
+
+  const Graph& g_;
+  const Rule& rule_;
+  const Matcher& matcher_;
+  const Pattern& p_;
+  MatchFailure best_;
+  bool haveFailure_ = false;
+  size_t bestProgress_ = 0;
+};
+
+}  // namespace
+
+std::vector<NodeRef> Match::allNodes() const {
+  std::vector<NodeRef> out;
+  for (const auto& ns : nodes)
+    for (NodeRef n : ns)
+      if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
+  return out;
+}
+
+Matcher::Matcher(const RuleSet& rules, const Target* target) : rules_(rules), target_(target) {
+  for (const Rule& r : rules_.rules) {
+    if (r.pattern.roots.empty()) continue;
+    const PatternNode& root = r.pattern.nodes[static_cast<size_t>(r.pattern.roots[0])];
+    for (const OpDef* op : root.ops) {
+      auto& list = byRootOp_[op->name.str()];
+      if (std::find(list.begin(), list.end(), &r) == list.end()) list.push_back(&r);
+    }
+  }
+}
+
+const std::vector<const Rule*>& Matcher::rulesFor(const std::string& op) const {
+  static const std::vector<const Rule*> kNone;
+  auto it = byRootOp_.find(op);
+  return it == byRootOp_.end() ? kNone : it->second;
+}
+
+std::optional<Match> Matcher::matchAt(const Graph& g, NodeRef n, const Rule& rule, MatchFailure* why) const {
+  return Search(g, rule, *this).run(n, why);
+}
+
+namespace {
+
+/// Guard evaluation over a match.
+class Evaluator {
+ public:
+  Evaluator(const Graph& g, const Match& m, const Target* t) : g_(g), m_(m), t_(t) {}
+
+  Val eval(const RuleExpr& e) {
+    Val v;
+    switch (e.kind) {
+      case RuleExpr::Kind::Number: case RuleExpr::Kind::Bool: return num(e.number);
+      case RuleExpr::Kind::String: v.kind = Val::Kind::Str; v.str = e.text; return v;
+      case RuleExpr::Kind::DTypeName: v.kind = Val::Kind::DType; v.str = e.text; return v;
+      case RuleExpr::Kind::List:
+        v.kind = Val::Kind::List;
+        for (const RuleExpr& x : e.args) v.list.push_back(eval(x).num);
+        return v;
+      case RuleExpr::Kind::Binding: {
+        if (e.binding < 0) return v;
+        const auto b = static_cast<size_t>(e.binding);
+        if (m_.attrs[b]) return fromAttribute(*m_.attrs[b]);
+        v.kind = Val::Kind::Tensor;
+        v.value = m_.values[b];
+        return v;
+      }
+      case RuleExpr::Kind::NodeAttr: {
+        ValueId val = m_.values[static_cast<size_t>(e.binding)];
+        if (val == kNoValue) return v;
+        auto p = g_.producer(val);
+        if (!p) return v;
+        const Attribute* a = g_.node(*p).attr(e.text);
+        if (a) return fromAttribute(*a);
+        // Fall back to the catalog default of the op that matched.
+        for (const PatternNode& pn : m_.rule->pattern.nodes)
+          for (const OpDef* op : pn.ops)
+            if (op->name == g_.node(*p).op)
+              if (const AttrSpec* s = op->findAttr(e.text); s && s->defaultValue) return fromAttribute(*s->defaultValue);
+        return v;
+      }
+      case RuleExpr::Kind::Target: {
+        if (!t_) return v;
+        auto p = t_->property(e.text);
+        return p ? num(*p) : v;
+      }
+      case RuleExpr::Kind::TargetHas: return t_ ? num(t_->has(e.args[0].text)) : v;
+      case RuleExpr::Kind::Builtin: return builtin(e);
+      case RuleExpr::Kind::Unary: {
+        Val x = eval(e.args[0]);
+        if (x.kind != Val::Kind::Num) return v;
+        return num(e.text == "not" ? double(x.num == 0) : -x.num);
+      }
+      case RuleExpr::Kind::Index: {
+        Val list = eval(e.args[0]), index = eval(e.args[1]);
+        if (list.kind != Val::Kind::List || index.kind != Val::Kind::Num) return v;
+        auto i = static_cast<int64_t>(index.num);
+        if (i < 0) i += static_cast<int64_t>(list.list.size());
+        if (i < 0 || i >= static_cast<int64_t>(list.list.size())) return v;
+        return num(list.list[static_cast<size_t>(i)]);
+      }
+      case RuleExpr::Kind::Binary: return binary(e);
+      case RuleExpr::Kind::OpCall: return v;
+    }
+    return v;
+  }
+
+ private:
+  static Val num(double d) {
+    Val v;
+    v.kind = Val::Kind::Num;
+    v.num = d;
+    return v;
+  }
+
+  Val binary(const RuleExpr& e) {
+    Val a = eval(e.args[0]);
+    if (e.text == "and" && a.kind == Val::Kind::Num && a.num == 0) return num(0);  // short-circuit
+    if (e.text == "or" && a.kind == Val::Kind::Num && a.num != 0) return num(1);
+    Val b = eval(e.args[1]);
+    const std::string& op = e.text;
+    if (op == "==" || op == "!=") {
+      if (a.kind == Val::Kind::Unknown || b.kind == Val::Kind::Unknown) return {};
+      bool eq;
+      if (a.kind == Val::Kind::Num && b.kind == Val::Kind::Num) eq = a.num == b.num;
+      else if (a.kind == Val::Kind::List && b.kind == Val::Kind::List) eq = a.list == b.list;
+      else eq = a.kind == b.kind && a.str == b.str;
+      return num(op == "==" ? eq : !eq);
+    }
+    if (a.kind != Val::Kind::Num || b.kind != Val::Kind::Num) return {};
+    if (op == "and") return num(a.num != 0 && b.num != 0);
+    if (op == "or") return num(a.num != 0 || b.num != 0);
+    if (op == "<") return num(a.num < b.num);
+    if (op == "<=") return num(a.num <= b.num);
+    if (op == ">") return num(a.num > b.num);
+    if (op == ">=") return num(a.num >= b.num);
+    if (op == "+") return num(a.num + b.num);
+    if (op == "-") return num(a.num - b.num);
+    if (op == "*") return num(a.num * b.num);
+    if (op == "/") return b.num == 0 ? Val{} : num(a.num / b.num);
+    if (op == "%") return b.num == 0 ? Val{} : num(std::fmod(a.num, b.num));
+    return {};
+  }
+
+  /// Static dims of a value; nullopt if the rank is unknown.
+  std::optional<std::vector<double>> shape(ValueId v) {
+    if (v == kNoValue) return std::nullopt;
+    const TensorType& t = g_.value(v).type;
+    if (!t.dims) return std::nullopt;
+    std::vector<double> dims;
+    for (const Dim& d : *t.dims) dims.push_back(d.isStatic() ? static_cast<double>(d.size) : -1.0);
+    return dims;
+  }
+
+  Val builtin(const RuleExpr& e) {
+    const std::string& f = e.text;
+    std::vector<Val> args;
+    for (const RuleExpr& a : e.args) args.push_back(eval(a));
+    if (f == "const") {
+      for (const Val& a : args)
+        if (a.kind != Val::Kind::Tensor || a.value == kNoValue || !g_.isConstant(a.value)) return num(0);
+      return num(1);
+    }
+    if (f == "min" || f == "max") {
+      double acc = f == "min" ? INFINITY : -INFINITY;
+      for (const Val& a : args) {
+        if (a.kind != Val::Kind::Num) return {};
+        acc = f == "min" ? std::min(acc, a.num) : std::max(acc, a.num);
+      }
+      return num(acc);
+    }
+    if (f == "abs") return args[0].kind == Val::Kind::Num ? num(std::abs(args[0].num)) : Val{};
+    if (f == "len") return args[0].kind == Val::Kind::List ? num(static_cast<double>(args[0].list.size())) : Val{};
+    if (args.empty() || args[0].kind != Val::Kind::Tensor || args[0].value == kNoValue) return {};
+    const ValueId v = args[0].value;
+    if (f == "uses") return num(static_cast<double>(g_.uses(v).size() + (g_.isGraphOutput(v) ? 1 : 0)));
+    if (f == "is_output") return num(g_.isGraphOutput(v));
+    if (f == "dtype") {
+      Val d;
+      d.kind = Val::Kind::DType;
+      d.str = std::string(dtypeName(g_.value(v).type.dtype));
+      return d;
+    }
+    auto dims = shape(v);
+    if (!dims) return {};
+    if (f == "rank") return num(static_cast<double>(dims->size()));
+    if (f == "shape") {
+      Val l;
+      l.kind = Val::Kind::List;
+      l.list = *dims;
+      return l;
+    }
+    if (f == "numel") {
+      double n = 1;
+      for (double d : *dims) {
+        if (d < 0) return {};
+        n *= d;
+      }
+      return num(n);
+    }
+    return {};
+  }
+
+  const Graph& g_;
+  const Match& m_;
+  const Target* t_;
+};
+
+}  // namespace
+
+std::optional<double> Matcher::evaluate(const Graph& g, const Match& m, const RuleExpr& e) const {
+  Val v = Evaluator(g, m, target_).eval(e);
+  if (v.kind != Val::Kind::Num) return std::nullopt;
+  return v.num;
+}
+
+}  // namespace fusec
