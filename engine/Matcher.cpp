@@ -290,6 +290,10 @@ class Search {
     const PatternNode& qn = p_.nodes[static_cast<size_t>(q)];
     auto prod = g_.producer(v);
     const bool zeroOk = qn.repeat == PatternNode::Repeat::ZeroOrMore;
+    // Reached again through a shared name (a DAG): the same node, nothing to do.
+    if (prod && s.matched[static_cast<size_t>(q)] && !s.nodes[static_cast<size_t>(q)].empty() &&
+        s.nodes[static_cast<size_t>(q)].back() == *prod)
+      return k(s);
     if (!prod || g_.value(v).producerOutput != static_cast<uint32_t>(result) || !opOf(q, *prod) || s.used.count(*prod)) {
       if (zeroOk && !s.matched[static_cast<size_t>(q)]) return matchEmptyRepetition(q, v, s, k);
       fail("`" + valueName(v) + "` is not produced by " + describeOps(qn) +

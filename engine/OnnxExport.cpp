@@ -1,6 +1,12 @@
 /// ONNX export: Graph -> ModelProto (binary) and the proto conversions it needs.
 #include <fstream>
 
+#include <onnx/shape_inference/implementation.h>
+
+#include "fusec/engine/Rewriter.h"
+
+#include <unordered_map>
+
 #include "OnnxProto.h"
 #include "fusec/engine/OnnxIO.h"
 
@@ -109,6 +115,31 @@ onnx::ModelProto toModelProto(const Graph& g) {
 }  // namespace
 
 std::string exportOnnxBinary(const Graph& graph) { return toModelProto(graph).SerializeAsString(); }
+
+Status inferTypes(Graph& g) {
+  onnx::ModelProto m = toModelProto(g);
+  // Drop what is not fully known so inference fills it in afresh.
+  auto* infos = m.mutable_graph()->mutable_value_info();
+  infos->Clear();
+  try {
+    onnx::shape_inference::InferShapes(m);
+  } catch (const std::exception& e) {
+    return Error{std::string("ONNX shape inference: ") + e.what()};
+  }
+  std::unordered_map<std::string, const onnx::ValueInfoProto*> inferred;
+  for (const auto& vi : m.graph().value_info()) inferred[vi.name()] = &vi;
+  for (const auto& vi : m.graph().output()) inferred[vi.name()] = &vi;
+  for (ValueId v = 0; v < g.valueCapacity(); ++v) {
+    Value& val = g.value(v);
+    if (!val.alive || val.constant || (val.type.isStatic() && val.type.dtype != DType::Undefined)) continue;
+    auto it = inferred.find(val.name);
+    if (it == inferred.end() || !it->second->type().has_tensor_type()) continue;
+    TensorType t = typeFromProto(it->second->type());
+    if (t.dtype != DType::Undefined) val.type.dtype = t.dtype;
+    if (t.dims && (!val.type.dims || t.isStatic())) val.type.dims = t.dims;
+  }
+  return Status::success();
+}
 
 Status exportOnnxFile(const Graph& graph, const std::string& path) {
   bool text = path.ends_with(".txt") || path.ends_with(".onnxtxt");

@@ -1,0 +1,399 @@
+/// The rewrite driver (worklist to a fixpoint), the builder that turns a
+/// rule's rewrite expressions into nodes, and the cleanup passes: constant
+/// folding, dead-code elimination, common-subexpression elimination.
+#include "fusec/engine/Rewriter.h"
+
+#include <algorithm>
+#include <deque>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "fusec/engine/Interpreter.h"
+
+namespace fusec {
+namespace {
+
+/// Builds the nodes of one rewrite, then redirects the replaced values.
+class RewriteBuilder {
+ public:
+  RewriteBuilder(Graph& g, const Match& m, std::vector<NodeRef>& added) : g_(g), m_(m), added_(added) {}
+
+  Status apply() {
+    const Rule& rule = *m_.rule;
+    built_.assign(rule.rewriteValues.size(), kNoValue);
+    try {
+      for (const RewriteStep& step : rule.rewrite) {
+        std::vector<ValueId> results = build(step.value, step.results.size(), &step);
+        for (size_t i = 0; i < step.results.size(); ++i) built_[static_cast<size_t>(step.results[i])] = results[i];
+      }
+    } catch (const UserError& e) {
+      return Error{"rule `" + rule.name + "`: " + e.message};
+    }
+    for (size_t i = 0; i < rule.rewriteValues.size(); ++i) {
+      const int b = rule.rewriteValues[i].replaces;
+      if (b < 0) continue;
+      const ValueId old = m_.values[static_cast<size_t>(b)];
+      if (old == kNoValue || built_[i] == kNoValue || old == built_[i]) continue;
+      // The replacement takes over the name (graph outputs keep their names).
+      Value& fresh = g_.value(built_[i]);
+      Value& replaced = g_.value(old);
+      if (fresh.type.dtype == DType::Undefined || !fresh.type.dims) fresh.type = replaced.type;
+      if (!fresh.constant || !g_.isGraphOutput(old)) {
+        std::swap(fresh.name, replaced.name);
+        replaced.name += "_replaced";
+      }
+      g_.replaceAllUsesWith(old, built_[i]);
+    }
+    return Status::success();
+  }
+
+ private:
+  std::string freshName(const std::string& base) { return base + "_rw" + std::to_string(counter()++); }
+  static size_t& counter() {
+    static size_t n = 0;
+    return n;
+  }
+
+  ValueId constant(double v, DType like) {
+    const DType dt = like == DType::Undefined || !isFloatingPoint(like) ? (like == DType::Int64 ? DType::Int64 : DType::Float32) : like;
+    Tensor t = dt == DType::Int64 ? Tensor::scalar<int64_t>(static_cast<int64_t>(v)) : Tensor::scalar<float>(static_cast<float>(v)).castTo(dt);
+    return g_.addConstant(freshName("const"), std::move(t));
+  }
+
+  DType dtypeOf(ValueId v) const { return v == kNoValue ? DType::Undefined : g_.value(v).type.dtype; }
+
+  ValueId node(const std::string& op, std::vector<ValueId> inputs, AttrMap attrs = {}, const RewriteStep* step = nullptr) {
+    return nodeResults(op, std::move(inputs), 1, std::move(attrs), step)[0];
+  }
+
+  std::vector<ValueId> nodeResults(const std::string& op, std::vector<ValueId> inputs, size_t n, AttrMap attrs,
+                                   const RewriteStep* step) {
+    std::vector<ValueId> outs;
+    for (size_t i = 0; i < n; ++i) outs.push_back(g_.addValue(freshName(op)));
+    if (step) {
+      AttrMap merged;
+      for (int p : step->copyAttrsFrom)
+        for (NodeRef src : m_.nodes[static_cast<size_t>(p)]) merged = g_.node(src).attrs;
+      for (auto& [k, v] : attrs) merged[k] = v;
+      attrs = std::move(merged);
+    }
+    // Omitted trailing operands are dropped; omitted middle ones stay empty.
+    while (!inputs.empty() && inputs.back() == kNoValue) inputs.pop_back();
+    NodeRef node = g_.addNode(op, std::move(inputs), outs, std::move(attrs), freshName(op));
+    added_.push_back(node);
+    // Element type: same as the first typed operand unless the op says otherwise.
+    for (ValueId o : outs) {
+      Value& v = g_.value(o);
+      for (ValueId in : g_.node(node).inputs)
+        if (in != kNoValue && v.type.dtype == DType::Undefined) v.type.dtype = g_.value(in).type.dtype;
+    }
+    return outs;
+  }
+
+  Attribute attrValue(const RuleExpr& e) {
+    switch (e.kind) {
+      case RuleExpr::Kind::Number: case RuleExpr::Kind::Bool:
+        if (e.type == ExprType::Int || e.kind == RuleExpr::Kind::Bool) return static_cast<int64_t>(e.number);
+        return static_cast<float>(e.number);
+      case RuleExpr::Kind::String: return e.text;
+      case RuleExpr::Kind::List: {
+        std::vector<int64_t> v;
+        for (const RuleExpr& x : e.args) v.push_back(static_cast<int64_t>(x.number));
+        return v;
+      }
+      case RuleExpr::Kind::Unary:
+        if (e.text == "-" && e.args[0].kind == RuleExpr::Kind::Number)
+          return e.args[0].type == ExprType::Int ? Attribute(static_cast<int64_t>(-e.args[0].number))
+                                                 : Attribute(static_cast<float>(-e.args[0].number));
+        break;
+      case RuleExpr::Kind::Binding:
+        if (e.binding >= 0 && m_.attrs[static_cast<size_t>(e.binding)]) return *m_.attrs[static_cast<size_t>(e.binding)];
+        break;
+      default: break;
+    }
+    throw UserError{"cannot compute an attribute value from this expression"};
+  }
+
+  std::vector<int64_t> intList(const RuleExpr& e) {
+    Attribute a = attrValue(e);
+    if (auto* v = std::get_if<std::vector<int64_t>>(&a)) return *v;
+    throw UserError{"expected a list of integers"};
+  }
+
+  /// One value (or `n` results of an op call) for a rewrite expression.
+  std::vector<ValueId> build(const RuleExpr& e, size_t n, const RewriteStep* step) {
+    if (e.kind == RuleExpr::Kind::OpCall) {
+      std::vector<ValueId> inputs;
+      for (const RuleExpr& a : e.args) inputs.push_back(one(a));
+      AttrMap attrs;
+      if (step)
+        for (const auto& [name, value] : step->attrs) attrs[name] = attrValue(value);
+      return nodeResults(e.op->name.str(), std::move(inputs), std::max<size_t>(n, 1), std::move(attrs), step);
+    }
+    return {one(e)};
+  }
+
+  ValueId one(const RuleExpr& e) {
+    switch (e.kind) {
+      case RuleExpr::Kind::Number: case RuleExpr::Kind::Bool: return constant(e.number, DType::Float32);
+      case RuleExpr::Kind::Binding: {
+        if (e.binding < -1) {
+          const ValueId v = built_[static_cast<size_t>(-e.binding - 2)];
+          if (v == kNoValue) throw UserError{"value `" + e.text + "` is used before it is computed"};
+          return v;
+        }
+        const auto b = static_cast<size_t>(e.binding);
+        if (m_.attrs[b]) {
+          const Attribute& a = *m_.attrs[b];
+          if (auto* f = std::get_if<float>(&a)) return constant(*f, DType::Float32);
+          if (auto* i = std::get_if<int64_t>(&a)) return constant(static_cast<double>(*i), DType::Float32);
+          throw UserError{"attribute `" + e.text + "` is not a number"};
+        }
+        return m_.values[b];
+      }
+      case RuleExpr::Kind::OpCall: return build(e, 1, nullptr)[0];
+      case RuleExpr::Kind::Unary: {
+        ValueId x = one(e.args[0]);
+        return node(e.text == "not" ? "Not" : "Neg", {x});
+      }
+      case RuleExpr::Kind::Binary: return binary(e);
+      case RuleExpr::Kind::Builtin: return builtin(e);
+      default: break;
+    }
+    throw UserError{"this expression cannot be computed in a rewrite"};
+  }
+
+  ValueId binary(const RuleExpr& e) {
+    if (e.text == "??") {
+      const RuleExpr& lhs = e.args[0];
+      const ValueId v = lhs.binding >= 0 ? m_.values[static_cast<size_t>(lhs.binding)] : kNoValue;
+      return v != kNoValue ? v : one(e.args[1]);
+    }
+    // Scalar literals take the element type of the tensor on the other side.
+    auto side = [&](const RuleExpr& x, const RuleExpr& other) {
+      if (x.kind == RuleExpr::Kind::Number) {
+        ValueId o = one(other);
+        return constant(x.number, dtypeOf(o));
+      }
+      return one(x);
+    };
+    const ValueId a = side(e.args[0], e.args[1]);
+    const ValueId b = side(e.args[1], e.args[0]);
+    static const std::map<std::string, std::string> kOps = {
+        {"+", "Add"}, {"-", "Sub"}, {"*", "Mul"}, {"/", "Div"}, {"%", "Mod"}, {"<", "Less"}, {"<=", "LessOrEqual"},
+        {">", "Greater"}, {">=", "GreaterOrEqual"}, {"==", "Equal"}, {"and", "And"}, {"or", "Or"}};
+    auto it = kOps.find(e.text);
+    if (it == kOps.end()) throw UserError{"operator `" + e.text + "` cannot be computed in a rewrite"};
+    AttrMap attrs;
+    if (e.text == "%") attrs["fmod"] = int64_t{1};
+    return node(it->second, {a, b}, attrs);
+  }
+
+  ValueId builtin(const RuleExpr& e) {
+    const std::string& f = e.text;
+    static const std::map<std::string, std::string> kUnary = {{"sqrt", "Sqrt"}, {"exp", "Exp"}, {"log", "Log"},
+                                                              {"erf", "Erf"},   {"tanh", "Tanh"}, {"abs", "Abs"},
+                                                              {"reciprocal", "Reciprocal"}};
+    if (auto it = kUnary.find(f); it != kUnary.end()) return node(it->second, {one(e.args[0])});
+    if (f == "rsqrt") return node("Reciprocal", {node("Sqrt", {one(e.args[0])})});
+    if (f == "pow") return node("Pow", {one(e.args[0]), one(e.args[1])});
+    if (f == "min") return node("Min", {one(e.args[0]), one(e.args[1])});
+    if (f == "max") return node("Max", {one(e.args[0]), one(e.args[1])});
+    if (f == "select") return node("Where", {one(e.args[0]), one(e.args[1]), one(e.args[2])});
+    if (f == "fma") return node("Add", {node("Mul", {one(e.args[0]), one(e.args[1])}), one(e.args[2])});
+    if (f == "unsqueeze" || f == "reshape") {
+      std::vector<int64_t> list = intList(e.args[1]);
+      ValueId shape = g_.addConstant(freshName(f == "unsqueeze" ? "axes" : "shape"),
+                                     Tensor::fromVector<int64_t>({static_cast<int64_t>(list.size())}, list));
+      return node(f == "unsqueeze" ? "Unsqueeze" : "Reshape", {one(e.args[0]), shape});
+    }
+    if (f == "transpose") return node("Transpose", {one(e.args[0])}, {{"perm", intList(e.args[1])}});
+    if (f == "cast") {
+      auto dt = dtypeFromName(e.args[1].text);
+      if (!dt) throw UserError{"unknown element type `" + e.args[1].text + "`"};
+      ValueId out = node("Cast", {one(e.args[0])}, {{"to", static_cast<int64_t>(*dt)}});
+      g_.value(out).type.dtype = *dt;
+      return out;
+    }
+    throw UserError{"function `" + f + "` cannot be computed in a rewrite"};
+  }
+
+  Graph& g_;
+  const Match& m_;
+  std::vector<NodeRef>& added_;
+  std::vector<ValueId> built_;
+};
+
+/// Folds one node if all its operands are constants. Returns true if folded.
+Expected<bool> foldNode(Graph& g, NodeRef n) {
+  const NodeData& d = g.node(n);
+  if (!d.domain.empty() || !interpreterSupports(d.op.str()) || d.outputs.empty()) return false;
+  static const std::set<std::string> kNondeterministic = {"RandomUniform", "RandomNormal", "RandomUniformLike",
+                                                          "RandomNormalLike", "Bernoulli", "Multinomial"};
+  if (kNondeterministic.count(d.op.str())) return false;
+  std::vector<const Tensor*> operands;
+  for (ValueId v : d.inputs) {
+    if (v == kNoValue) {
+      operands.push_back(nullptr);
+      continue;
+    }
+    if (!g.isConstant(v)) return false;
+    operands.push_back(g.value(v).constant.get());
+  }
+  Expected<std::vector<Tensor>> results = evaluateNode(g, n, operands);
+  if (!results) return results.error();
+  const std::vector<ValueId> outputs = d.outputs;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (outputs[i] == kNoValue) continue;
+    const std::string name = g.value(outputs[i]).name;
+    g.value(outputs[i]).name = name + "_unfolded";
+    ValueId c = g.addConstant(name, std::move(results.value()[i]));
+    g.replaceAllUsesWith(outputs[i], c);
+  }
+  g.removeNode(n);
+  return true;
+}
+
+std::vector<NodeRef> orderedNodes(const Graph& g) {
+  Expected<std::vector<NodeRef>> order = g.topologicalOrder();
+  return order ? order.value() : g.nodes();
+}
+
+}  // namespace
+
+Expected<size_t> foldConstants(Graph& g) {
+  size_t folded = 0;
+  for (NodeRef n : orderedNodes(g)) {
+    Expected<bool> f = foldNode(g, n);
+    if (!f) return f.error();
+    folded += f.value();
+  }
+  return folded;
+}
+
+size_t eliminateDeadCode(Graph& g) {
+  size_t removed = 0;
+  std::vector<NodeRef> order = orderedNodes(g);
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    bool live = false;
+    for (ValueId v : g.node(*it).outputs)
+      if (v != kNoValue) live |= !g.uses(v).empty() || g.isGraphOutput(v);
+    if (live) continue;
+    g.removeNode(*it);
+    ++removed;
+  }
+  return removed;
+}
+
+size_t eliminateCommonSubexpressions(Graph& g) {
+  // Key: op, domain, attributes (printed), operands (constants by content).
+  auto operandKey = [&](ValueId v) -> std::string {
+    if (v == kNoValue) return "-";
+    const Value& val = g.value(v);
+    if (!val.constant || val.constant->byteSize() > 4096) return "v" + std::to_string(v);
+    const Tensor& t = *val.constant;
+    std::string k = "c" + std::to_string(static_cast<int>(t.dtype())) + shapeToString(t.shape());
+    k.append(reinterpret_cast<const char*>(t.raw()), t.byteSize());
+    return k;
+  };
+  auto attrKey = [](const AttrMap& attrs) {
+    std::ostringstream os;
+    for (const auto& [k, a] : attrs) {
+      os << k << '=';
+      std::visit([&](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, float> || std::is_same_v<T, std::string>) os << v;
+        else if constexpr (std::is_same_v<T, Tensor>) os.write(reinterpret_cast<const char*>(v.raw()), static_cast<std::streamsize>(v.byteSize()));
+        else if constexpr (std::is_same_v<T, OpaqueAttr>) os << v.serializedProto;
+        else for (const auto& x : v) os << x << ',';
+      }, a);
+      os << ';';
+    }
+    return os.str();
+  };
+  std::unordered_map<std::string, NodeRef> seen;
+  size_t merged = 0;
+  for (NodeRef n : orderedNodes(g)) {
+    const NodeData& d = g.node(n);
+    if (d.op.str().rfind("Random", 0) == 0 || d.op == "Bernoulli") continue;
+    std::string key = d.domain + "|" + d.op.str() + "|" + attrKey(d.attrs) + "|" + std::to_string(d.outputs.size());
+    for (ValueId v : d.inputs) key += "|" + operandKey(v);
+    auto [it, fresh] = seen.emplace(key, n);
+    if (fresh) continue;
+    const NodeData& keep = g.node(it->second);
+    const std::vector<ValueId> outs = d.outputs;
+    for (size_t i = 0; i < outs.size(); ++i)
+      if (outs[i] != kNoValue && keep.outputs[i] != kNoValue) g.replaceAllUsesWith(outs[i], keep.outputs[i]);
+    bool dead = true;
+    for (ValueId v : outs)
+      if (v != kNoValue) dead &= g.uses(v).empty() && !g.isGraphOutput(v);
+    if (dead) g.removeNode(n);
+    ++merged;
+  }
+  return merged;
+}
+
+Expected<RewriteStats> rewriteToFixpoint(Graph& g, const RuleSet& rules, const Target* target,
+                                         const RewriteOptions& options) {
+  RewriteStats stats;
+  Matcher matcher(rules, target);
+  const size_t cap = std::max<size_t>(64, g.numNodes() * options.maxRewritesPerNode);
+  // Rules by priority, then declaration order, per root op.
+  auto ordered = [&](const std::string& op) {
+    std::vector<const Rule*> rs;
+    for (const Rule* r : matcher.rulesFor(op))
+      if (r->kind == Rule::Kind::Rewrite) rs.push_back(r);
+    std::stable_sort(rs.begin(), rs.end(), [](const Rule* a, const Rule* b) { return a->priority > b->priority; });
+    return rs;
+  };
+  std::deque<NodeRef> worklist;
+  std::set<NodeRef> queued;
+  auto push = [&](NodeRef n) {
+    if (queued.insert(n).second) worklist.push_back(n);
+  };
+  for (NodeRef n : orderedNodes(g)) push(n);
+  std::set<NodeRef> alive(worklist.begin(), worklist.end());
+  while (!worklist.empty()) {
+    NodeRef n = worklist.front();
+    worklist.pop_front();
+    queued.erase(n);
+    if (!alive.count(n)) continue;
+    for (const Rule* rule : ordered(g.node(n).op.str())) {
+      std::optional<Match> m = matcher.matchAt(g, n, *rule);
+      if (!m) continue;
+      if (stats.rewrites >= cap) {
+        stats.capHit = true;
+        return stats;
+      }
+      std::vector<NodeRef> added;
+      Status st = RewriteBuilder(g, *m, added).apply();
+      if (!st) return st.error();
+      ++stats.rewrites;
+      ++stats.fired[rule->name];
+      // Fold what the rewrite computed from constants, drop what it replaced.
+      for (NodeRef a : added) {
+        Expected<bool> folded = foldNode(g, a);
+        if (!folded) return folded.error();
+        if (folded.value()) ++stats.nodesFolded;
+        else alive.insert(a);
+      }
+      stats.nodesRemoved += eliminateDeadCode(g);
+      std::vector<NodeRef> remaining = g.nodes();
+      alive = std::set<NodeRef>(remaining.begin(), remaining.end());
+      // Revisit what the rewrite added and what now reads it.
+      for (NodeRef a : added) {
+        if (!alive.count(a)) continue;
+        push(a);
+        for (NodeRef c : g.consumers(a)) push(c);
+      }
+      for (const auto& ns : m->nodes)
+        for (NodeRef matched : ns)
+          if (alive.count(matched)) push(matched);
+      break;
+    }
+  }
+  return stats;
+}
+
+}  // namespace fusec

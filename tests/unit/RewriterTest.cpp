@@ -1,0 +1,184 @@
+/// The rewrite driver and cleanup passes: results computed at compile time,
+/// outputs unchanged, fixpoints reached or the cap reported.
+#include <doctest/doctest.h>
+
+#include <random>
+#include <sstream>
+
+#include "TestUtil.h"
+#include "fusec/engine/Rewriter.h"
+#include "fusec/grammar/PackLoader.h"
+
+using namespace fusec;
+
+namespace {
+
+std::unique_ptr<RuleSet> rules(const std::string& text) {
+  grammar::SourceManager sources;
+  grammar::DiagnosticEngine diags(sources);
+  grammar::ast::AstContext context;
+  auto result = grammar::loadPackText("test.fuse", "import \"core/ops\"\n" + text, sources, context, diags);
+  std::ostringstream err;
+  diags.print(err);
+  REQUIRE_MESSAGE(result.rules, err.str());
+  return std::move(result.rules);
+}
+
+Tensor randomTensor(Shape shape, unsigned seed, float lo = -1, float hi = 1) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  Tensor t(DType::Float32, std::move(shape));
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
+  return t;
+}
+
+size_t count(const Graph& g, const std::string& op) {
+  size_t n = 0;
+  for (NodeRef r : g.nodes()) n += g.node(r).op == op;
+  return n;
+}
+
+/// Runs `g` before and after `change` on the same random inputs and checks
+/// the outputs agree.
+template <class F>
+void checkSameOutputs(Graph& g, F&& change, float tol = 1e-4f) {
+  std::vector<Tensor> inputs;
+  unsigned seed = 1;
+  for (ValueId v : g.inputs()) inputs.push_back(randomTensor(g.value(v).type.staticShape(), seed++));
+  std::vector<Tensor> before = test::run(g, inputs);
+  change(g);
+  REQUIRE(g.verify().empty());
+  std::vector<Tensor> after = test::run(g, inputs);
+  REQUIRE(before.size() == after.size());
+  for (size_t i = 0; i < before.size(); ++i) test::checkClose(after[i], before[i], tol);
+}
+
+const char* kFoldBn = R"(
+rule fold_bn_into_conv {
+  match {
+    c = Conv(x, w, b?)
+    y = BatchNormalization(c, gamma, beta, mean, var) { epsilon: eps }
+  }
+  where const(w, gamma, beta, mean, var) and uses(c) == 1
+  rewrite {
+    s = gamma / sqrt(var + eps)
+    y = Conv(x, w * unsqueeze(s, [1, 2, 3]), (b ?? 0.0) * s + beta - mean * s) { attrs(c) }
+  }
+}
+)";
+
+}  // namespace
+
+TEST_CASE("BatchNorm folds into Conv: new weights computed at compile time, outputs unchanged") {
+  auto set = rules(kFoldBn);
+  for (bool withBias : {true, false}) {
+    INFO("conv bias: " << withBias);
+    Graph g;
+    ValueId x = g.addInput("x", TensorType::of(DType::Float32, {1, 3, 6, 6}));
+    ValueId w = g.addConstant("w", randomTensor({4, 3, 3, 3}, 11));
+    ValueId b = g.addConstant("b", randomTensor({4}, 12));
+    ValueId c = g.addValue("c", TensorType::of(DType::Float32, {1, 4, 4, 4}));
+    std::vector<ValueId> convIn = {x, w};
+    if (withBias) convIn.push_back(b);
+    g.addNode("Conv", convIn, {c}, {{"strides", std::vector<int64_t>{1, 1}}}, "conv");
+    ValueId y = g.addValue("y", TensorType::of(DType::Float32, {1, 4, 4, 4}));
+    g.addNode("BatchNormalization",
+              {c, g.addConstant("gamma", randomTensor({4}, 13)), g.addConstant("beta", randomTensor({4}, 14)),
+               g.addConstant("mean", randomTensor({4}, 15)), g.addConstant("var", randomTensor({4}, 16, 0.5f, 2.f))},
+              {y}, {{"epsilon", 1e-3f}}, "bn");
+    g.addOutput(y);
+    checkSameOutputs(g, [&](Graph& h) {
+      Expected<RewriteStats> stats = rewriteToFixpoint(h, *set, nullptr);
+      REQUIRE_MESSAGE(stats.ok(), stats.error().message);
+      CHECK(stats->fired["fold_bn_into_conv"] == 1);
+      CHECK_FALSE(stats->capHit);
+      CHECK(stats->nodesFolded > 0);
+    });
+    CHECK(g.numNodes() == 1);
+    NodeRef conv = g.nodes().front();
+    CHECK(g.node(conv).op == "Conv");
+    CHECK(g.node(conv).attr("strides"));  // attrs(c) copied
+    for (ValueId in : g.node(conv).inputs)
+      if (in != x) CHECK(g.isConstant(in));
+    CHECK(g.node(conv).inputs.size() == 3);
+    CHECK(g.value(g.outputs()[0]).name == "y");  // the graph output keeps its name
+  }
+}
+
+TEST_CASE("the guard protects shared values: no fold when the Conv result has another use") {
+  auto set = rules(kFoldBn);
+  Graph g = test::parse(test::model(
+      "g (float[1,1,3,3] x, float[1,1,1,1] w = {2.0}, float[1] s = {1.0}, float[1] b = {0.0}, float[1] m = {0.0},"
+      " float[1] v = {1.0}) => (float[1,1,3,3] y, float[1,1,3,3] c)",
+      "c = Conv (x, w)\ny = BatchNormalization (c, s, b, m, v)"));
+  Expected<RewriteStats> stats = rewriteToFixpoint(g, *set, nullptr);
+  REQUIRE(stats.ok());
+  CHECK(stats->rewrites == 0);
+  CHECK(count(g, "BatchNormalization") == 1);
+}
+
+TEST_CASE("LayerNormalization written out is recognized and replaced") {
+  auto set = rules(R"(
+rule recognize_layernorm {
+  match {
+    mu = ReduceMean(x) { axes: axes }
+    d = Sub(x, mu)
+    sq = Pow(d, two)
+    var = ReduceMean(sq) { axes: axes }
+    ve = Add(var, eps)
+    sd = Sqrt(ve)
+    n = Div(d, sd)
+    g = Mul(n, scale)
+    y = Add(g, bias)
+  }
+  where const(two, eps, scale, bias) and uses(d) == 2
+  rewrite {
+    y = LayerNormalization(x, scale, bias) { axis: -1, epsilon: 0.00001 }
+  }
+}
+)");
+  Graph g = test::parse(test::model(
+      "g (float[2,8] x, float two = {2.0}, float eps = {0.00001}, float[8] scale = {1,2,3,4,5,6,7,8},"
+      " float[8] bias = {0,1,0,1,0,1,0,1}) => (float[2,8] y)",
+      "mu = ReduceMean <axes = [-1]> (x)\nd = Sub (x, mu)\nsq = Pow (d, two)\nvar = ReduceMean <axes = [-1]> (sq)\n"
+      "ve = Add (var, eps)\nsd = Sqrt (ve)\nn = Div (d, sd)\ng = Mul (n, scale)\ny = Add (g, bias)", 13));
+  Matcher matcher(*set, nullptr);
+  MatchFailure why;
+  NodeRef last = g.nodes().back();
+  CHECK_MESSAGE(matcher.matchAt(g, last, set->rules.front(), &why), why.reason);
+  checkSameOutputs(g, [&](Graph& h) {
+    Expected<RewriteStats> stats = rewriteToFixpoint(h, *set, nullptr);
+    REQUIRE(stats.ok());
+    CHECK(stats->fired["recognize_layernorm"] == 1);
+  });
+  CHECK(g.numNodes() == 1);
+  CHECK(count(g, "LayerNormalization") == 1);
+}
+
+TEST_CASE("a rule that always matches hits the cap, and says so") {
+  auto set = rules("rule spin { match { y = Relu(x) } rewrite { y = Relu(x) } }");
+  Graph g = test::parse(test::model("g (float[4] x) => (float[4] y)", "y = Relu (x)"));
+  Expected<RewriteStats> stats = rewriteToFixpoint(g, *set, nullptr);
+  REQUIRE(stats.ok());
+  CHECK(stats->capHit);
+  CHECK(g.verify().empty());
+}
+
+TEST_CASE("constant folding, dead code and common subexpressions") {
+  Graph g = test::parse(test::model(
+      "g (float[2] x, float[2] a = {1.0, 2.0}, float[2] b = {3.0, 4.0}) => (float[2] y)",
+      "k = Add (a, b)\nk2 = Mul (k, a)\np = Mul (x, k2)\nq = Mul (x, k2)\ndead = Exp (x)\ny = Add (p, q)"));
+  checkSameOutputs(g, [&](Graph& h) {
+    Expected<size_t> folded = foldConstants(h);
+    REQUIRE(folded.ok());
+    CHECK(folded.value() == 2);
+    CHECK(eliminateCommonSubexpressions(h) == 1);
+    CHECK(eliminateDeadCode(h) == 1);
+  });
+  CHECK(g.numNodes() == 2);  // one Mul, one Add
+  // Equal constants count as the same operand.
+  Graph h = test::parse(test::model("g (float[2] x, float[2] a = {1.0, 2.0}, float[2] b = {1.0, 2.0}) => (float[2] y)",
+                                    "p = Mul (x, a)\nq = Mul (x, b)\ny = Add (p, q)"));
+  CHECK(eliminateCommonSubexpressions(h) == 1);
+  CHECK(h.numNodes() == 2);
+}
