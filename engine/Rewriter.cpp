@@ -396,4 +396,18 @@ Expected<RewriteStats> rewriteToFixpoint(Graph& g, const RuleSet& rules, const T
   return stats;
 }
 
+Expected<RewriteStats> runRewritePipeline(Graph& g, const RuleSet& rules, const Target* target,
+                                          const RewriteOptions& options) {
+  Expected<size_t> folded = foldConstants(g);
+  if (!folded) return folded.error();
+  Expected<RewriteStats> stats = rewriteToFixpoint(g, rules, target, options);
+  if (!stats) return stats;
+  stats->nodesFolded += folded.value();
+  stats->nodesRemoved += eliminateCommonSubexpressions(g);
+  stats->nodesRemoved += eliminateDeadCode(g);
+  std::vector<std::string> problems = g.verify();
+  if (!problems.empty()) return Error{"internal error: the rewritten graph is malformed: " + problems.front()};
+  return stats;
+}
+
 }  // namespace fusec

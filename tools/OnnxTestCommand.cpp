@@ -15,6 +15,8 @@
 #include "Commands.h"
 #include "fusec/engine/Interpreter.h"
 #include "fusec/engine/OnnxIO.h"
+#include "fusec/engine/Rewriter.h"
+#include "fusec/grammar/PackLoader.h"
 
 namespace fusec::tools {
 namespace fs = std::filesystem;
@@ -75,9 +77,15 @@ std::string compare(const Tensor& got, const Tensor& want, size_t index, double&
   return fmt::format("{}: max abs error {:.3g}", which, maxErr);
 }
 
-CaseResult runCase(const fs::path& dir) {
+/// `rules`: when set, the rewrite stage runs before the interpreter, so the
+/// case checks that rewriting kept the model's meaning.
+CaseResult runCase(const fs::path& dir, const RuleSet* rules) {
   Expected<Graph> g = importOnnxFile((dir / "model.onnx").string());
   if (!g) return {g.error().unsupported ? Outcome::Unsupported : Outcome::Fail, g.error().message};
+  if (rules) {
+    Expected<RewriteStats> st = runRewritePipeline(g.value(), *rules, nullptr);
+    if (!st) return {st.error().unsupported ? Outcome::Unsupported : Outcome::Fail, "rewriting: " + st.error().message};
+  }
   std::vector<fs::path> sets = sortedFiles(dir, "test_data_set_");
   if (sets.empty()) return {Outcome::Fail, "no test_data_set_* folders"};
   double maxErr = 0;
@@ -121,6 +129,8 @@ CaseResult runCase(const fs::path& dir) {
 
 struct OnnxTestOptions {
   std::vector<std::string> dirs;
+  bool rewrite = false;
+  std::vector<std::string> packs;
   std::string expectFile;
   std::string writePasses;
   bool quiet = false;
@@ -144,11 +154,22 @@ int runOnnxTests(const OnnxTestOptions& o) {
     std::sort(found.begin(), found.end());
     cases.insert(cases.end(), found.begin(), found.end());
   }
+  std::unique_ptr<RuleSet> rules;
+  if (o.rewrite) {
+    grammar::SourceManager sources;
+    grammar::DiagnosticEngine diags(sources);
+    grammar::ast::AstContext context;
+    std::vector<std::string> packs = o.packs;
+    if (packs.empty()) packs.push_back(grammar::defaultRulesDir() + "/core.fuse");
+    rules = grammar::loadPacks(packs, sources, context, diags).rules;
+    diags.print(std::cerr);
+    if (!rules) return 1;
+  }
   size_t passed = 0, failed = 0, unsupported = 0;
   std::vector<std::string> passNames;
   std::set<std::string> passing;
   for (const fs::path& c : cases) {
-    CaseResult r = runCase(c);
+    CaseResult r = runCase(c, rules.get());
     std::string name = c.filename().string();
     switch (r.outcome) {
       case Outcome::Pass:
@@ -204,6 +225,8 @@ CommandRunner addOnnxTestCommand(CLI::App& sub) {
   sub.add_option("--expect", o->expectFile, "file of case names that must pass; exit 1 if one does not");
   sub.add_option("--write-passes", o->writePasses, "write the names of passing cases to this file");
   sub.add_flag("--quiet", o->quiet, "print only failures, regressions and the summary");
+  sub.add_flag("--rewrite", o->rewrite, "run the rewrite stage (constant folding, rule rewrites, CSE, DCE) first");
+  sub.add_option("--rules", o->packs, "packs for --rewrite (default: the shipped core pack)");
   return [o] { return runOnnxTests(*o); };
 }
 

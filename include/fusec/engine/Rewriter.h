@@ -48,6 +48,12 @@ size_t eliminateDeadCode(Graph& g);
 /// by value count as the same operand). Returns the number of nodes merged.
 size_t eliminateCommonSubexpressions(Graph& g);
 
+/// The rewrite stage as the compiler runs it: constant folding, rewrites to
+/// a fixpoint, common subexpressions, dead code. The graph computes the same
+/// outputs afterwards.
+Expected<RewriteStats> runRewritePipeline(Graph& g, const RuleSet& rules, const Target* target,
+                                          const RewriteOptions& options = {});
+
 /// Re-runs ONNX shape inference over the whole graph and stores the result
 /// types on values whose type is not fully known.
 Status inferTypes(Graph& g);
