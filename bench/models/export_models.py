@@ -12,7 +12,13 @@ the pyenv python). Weights are random but seeded, so no download is needed.
 
     /usr/bin/python3 bench/models/export_models.py OUT_DIR [names...]
 
-names: resnet18 resnet50 bert_layer (default: all).
+names: resnet18 resnet50 bert_layer bert_encoder2 (default: all).
+
+Two export facts: torch 1.13 folds BatchNorm into Conv in eval mode even
+without constant folding, so the ResNets are exported with
+TrainingMode.PRESERVE (model in eval()) to keep the BatchNorm nodes that
+rules must fold; and every parameter and buffer gets its own random values,
+or the exporter merges identical initializers behind Identity nodes.
 """
 import os
 import sys
@@ -24,9 +30,25 @@ import torchvision
 OPSET = 13
 
 
+def randomize(model):
+    """Distinct seeded values for every 1-D parameter and buffer (norm scales,
+    shifts, running statistics, biases), which PyTorch initializes to
+    constants. Weight matrices keep PyTorch's random (Kaiming) init, which
+    keeps activations near unit scale."""
+    with torch.no_grad():
+        for name, t in list(model.named_parameters()) + list(model.named_buffers()):
+            if not t.is_floating_point() or t.dim() != 1:
+                continue
+            if name.endswith("running_var") or name.endswith("weight"):
+                t.uniform_(0.5, 1.5)  # variances and norm scales stay positive
+            else:
+                t.normal_(0.0, 0.1)
+    return model
+
+
 def resnet(name):
     torch.manual_seed(0)
-    model = getattr(torchvision.models, name)(weights=None).eval()
+    model = randomize(getattr(torchvision.models, name)(weights=None)).eval()
     return model, (torch.randn(1, 3, 224, 224),), ["image"], ["logits"]
 
 
@@ -58,10 +80,31 @@ class BertLayer(torch.nn.Module):
 def bert_layer(_name):
     torch.manual_seed(0)
     seq = 128
-    return BertLayer().eval(), (torch.randn(1, seq, 768), torch.zeros(1, 1, 1, seq)), ["x", "mask"], ["y"]
+    return randomize(BertLayer()).eval(), (torch.randn(1, seq, 768), torch.zeros(1, 1, 1, seq)), ["x", "mask"], ["y"]
 
 
-MODELS = {"resnet18": resnet, "resnet50": resnet, "bert_layer": bert_layer}
+class Encoder(torch.nn.Module):
+    def __init__(self, layers, **kw):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(BertLayer(**kw) for _ in range(layers))
+
+    def forward(self, x, mask):
+        for layer in self.layers:
+            x = layer(x, mask)
+        return x
+
+
+def bert_encoder2(_name):
+    """A small BERT-style encoder (two layers) for tests."""
+    torch.manual_seed(0)
+    seq = 16
+    mask = torch.zeros(1, 1, 1, seq)
+    mask[..., seq - 3:] = -10000.0
+    model = randomize(Encoder(2, d=64, heads=4, ff=256)).eval()
+    return model, (torch.randn(1, seq, 64), mask), ["x", "mask"], ["y"]
+
+
+MODELS = {"resnet18": resnet, "resnet50": resnet, "bert_layer": bert_layer, "bert_encoder2": bert_encoder2}
 
 
 def main():
@@ -78,7 +121,8 @@ def main():
         path = os.path.join(case, "model.onnx")
         with torch.no_grad():
             torch.onnx.export(model, args, path, opset_version=OPSET, input_names=inputs,
-                              output_names=outputs, do_constant_folding=True)
+                              output_names=outputs, do_constant_folding=True,
+                              training=torch.onnx.TrainingMode.PRESERVE)
             result = model(*args)
         results = result if isinstance(result, tuple) else (result,)
         for kind, tensors in (("input", args), ("output", results)):
