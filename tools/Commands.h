@@ -15,5 +15,6 @@ CommandRunner addOnnxTestCommand(CLI::App& sub);
 CommandRunner addConvertCommand(CLI::App& sub);
 CommandRunner addFmtCommand(CLI::App& sub);
 CommandRunner addCheckCommand(CLI::App& sub);
+CommandRunner addCompileCommand(CLI::App& sub);
 
 }  // namespace fusec::tools

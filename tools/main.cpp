@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
       {"run", "run a model and print output shapes, checksums and time", addRunCommand},
       {"onnx-test", "run ONNX backend test case folders", addOnnxTestCommand},
       {"convert", "import a model and export it as .onnx or ONNX text", addConvertCommand},
+      {"compile", "rewrite and plan fusion of a model; write the fused graph, plan and report", addCompileCommand},
       {"check", "parse and check rule packs", addCheckCommand},
       {"fmt", "print .fuse files in canonical form", addFmtCommand},
   };

@@ -1,0 +1,322 @@
+/// Fusion planning; see Planner.h.
+#include "fusec/engine/Planner.h"
+
+#include <algorithm>
+#include <functional>
+#include <set>
+#include <unordered_map>
+
+namespace fusec {
+namespace {
+
+/// The kernel family a single node runs as.
+std::string singleKernel(const Graph& g, NodeRef n, const OpCatalog& catalog) {
+  const NodeData& d = g.node(n);
+  const OpDef* op = d.domain.empty() ? catalog.find(d.op.str()) : nullptr;
+  if (!op) return "opaque";
+  switch (op->kind) {
+    case OpKind::Elementwise: case OpKind::Broadcast: return "pointwise";
+    case OpKind::Injective: return "index_map";
+    case OpKind::Reduction: return "row_reduce";
+    case OpKind::Anchor:
+      if (d.op == "Conv" || d.op == "ConvTranspose") return "conv_epilogue";
+      if (d.op == "MatMul" || d.op == "Gemm") return "gemm_epilogue";
+      return "pool_epilogue";
+    case OpKind::Opaque: return "opaque";
+  }
+  return "opaque";
+}
+
+/// Dense indices for nodes in topological order.
+struct Order {
+  std::vector<NodeRef> nodes;
+  std::unordered_map<NodeRef, size_t> index;
+  explicit Order(const Graph& g) {
+    Expected<std::vector<NodeRef>> o = g.topologicalOrder();
+    nodes = o ? o.value() : g.nodes();
+    for (size_t i = 0; i < nodes.size(); ++i) index[nodes[i]] = i;
+  }
+};
+
+/// True when some path leaves `members` and re-enters it. Only nodes placed
+/// before the group's last member in topological order can lead back, which
+/// bounds the search.
+bool leavesAndReturns(const Graph& g, const Order& order, const std::set<NodeRef>& members) {
+  size_t last = 0;
+  for (NodeRef n : members) last = std::max(last, order.index.at(n));
+  std::vector<NodeRef> stack;
+  std::set<NodeRef> seen;
+  for (NodeRef n : members)
+    for (NodeRef c : g.consumers(n))
+      if (!members.count(c) && order.index.at(c) < last && seen.insert(c).second) stack.push_back(c);
+  while (!stack.empty()) {
+    NodeRef n = stack.back();
+    stack.pop_back();
+    for (NodeRef c : g.consumers(n)) {
+      if (members.count(c)) return true;
+      if (order.index.at(c) < last && seen.insert(c).second) stack.push_back(c);
+    }
+  }
+  return false;
+}
+
+/// True when the groups (node -> group id, -1 for none) form a cycle.
+bool groupsCycle(const Graph& g, const Order& order, const std::vector<long>& groupOf) {
+  // Contract each group to one vertex and run Kahn's algorithm.
+  const size_t n = order.nodes.size();
+  auto key = [&](size_t i) { return groupOf[i] >= 0 ? n + static_cast<size_t>(groupOf[i]) : i; };
+  std::unordered_map<size_t, std::set<size_t>> succ;
+  std::unordered_map<size_t, size_t> indeg;
+  std::set<size_t> vertices;
+  for (size_t i = 0; i < n; ++i) vertices.insert(key(i));
+  for (size_t i = 0; i < n; ++i)
+    for (NodeRef c : g.consumers(order.nodes[i])) {
+      size_t a = key(i), b = key(order.index.at(c));
+      if (a != b && succ[a].insert(b).second) ++indeg[b];
+    }
+  std::vector<size_t> ready;
+  for (size_t v : vertices)
+    if (!indeg[v]) ready.push_back(v);
+  size_t visited = 0;
+  while (!ready.empty()) {
+    size_t v = ready.back();
+    ready.pop_back();
+    ++visited;
+    for (size_t w : succ[v])
+      if (--indeg[w] == 0) ready.push_back(w);
+  }
+  return visited != vertices.size();
+}
+
+/// Resource check: reduction kernels keep a row in local memory.
+std::string resourceProblem(const Graph& g, const std::vector<NodeRef>& nodes, const Rule& rule, const Target& t) {
+  if (rule.kernel != "row_reduce" && rule.kernel != "attention") return {};
+  double row = 0;
+  for (NodeRef n : nodes)
+    for (ValueId v : g.node(n).inputs) {
+      if (v == kNoValue) continue;
+      const auto& type = g.value(v).type;
+      if (type.dims && !type.dims->empty() && type.dims->back().isStatic())
+        row = std::max(row, static_cast<double>(type.dims->back().size) * static_cast<double>(std::max<size_t>(dtypeSize(type.dtype), 1)));
+    }
+  if (row > static_cast<double>(t.localMemBytes))
+    return "a row of " + std::to_string(static_cast<int64_t>(row)) + " bytes does not fit the target's " +
+           std::to_string(t.localMemBytes) + " bytes of local memory";
+  return {};
+}
+
+}  // namespace
+
+std::string_view candidateStatusName(Candidate::Status s) {
+  switch (s) {
+    case Candidate::Status::Chosen: return "chosen";
+    case Candidate::Status::Illegal: return "illegal";
+    case Candidate::Status::Unprofitable: return "unprofitable";
+    case Candidate::Status::Overlaps: return "overlaps";
+    case Candidate::Status::WouldCycle: return "would-cycle";
+  }
+  return "?";
+}
+
+Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target) {
+  Plan plan;
+  const Order order(g);
+  Matcher matcher(rules, &target);
+  // ---- candidates
+  std::set<std::vector<NodeRef>> seenSets;
+  for (NodeRef n : order.nodes) {
+    for (const Rule* rule : matcher.rulesFor(g.node(n).op.str())) {
+      if (rule->kind != Rule::Kind::Fusion) continue;
+      std::optional<Match> m = matcher.matchAt(g, n, *rule);
+      if (!m) continue;
+      std::vector<NodeRef> nodes = m->allNodes();
+      if (nodes.size() < 2) continue;  // one node is no fusion
+      std::sort(nodes.begin(), nodes.end(), [&](NodeRef a, NodeRef b) { return order.index.at(a) < order.index.at(b); });
+      if (!seenSets.insert(nodes).second) continue;
+      Candidate c;
+      c.id = plan.candidates.size();
+      c.rule = rule;
+      c.nodes = nodes;
+      c.fused = groupEstimate(g, nodes, rules.catalog, target);
+      if (rule->flops || rule->bytes) {
+        // The rule's own cost expressions replace the catalog's counts.
+        const double flops = rule->flops ? matcher.evaluate(g, *m, *rule->flops).value_or(c.fused.flops) : c.fused.flops;
+        const double bytes = rule->bytes ? matcher.evaluate(g, *m, *rule->bytes).value_or(c.fused.bytes) : c.fused.bytes;
+        c.fused = rooflineEstimate(flops, bytes, target);
+      }
+      for (NodeRef x : nodes) c.unfusedSeconds += groupEstimate(g, {x}, rules.catalog, target).seconds;
+      c.benefit = c.unfusedSeconds - c.fused.seconds;
+      // ---- legality, then profitability
+      std::set<NodeRef> members(nodes.begin(), nodes.end());
+      if (leavesAndReturns(g, order, members)) {
+        c.status = Candidate::Status::Illegal;
+        c.why = "fusing would create a cycle: a path leaves the group and comes back";
+      } else if (std::string r = resourceProblem(g, nodes, *rule, target); !r.empty()) {
+        c.status = Candidate::Status::Illegal;
+        c.why = r;
+      } else if (c.benefit <= 0) {
+        c.status = Candidate::Status::Unprofitable;
+        c.why = "no time saved by the roofline estimate";
+      } else {
+        c.status = Candidate::Status::Overlaps;  // decided below
+      }
+      plan.candidates.push_back(std::move(c));
+    }
+  }
+  // ---- greedy selection by (benefit, priority, stable id)
+  std::vector<size_t> ranked;
+  for (const Candidate& c : plan.candidates)
+    if (c.status == Candidate::Status::Overlaps) ranked.push_back(c.id);
+  std::sort(ranked.begin(), ranked.end(), [&](size_t a, size_t b) {
+    const Candidate& x = plan.candidates[a];
+    const Candidate& y = plan.candidates[b];
+    if (x.benefit != y.benefit) return x.benefit > y.benefit;
+    if (x.rule->priority != y.rule->priority) return x.rule->priority > y.rule->priority;
+    return x.id < y.id;
+  });
+  std::vector<long> groupOf(order.nodes.size(), -1);
+  std::map<NodeRef, size_t> owner;  // node -> chosen candidate
+  for (size_t id : ranked) {
+    Candidate& c = plan.candidates[id];
+    const Candidate* conflict = nullptr;
+    for (NodeRef n : c.nodes)
+      if (auto it = owner.find(n); it != owner.end()) {
+        conflict = &plan.candidates[it->second];
+        break;
+      }
+    if (conflict) {
+      c.status = Candidate::Status::Overlaps;
+      c.why = "overlaps candidate #" + std::to_string(conflict->id) + " (rule `" + conflict->rule->name +
+              "`), chosen first for a larger benefit";
+      continue;
+    }
+    for (NodeRef n : c.nodes) groupOf[order.index.at(n)] = static_cast<long>(c.id);
+    if (groupsCycle(g, order, groupOf)) {
+      for (NodeRef n : c.nodes) groupOf[order.index.at(n)] = -1;
+      c.status = Candidate::Status::WouldCycle;
+      c.why = "together with the groups chosen before it, it would make the graph of kernels cyclic";
+      continue;
+    }
+    c.status = Candidate::Status::Chosen;
+    for (NodeRef n : c.nodes) owner[n] = c.id;
+  }
+  // ---- groups in topological order; single nodes for the rest
+  std::set<size_t> emitted;
+  for (NodeRef n : order.nodes) {
+    auto it = owner.find(n);
+    if (it == owner.end()) {
+      Group grp;
+      grp.nodes = {n};
+      grp.kernel = singleKernel(g, n, rules.catalog);
+      grp.estimate = groupEstimate(g, {n}, rules.catalog, target);
+      plan.groups.push_back(std::move(grp));
+      continue;
+    }
+    if (!emitted.insert(it->second).second) continue;
+    const Candidate& c = plan.candidates[it->second];
+    Group grp;
+    grp.nodes = c.nodes;
+    grp.rule = c.rule;
+    grp.kernel = c.rule->kernel;
+    grp.estimate = c.fused;
+    plan.groups.push_back(std::move(grp));
+  }
+  // Groups in dependency order: a fused group goes where its last member is.
+  std::vector<std::pair<size_t, size_t>> pos;  // (last member index, group)
+  for (size_t i = 0; i < plan.groups.size(); ++i) {
+    size_t last = 0;
+    for (NodeRef n : plan.groups[i].nodes) last = std::max(last, order.index.at(n));
+    pos.emplace_back(last, i);
+  }
+  std::sort(pos.begin(), pos.end());
+  std::vector<Group> sorted;
+  for (auto [last, i] : pos) sorted.push_back(std::move(plan.groups[i]));
+  plan.groups = std::move(sorted);
+  for (size_t i = 0; i < plan.groups.size(); ++i) {
+    Group& grp = plan.groups[i];
+    grp.id = i;
+    grp.name = "g" + std::to_string(i) + "_" + (grp.rule ? grp.rule->name : g.node(grp.nodes[0]).op.str());
+    for (NodeRef n : grp.nodes) plan.groupOf[n] = i;
+    plan.after += grp.estimate;
+  }
+  plan.before = unfusedEstimate(g, rules.catalog, target);
+  return plan;
+}
+
+Graph buildFusedGraph(const Graph& g, const Plan& plan) {
+  Graph out = g.clone();
+  out.info.opsetImports["fusec"] = 1;
+  for (const Group& grp : plan.groups) {
+    if (grp.nodes.size() < 2) continue;
+    // Node handles of the clone: the same node ids.
+    std::vector<NodeRef> members;
+    std::unordered_map<NodeId, NodeRef> byId;
+    for (NodeRef n : out.nodes()) byId[out.node(n).id] = n;
+    for (NodeRef n : grp.nodes) members.push_back(byId.at(g.node(n).id));
+    std::set<NodeRef> inside(members.begin(), members.end());
+    std::vector<ValueId> inputs, escaping;
+    std::vector<std::string> ops, names;
+    for (NodeRef n : members) {
+      const NodeData& d = out.node(n);
+      ops.push_back(d.op.str());
+      names.push_back(d.name);
+      for (ValueId v : d.inputs) {
+        if (v == kNoValue) continue;
+        auto p = out.producer(v);
+        if ((!p || !inside.count(*p)) && std::find(inputs.begin(), inputs.end(), v) == inputs.end()) inputs.push_back(v);
+      }
+      for (ValueId v : d.outputs) {
+        if (v == kNoValue) continue;
+        bool escapes = out.isGraphOutput(v);
+        for (const Use& u : out.uses(v)) escapes |= !inside.count(u.node);
+        if (escapes) escaping.push_back(v);
+      }
+    }
+    // Fresh values take over the escaping results, then the members go.
+    std::vector<ValueId> results;
+    for (ValueId v : escaping) {
+      Value& old = out.value(v);
+      ValueId fresh = out.addValue(old.name, old.type);
+      out.value(v).name += "_member";
+      out.replaceAllUsesWith(v, fresh);
+      results.push_back(fresh);
+    }
+    for (auto it = members.rbegin(); it != members.rend(); ++it) out.removeNode(*it);
+    AttrMap attrs;
+    attrs["kernel"] = grp.kernel;
+    attrs["rule"] = grp.rule ? grp.rule->name : std::string();
+    attrs["members"] = ops;
+    attrs["member_names"] = names;
+    attrs["est_flops"] = static_cast<float>(grp.estimate.flops);
+    attrs["est_bytes"] = static_cast<float>(grp.estimate.bytes);
+    attrs["est_time_us"] = static_cast<float>(grp.estimate.seconds * 1e6);
+    out.addNode("Fused", inputs, results, std::move(attrs), grp.name, "fusec");
+  }
+  return out;
+}
+
+double exactBestBenefit(const Graph& g, const Plan& plan, size_t maxCandidates) {
+  std::vector<const Candidate*> pool;
+  for (const Candidate& c : plan.candidates)
+    if (c.status != Candidate::Status::Illegal && c.status != Candidate::Status::Unprofitable) pool.push_back(&c);
+  if (pool.size() > maxCandidates) return -1;
+  const Order order(g);
+  double best = 0;
+  std::vector<long> groupOf(order.nodes.size(), -1);
+  std::function<void(size_t, double)> search = [&](size_t i, double total) {
+    best = std::max(best, total);
+    for (size_t k = i; k < pool.size(); ++k) {
+      const Candidate& c = *pool[k];
+      bool free = true;
+      for (NodeRef n : c.nodes) free &= groupOf[order.index.at(n)] < 0;
+      if (!free) continue;
+      for (NodeRef n : c.nodes) groupOf[order.index.at(n)] = static_cast<long>(c.id);
+      if (!groupsCycle(g, order, groupOf)) search(k + 1, total + c.benefit);
+      for (NodeRef n : c.nodes) groupOf[order.index.at(n)] = -1;
+    }
+  };
+  search(0, 0);
+  return best;
+}
+
+}  // namespace fusec

@@ -1,0 +1,68 @@
+/// The fusion planner.
+///
+/// Candidates come from every match of every fusion rule. Legality is
+/// decided apart from profitability: a candidate is legal when it does not
+/// make the graph cyclic (the group is convex: no path leaves it and comes
+/// back) and fits the target's resources; it is profitable when the roofline
+/// time of the fused kernel is below the sum of its members' times. The
+/// planner picks non-overlapping legal candidates greedily by (benefit,
+/// priority, stable id), re-checking that the groups chosen so far keep the
+/// graph of groups acyclic. Every node not in a chosen group becomes a group
+/// of its own, so the plan covers the graph. Deterministic: the same input
+/// gives the same plan.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "fusec/engine/CostModel.h"
+#include "fusec/engine/Matcher.h"
+
+namespace fusec {
+
+struct Candidate {
+  size_t id = 0;  ///< order of discovery: topological position of the root, then rule order
+  const Rule* rule = nullptr;
+  std::vector<NodeRef> nodes;
+  Estimate fused;
+  double unfusedSeconds = 0;
+  double benefit = 0;  ///< seconds saved
+  enum class Status { Chosen, Illegal, Unprofitable, Overlaps, WouldCycle } status = Status::Illegal;
+  std::string why;  ///< for the non-chosen: what stopped it (names the conflicting group)
+};
+std::string_view candidateStatusName(Candidate::Status s);
+
+struct Group {
+  size_t id = 0;
+  std::vector<NodeRef> nodes;  ///< topological order
+  const Rule* rule = nullptr;  ///< null for a single node
+  std::string kernel;          ///< kernel family (single nodes: their op's)
+  Estimate estimate;
+  std::string name;            ///< `g3_conv_epilogue`
+};
+
+struct Plan {
+  std::vector<Group> groups;          ///< topological order
+  std::vector<Candidate> candidates;  ///< all, with what became of each
+  Estimate before;                    ///< every node its own kernel
+  Estimate after;                     ///< the plan
+  /// Group index of each node.
+  std::map<NodeRef, size_t> groupOf;
+};
+
+/// Plans fusion of `g` (already rewritten) with the fusion rules of `rules`.
+Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target);
+
+/// The graph with each fused group replaced by one node of domain `fusec`,
+/// op `Fused`, whose attributes carry the kernel family, the rule, the
+/// members (ops and node names) and the estimates; it opens in Netron.
+/// Single-node groups stay as they are.
+Graph buildFusedGraph(const Graph& g, const Plan& plan);
+
+/// Best total benefit over all non-overlapping, acyclic subsets of the legal,
+/// profitable candidates, by exhaustive search. For checking the greedy
+/// choice on small graphs; refuses more than `maxCandidates` candidates
+/// (returns a negative value).
+double exactBestBenefit(const Graph& g, const Plan& plan, size_t maxCandidates = 20);
+
+}  // namespace fusec

@@ -1,0 +1,168 @@
+/// `fusec compile MODEL [--rules P...] [--target T] -o DIR`: import, rewrite,
+/// plan fusion; write the fused graph (`model.fused.onnx`), the plan
+/// (`plan.json`) and a report (`report.txt`, also printed). `--dump-after
+/// STAGE` prints the graph after `import`, `rewrite` or `plan` as ONNX text.
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "Commands.h"
+#include "Session.h"
+#include "fusec/engine/OnnxIO.h"
+#include "fusec/engine/Planner.h"
+#include "fusec/engine/Rewriter.h"
+
+namespace fusec::tools {
+namespace {
+
+struct CompileOptions {
+  std::string model, target, outDir, dumpAfter;
+  std::vector<std::string> packs;
+  std::vector<std::string> emit = {"onnx", "plan", "report"};
+};
+
+std::string human(double v, const char* unit) {
+  const char* prefixes[] = {"", "K", "M", "G", "T"};
+  int i = 0;
+  while (std::abs(v) >= 1000 && i < 4) {
+    v /= 1000;
+    ++i;
+  }
+  return fmt::format("{:.3g} {}{}", v, prefixes[i], unit);
+}
+
+std::string seconds(double s) {
+  if (s >= 1) return fmt::format("{:.3g} s", s);
+  if (s >= 1e-3) return fmt::format("{:.3g} ms", s * 1e3);
+  return fmt::format("{:.3g} us", s * 1e6);
+}
+
+std::string report(const Session& s, const RewriteStats& rw, const Plan& plan, const std::string& model) {
+  std::ostringstream os;
+  std::string packs;
+  for (const std::string& p : s.packs) packs += (packs.empty() ? "" : ", ") + std::filesystem::path(p).filename().string();
+  os << fmt::format("fusec compile: {} for {} with {}\n\n", model, s.target.name, packs);
+  os << "rewrites";
+  if (rw.fired.empty()) os << ": none";
+  os << "\n";
+  for (const auto& [rule, n] : rw.fired) os << fmt::format("  {:<32} {:>5}x\n", rule, n);
+  if (rw.capHit) os << "  (stopped at the rewrite cap)\n";
+  os << fmt::format("  constants folded: {}, nodes removed: {}\n\n", rw.nodesFolded, rw.nodesRemoved);
+  std::map<std::string, std::pair<size_t, size_t>> fusions;  // rule -> (chosen, candidates)
+  for (const Candidate& c : plan.candidates) {
+    auto& f = fusions[c.rule->name];
+    ++f.second;
+    f.first += c.status == Candidate::Status::Chosen;
+  }
+  os << "fusions (chosen of candidates)\n";
+  for (const auto& [rule, f] : fusions) os << fmt::format("  {:<32} {:>5} of {}\n", rule, f.first, f.second);
+  os << "\ngroups\n";
+  for (const Group& grp : plan.groups) {
+    if (grp.nodes.size() < 2) continue;
+    std::string ops;
+    for (NodeRef n : grp.nodes) ops += (ops.empty() ? "" : " ") + s.graph.node(n).op.str();
+    os << fmt::format("  {:<40} {:<16} {:>10}  {}\n", grp.name, grp.kernel, seconds(grp.estimate.seconds), ops);
+  }
+  const Estimate& b = plan.before;
+  const Estimate& a = plan.after;
+  os << "\n";
+  os << fmt::format("kernels        {:>12} -> {:<12}\n", b.kernels, a.kernels);
+  os << fmt::format("DRAM traffic   {:>12} -> {:<12} ({:.2f}x less)\n", human(b.bytes, "B"), human(a.bytes, "B"), b.bytes / std::max(a.bytes, 1.0));
+  os << fmt::format("FLOPs          {:>12} -> {:<12}\n", human(b.flops, "FLOP"), human(a.flops, "FLOP"));
+  os << fmt::format("time (est.)    {:>12} -> {:<12} ({:.2f}x faster)\n", seconds(b.seconds), seconds(a.seconds), b.seconds / std::max(a.seconds, 1e-12));
+  os << fmt::format("energy (est.)  {:>12} -> {:<12}\n", human(b.joules, "J"), human(a.joules, "J"));
+  return os.str();
+}
+
+nlohmann::json planJson(const Graph& g, const Plan& plan) {
+  using nlohmann::json;
+  json groups = json::array();
+  for (const Group& grp : plan.groups) {
+    json nodes = json::array();
+    for (NodeRef n : grp.nodes) nodes.push_back({{"name", g.node(n).name}, {"op", g.node(n).op.str()}});
+    groups.push_back({{"name", grp.name}, {"kernel", grp.kernel}, {"rule", grp.rule ? grp.rule->name : ""},
+                      {"nodes", nodes}, {"flops", grp.estimate.flops}, {"bytes", grp.estimate.bytes},
+                      {"seconds", grp.estimate.seconds}, {"joules", grp.estimate.joules}});
+  }
+  json candidates = json::array();
+  for (const Candidate& c : plan.candidates) {
+    json nodes = json::array();
+    for (NodeRef n : c.nodes) nodes.push_back(g.node(n).name);
+    candidates.push_back({{"id", c.id}, {"rule", c.rule->name}, {"nodes", nodes},
+                          {"status", std::string(candidateStatusName(c.status))}, {"why", c.why},
+                          {"benefit_seconds", c.benefit}});
+  }
+  auto est = [](const Estimate& e) {
+    return json{{"kernels", e.kernels}, {"flops", e.flops}, {"bytes", e.bytes}, {"seconds", e.seconds}, {"joules", e.joules}};
+  };
+  return {{"groups", groups}, {"candidates", candidates}, {"before", est(plan.before)}, {"after", est(plan.after)}};
+}
+
+bool wants(const CompileOptions& o, const std::string& what) {
+  return std::find(o.emit.begin(), o.emit.end(), what) != o.emit.end();
+}
+
+int compile(const CompileOptions& o) {
+  static const std::vector<std::string> kStages = {"import", "rewrite", "plan"};
+  if (!o.dumpAfter.empty() && std::find(kStages.begin(), kStages.end(), o.dumpAfter) == kStages.end()) {
+    std::cerr << "error: unknown stage `" << o.dumpAfter << "`; stages are import, rewrite, plan\n";
+    return 1;
+  }
+  for (const std::string& e : o.emit)
+    if (e != "onnx" && e != "plan" && e != "report") {
+      std::cerr << "error: unknown output `" << e << "`; outputs are onnx, plan, report\n";
+      return 1;
+    }
+  std::unique_ptr<Session> s = openSession(o.model, o.packs, o.target);
+  if (!s) return 1;
+  if (o.dumpAfter == "import") std::cout << exportOnnxText(s->graph);
+  Expected<RewriteStats> rw = runRewritePipeline(s->graph, *s->rules, &s->target);
+  if (!rw) {
+    std::cerr << "error: " << o.model << ": " << rw.error().message << "\n";
+    return 1;
+  }
+  if (Status st = inferTypes(s->graph); !st) std::cerr << "warning: " << st.error().message << "\n";
+  if (o.dumpAfter == "rewrite") std::cout << exportOnnxText(s->graph);
+  Plan plan = planFusion(s->graph, *s->rules, s->target);
+  Graph fused = buildFusedGraph(s->graph, plan);
+  if (o.dumpAfter == "plan") std::cout << exportOnnxText(fused);
+  const std::string text = report(*s, rw.value(), plan, o.model);
+  if (o.outDir.empty()) {
+    if (o.dumpAfter.empty()) std::cout << text;
+    return 0;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(o.outDir, ec);
+  if (ec) {
+    std::cerr << "error: " << o.outDir << ": cannot create folder: " << ec.message() << "\n";
+    return 1;
+  }
+  const std::filesystem::path dir(o.outDir);
+  if (wants(o, "onnx"))
+    if (Status st = exportOnnxFile(fused, (dir / "model.fused.onnx").string()); !st) {
+      std::cerr << "error: " << st.error().message << "\n";
+      return 1;
+    }
+  if (wants(o, "plan")) std::ofstream(dir / "plan.json") << planJson(s->graph, plan).dump(2) << "\n";
+  if (wants(o, "report")) std::ofstream(dir / "report.txt") << text;
+  if (o.dumpAfter.empty()) std::cout << text;
+  return 0;
+}
+
+}  // namespace
+
+CommandRunner addCompileCommand(CLI::App& sub) {
+  auto o = std::make_shared<CompileOptions>();
+  sub.add_option("model", o->model, "model file (.onnx or ONNX text)")->required();
+  sub.add_option("--rules", o->packs, "rule packs (default: the target's default packs)");
+  sub.add_option("--target", o->target, "target profile (.toml; default: the shipped pocl-cpu profile)");
+  sub.add_option("-o,--output", o->outDir, "folder for model.fused.onnx, plan.json and report.txt");
+  sub.add_option("--emit", o->emit, "what to write: onnx, plan, report")->delimiter(',');
+  sub.add_option("--dump-after", o->dumpAfter, "print the graph after a stage: import, rewrite, plan");
+  return [o] { return compile(*o); };
+}
+
+}  // namespace fusec::tools

@@ -1,0 +1,27 @@
+/// What the compiling commands share: loading a model, rule packs and a
+/// target profile, with the defaults the command line promises (the target's
+/// default packs; the shipped pocl-cpu profile until device detection).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fusec/engine/Graph.h"
+#include "fusec/engine/RuleSet.h"
+#include "fusec/engine/Target.h"
+
+namespace fusec::tools {
+
+struct Session {
+  Graph graph;
+  std::unique_ptr<RuleSet> rules;
+  Target target;
+  std::vector<std::string> packs;  ///< files loaded
+};
+
+/// Loads everything; prints diagnostics to stderr and returns null on error.
+std::unique_ptr<Session> openSession(const std::string& model, const std::vector<std::string>& packs,
+                                     const std::string& target);
+
+}  // namespace fusec::tools
