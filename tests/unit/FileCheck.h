@@ -4,6 +4,7 @@
 ///   // CHECK: text        some later output line contains `text`
 ///   // CHECK-NEXT: text   the line right after the previous match contains it
 ///   // CHECK-NOT: text    no line between the previous and next match has it
+///   // CHECK-SAME-LINE: text   the line of the previous match contains it too
 ///   // -----              splits the file into independent cases
 ///
 /// Cases keep their line numbers (other cases are blanked out), so expected
@@ -17,7 +18,7 @@
 namespace fusec::test {
 
 struct CheckLine {
-  enum class Kind { Check, Next, Not };
+  enum class Kind { Check, Next, Not, Same };
   Kind kind;
   std::string text;
   int line;  ///< in the test file, for messages
@@ -55,7 +56,7 @@ inline std::vector<CheckCase> splitCases(const std::string& text) {
         CheckLine::Kind kind;
       };
       for (Prefix p : {Prefix{"// CHECK-NEXT:", CheckLine::Kind::Next}, Prefix{"// CHECK-NOT:", CheckLine::Kind::Not},
-                       Prefix{"// CHECK:", CheckLine::Kind::Check}}) {
+                       Prefix{"// CHECK-SAME-LINE:", CheckLine::Kind::Same}, Prefix{"// CHECK:", CheckLine::Kind::Check}}) {
         size_t at = l.find(p.text);
         if (at == std::string::npos) continue;
         std::string rest = l.substr(at + std::string(p.text).size());
@@ -84,6 +85,10 @@ inline std::string fileCheck(const std::string& output, const std::vector<CheckL
       continue;
     }
     long found = -1;
+    if (c.kind == CheckLine::Kind::Same) {
+      if (last >= 0 && lines[static_cast<size_t>(last)].find(c.text) != std::string::npos) continue;
+      return "line " + std::to_string(c.line) + ": expected `" + c.text + "` on the line of the previous match\n--- output ---\n" + output;
+    }
     if (c.kind == CheckLine::Kind::Next) {
       if (last >= 0 && static_cast<size_t>(last + 1) < lines.size() && lines[last + 1].find(c.text) != std::string::npos)
         found = last + 1;

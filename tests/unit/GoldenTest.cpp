@@ -13,6 +13,9 @@
 
 #include "FileCheck.h"
 #include "FrontEndRoundTrip.h"
+#include "fusec/engine/OnnxIO.h"
+#include "fusec/engine/Planner.h"
+#include "fusec/engine/Rewriter.h"
 #include "fusec/grammar/PackLoader.h"
 #include "fusec/grammar/Parser.h"
 
@@ -21,10 +24,10 @@ using namespace fusec;
 
 namespace {
 
-std::vector<fs::path> caseFiles(const std::string& dir) {
+std::vector<fs::path> caseFiles(const std::string& dir, const std::string& ext = ".fuse") {
   std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(fs::path(FUSEC_SOURCE_DIR) / "tests/golden" / dir))
-    if (e.path().extension() == ".fuse" && e.path().filename().string()[0] != '_') files.push_back(e.path());
+    if (e.path().extension() == ext && e.path().filename().string()[0] != '_') files.push_back(e.path());
   std::sort(files.begin(), files.end());
   return files;
 }
@@ -137,5 +140,52 @@ TEST_CASE("front end: saved fuzzer inputs and the shipped packs keep the round-t
   for (const fs::path& p : inputs) {
     INFO(p.string());
     CHECK(grammar::checkFrontEndRoundTrip(readFile(p), catalogText, catalog) == "");
+  }
+}
+
+/// Planner golden cases (tests/golden/plans/*.txt): a model in ONNX text,
+/// optional `// RULE:` lines forming the pack (default: the core pack), and
+/// CHECK lines against the fused graph, the rewrites that fired and the
+/// candidates with their fate.
+TEST_CASE("golden: rewrite and fusion plans") {
+  Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
+  REQUIRE(target.ok());
+  for (const fs::path& file : caseFiles("plans", ".txt")) {
+    for (const test::CheckCase& c : test::splitCases(readFile(file))) {
+      INFO(file.string() << " case at line " << c.firstLine);
+      std::string model, rules;
+      std::istringstream in(c.input);
+      for (std::string line; std::getline(in, line);) {
+        if (line.rfind("// RULE: ", 0) == 0) rules += line.substr(9) + "\n";
+        model += (line.rfind("//", 0) == 0 ? std::string() : line) + "\n";
+      }
+      grammar::SourceManager sources;
+      grammar::DiagnosticEngine diags(sources);
+      grammar::ast::AstContext context;
+      grammar::PackLoadResult loaded =
+          rules.empty() ? grammar::loadPacks({grammar::defaultRulesDir() + "/core.fuse"}, sources, context, diags)
+                        : grammar::loadPackText(file.string(), "import \"core/ops\"\n" + rules, sources, context, diags);
+      std::ostringstream err;
+      diags.print(err);
+      REQUIRE_MESSAGE(loaded.rules, err.str());
+      Expected<Graph> g = importOnnxBuffer(model, file.string());
+      REQUIRE_MESSAGE(g.ok(), g.error().message);
+      Expected<RewriteStats> rw = runRewritePipeline(g.value(), *loaded.rules, &target.value());
+      REQUIRE_MESSAGE(rw.ok(), rw.error().message);
+      REQUIRE(inferTypes(g.value()).ok());
+      Plan plan = planFusion(g.value(), *loaded.rules, target.value());
+      std::string out = exportOnnxText(buildFusedGraph(g.value(), plan));
+      for (const auto& [rule, n] : rw->fired) out += "rewrite " + rule + " " + std::to_string(n) + "\n";
+      for (const Candidate& cand : plan.candidates)
+        out += "candidate " + std::to_string(cand.id) + " " + cand.rule->name + " " +
+               std::string(candidateStatusName(cand.status)) + (cand.why.empty() ? "" : ": " + cand.why) + "\n";
+      std::string mismatch = test::fileCheck(out, c.checks);
+      CHECK_MESSAGE(mismatch.empty(), mismatch);
+      // The fused plan still computes what the model did: every group's
+      // members are nodes of the rewritten graph, each in one group.
+      size_t covered = 0;
+      for (const Group& grp : plan.groups) covered += grp.nodes.size();
+      CHECK(covered == g->numNodes());
+    }
   }
 }
