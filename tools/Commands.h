@@ -16,5 +16,6 @@ CommandRunner addConvertCommand(CLI::App& sub);
 CommandRunner addFmtCommand(CLI::App& sub);
 CommandRunner addCheckCommand(CLI::App& sub);
 CommandRunner addCompileCommand(CLI::App& sub);
+CommandRunner addExplainCommand(CLI::App& sub);
 
 }  // namespace fusec::tools

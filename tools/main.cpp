@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
       {"onnx-test", "run ONNX backend test case folders", addOnnxTestCommand},
       {"convert", "import a model and export it as .onnx or ONNX text", addConvertCommand},
       {"compile", "rewrite and plan fusion of a model; write the fused graph, plan and report", addCompileCommand},
+      {"explain", "why a rule did or did not fire, and what the planner did", addExplainCommand},
       {"check", "parse and check rule packs", addCheckCommand},
       {"fmt", "print .fuse files in canonical form", addFmtCommand},
   };
