@@ -105,6 +105,104 @@ std::string resourceProblem(const Graph& g, const std::vector<NodeRef>& nodes, c
   return {};
 }
 
+/// The graph of kernels chosen so far (nodes, with chosen groups contracted)
+/// and a topological order of it, kept valid as groups are added (after
+/// Pearce and Kelly's dynamic topological sort). Adding a group would create
+/// a cycle exactly when a path leaves the group and returns to it; with a
+/// valid order every vertex on such a path lies between the group's first
+/// and last member, which bounds the search to that window. Accepting a group
+/// reorders only that window.
+class KernelGraph {
+ public:
+  KernelGraph(const Graph& g, const Order& order) : g_(g), order_(order) {
+    const size_t n = order.nodes.size();
+    rep_.resize(n);
+    members_.resize(n);
+    pos_.resize(n);
+    at_.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      rep_[i] = i;
+      members_[i] = {i};
+      pos_[i] = i;
+      at_[i] = i;
+    }
+  }
+
+  /// Tries to contract `nodes` (original indexes) into one vertex; false
+  /// (and nothing changed) if that would make a cycle.
+  bool tryAdd(const std::vector<size_t>& nodes) {
+    std::set<size_t> group;
+    for (size_t i : nodes) group.insert(rep_[i]);
+    size_t lo = SIZE_MAX, hi = 0;
+    for (size_t v : group) {
+      lo = std::min(lo, pos_[v]);
+      hi = std::max(hi, pos_[v]);
+    }
+    // Forward search from the group's successors, inside the window.
+    std::vector<size_t> stack;
+    std::set<size_t> forward;
+    for (size_t v : group)
+      for (size_t w : successors(v))
+        if (!group.count(w) && pos_[w] < hi && forward.insert(w).second) stack.push_back(w);
+    while (!stack.empty()) {
+      size_t v = stack.back();
+      stack.pop_back();
+      for (size_t w : successors(v)) {
+        if (group.count(w)) return false;  // left the group and came back
+        if (pos_[w] < hi && forward.insert(w).second) stack.push_back(w);
+      }
+    }
+    // Reorder the window: what does not depend on the group, the group, then
+    // what depends on it (relative orders kept).
+    std::vector<size_t> before, after;
+    for (size_t p = lo; p <= hi; ++p) {
+      const size_t v = at_[p];
+      if (v == kDead || group.count(v)) continue;
+      (forward.count(v) ? after : before).push_back(v);
+    }
+    const size_t keep = *group.begin();
+    for (size_t v : group) {
+      if (v == keep) continue;
+      for (size_t m : members_[v]) {
+        rep_[m] = keep;
+        members_[keep].push_back(m);
+      }
+      members_[v].clear();
+    }
+    size_t p = lo;
+    for (size_t v : before) place(v, p++);
+    place(keep, p++);
+    for (size_t v : after) place(v, p++);
+    for (; p <= hi; ++p) at_[p] = kDead;
+    return true;
+  }
+
+ private:
+  static constexpr size_t kDead = SIZE_MAX;
+
+  void place(size_t v, size_t p) {
+    pos_[v] = p;
+    at_[p] = v;
+  }
+
+  std::vector<size_t> successors(size_t v) const {
+    std::vector<size_t> out;
+    for (size_t m : members_[v])
+      for (NodeRef c : g_.consumers(order_.nodes[m])) {
+        const size_t w = rep_[order_.index.at(c)];
+        if (w != v && std::find(out.begin(), out.end(), w) == out.end()) out.push_back(w);
+      }
+    return out;
+  }
+
+  const Graph& g_;
+  const Order& order_;
+  std::vector<size_t> rep_;                  // node -> vertex (its group's representative)
+  std::vector<std::vector<size_t>> members_; // vertex -> nodes
+  std::vector<size_t> pos_;                  // vertex -> position
+  std::vector<size_t> at_;                   // position -> vertex, kDead when freed
+};
+
 }  // namespace
 
 std::string_view candidateStatusName(Candidate::Status s) {
@@ -174,7 +272,7 @@ Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target) {
     if (x.rule->priority != y.rule->priority) return x.rule->priority > y.rule->priority;
     return x.id < y.id;
   });
-  std::vector<long> groupOf(order.nodes.size(), -1);
+  KernelGraph kernels(g, order);
   std::map<NodeRef, size_t> owner;  // node -> chosen candidate
   for (size_t id : ranked) {
     Candidate& c = plan.candidates[id];
@@ -190,9 +288,9 @@ Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target) {
               "`), chosen first for a larger benefit";
       continue;
     }
-    for (NodeRef n : c.nodes) groupOf[order.index.at(n)] = static_cast<long>(c.id);
-    if (groupsCycle(g, order, groupOf)) {
-      for (NodeRef n : c.nodes) groupOf[order.index.at(n)] = -1;
+    std::vector<size_t> indexes;
+    for (NodeRef n : c.nodes) indexes.push_back(order.index.at(n));
+    if (!kernels.tryAdd(indexes)) {
       c.status = Candidate::Status::WouldCycle;
       c.why = "together with the groups chosen before it, it would make the graph of kernels cyclic";
       continue;

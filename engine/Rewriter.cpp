@@ -378,9 +378,26 @@ Expected<RewriteStats> rewriteToFixpoint(Graph& g, const RuleSet& rules, const T
         if (folded.value()) ++stats.nodesFolded;
         else alive.insert(a);
       }
-      stats.nodesRemoved += eliminateDeadCode(g);
-      std::vector<NodeRef> remaining = g.nodes();
-      alive = std::set<NodeRef>(remaining.begin(), remaining.end());
+      std::erase_if(added, [&](NodeRef a) { return !alive.count(a); });
+      // Remove what the rewrite left dead: the matched nodes and, through
+      // their operands, producers that nothing reads any more.
+      std::vector<NodeRef> candidates;
+      for (const auto& ns : m->nodes) candidates.insert(candidates.end(), ns.begin(), ns.end());
+      while (!candidates.empty()) {
+        NodeRef c = candidates.back();
+        candidates.pop_back();
+        if (!alive.count(c)) continue;
+        bool live = false;
+        for (ValueId v : g.node(c).outputs)
+          if (v != kNoValue) live |= !g.uses(v).empty() || g.isGraphOutput(v);
+        if (live) continue;
+        for (ValueId v : g.node(c).inputs)
+          if (v != kNoValue)
+            if (auto p = g.producer(v)) candidates.push_back(*p);
+        alive.erase(c);
+        g.removeNode(c);
+        ++stats.nodesRemoved;
+      }
       // Revisit what the rewrite added and what now reads it.
       for (NodeRef a : added) {
         if (!alive.count(a)) continue;
