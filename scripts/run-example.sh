@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# The main job on a shipped example: install what is missing, build, and run
-# an example model, printing its outputs and timing.
+# The main job on a shipped example: install what is missing, build, compile
+# an example model with the default packs (printing the fusion report), and
+# run it, printing outputs and timing.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh" "$root/build"
-"$root/build/tools/fusec" run "$root/examples/models/resblock.onnxtxt" --repeat 3
+model=$root/examples/models/resblock.onnxtxt
+# The fusion report: rewrites, fused groups, kernels and estimated traffic/time.
+"$root/build/tools/fusec" compile "$model" -o "$root/build/example-out"
+echo
+# The model run (on the reference interpreter until the OpenCL path lands).
+"$root/build/tools/fusec" run "$model" --repeat 3
