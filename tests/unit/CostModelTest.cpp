@@ -14,11 +14,7 @@ struct Fixture {
   std::unique_ptr<RuleSet> rules;
   Target target;
   Fixture() {
-    grammar::SourceManager sources;
-    grammar::DiagnosticEngine diags(sources);
-    grammar::ast::AstContext context;
-    rules = grammar::loadPacks({grammar::defaultRulesDir() + "/core/ops.fuse"}, sources, context, diags).rules;
-    REQUIRE(rules);
+    rules = test::loadShippedPack("core/ops.fuse");
     Expected<Target> t = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
     REQUIRE(t.ok());
     target = t.value();

@@ -12,18 +12,6 @@ using namespace fusec;
 
 namespace {
 
-/// Compiles rules written against the core op catalog.
-std::unique_ptr<RuleSet> rules(const std::string& text) {
-  grammar::SourceManager sources;
-  grammar::DiagnosticEngine diags(sources);
-  grammar::ast::AstContext context;
-  auto result = grammar::loadPackText("test.fuse", "import \"core/ops\"\n" + text, sources, context, diags);
-  std::ostringstream err;
-  diags.print(err);
-  REQUIRE_MESSAGE(result.rules, err.str());
-  return std::move(result.rules);
-}
-
 NodeRef node(const Graph& g, const std::string& op, int nth = 0) {
   for (NodeRef n : g.nodes())
     if (g.node(n).op == op && nth-- == 0) return n;
@@ -41,7 +29,7 @@ std::string bound(const Graph& g, const Match& m, const std::string& name) {
 struct Fixture {
   std::unique_ptr<RuleSet> set;
   Matcher matcher;
-  explicit Fixture(const std::string& text) : set(rules(text)), matcher(*set, nullptr) {}
+  explicit Fixture(const std::string& text) : set(test::compileRules(text)), matcher(*set, nullptr) {}
   const Rule& rule() const { return set->rules.front(); }
 };
 

@@ -13,17 +13,6 @@ using namespace fusec;
 
 namespace {
 
-std::unique_ptr<RuleSet> rules(const std::string& text) {
-  grammar::SourceManager sources;
-  grammar::DiagnosticEngine diags(sources);
-  grammar::ast::AstContext context;
-  auto result = grammar::loadPackText("test.fuse", "import \"core/ops\"\n" + text, sources, context, diags);
-  std::ostringstream err;
-  diags.print(err);
-  REQUIRE_MESSAGE(result.rules, err.str());
-  return std::move(result.rules);
-}
-
 Tensor randomTensor(Shape shape, unsigned seed, float lo = -1, float hi = 1) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> d(lo, hi);
@@ -70,7 +59,7 @@ rule fold_bn_into_conv {
 }  // namespace
 
 TEST_CASE("BatchNorm folds into Conv: new weights computed at compile time, outputs unchanged") {
-  auto set = rules(kFoldBn);
+  auto set = test::compileRules(kFoldBn);
   for (bool withBias : {true, false}) {
     INFO("conv bias: " << withBias);
     Graph g;
@@ -106,7 +95,7 @@ TEST_CASE("BatchNorm folds into Conv: new weights computed at compile time, outp
 }
 
 TEST_CASE("the guard protects shared values: no fold when the Conv result has another use") {
-  auto set = rules(kFoldBn);
+  auto set = test::compileRules(kFoldBn);
   Graph g = test::parse(test::model(
       "g (float[1,1,3,3] x, float[1,1,1,1] w = {2.0}, float[1] s = {1.0}, float[1] b = {0.0}, float[1] m = {0.0},"
       " float[1] v = {1.0}) => (float[1,1,3,3] y, float[1,1,3,3] c)",
@@ -118,7 +107,7 @@ TEST_CASE("the guard protects shared values: no fold when the Conv result has an
 }
 
 TEST_CASE("LayerNormalization written out is recognized and replaced") {
-  auto set = rules(R"(
+  auto set = test::compileRules(R"(
 rule recognize_layernorm {
   match {
     mu = ReduceMean(x) { axes: axes }
@@ -156,7 +145,7 @@ rule recognize_layernorm {
 }
 
 TEST_CASE("a rule that always matches hits the cap, and says so") {
-  auto set = rules("rule spin { match { y = Relu(x) } rewrite { y = Relu(x) } }");
+  auto set = test::compileRules("rule spin { match { y = Relu(x) } rewrite { y = Relu(x) } }");
   Graph g = test::parse(test::model("g (float[4] x) => (float[4] y)", "y = Relu (x)"));
   Expected<RewriteStats> stats = rewriteToFixpoint(g, *set, nullptr);
   REQUIRE(stats.ok());

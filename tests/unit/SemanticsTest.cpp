@@ -9,22 +9,11 @@
 #include <sstream>
 
 #include "fusec/engine/Interpreter.h"
-#include "fusec/grammar/PackLoader.h"
+#include "TestUtil.h"
 
 using namespace fusec;
 
 namespace {
-
-std::unique_ptr<RuleSet> loadCatalog() {
-  grammar::SourceManager sources;
-  grammar::DiagnosticEngine diags(sources);
-  grammar::ast::AstContext context;
-  auto result = grammar::loadPacks({grammar::defaultRulesDir() + "/core/ops.fuse"}, sources, context, diags);
-  std::ostringstream err;
-  diags.print(err);
-  REQUIRE_MESSAGE(result.rules, err.str());
-  return std::move(result.rules);
-}
 
 /// Operands that are boolean (the rest are float).
 bool boolOperand(const std::string& op, size_t i) {
@@ -41,7 +30,7 @@ double numericAttr(const Attribute& a) {
 }  // namespace
 
 TEST_CASE("scalar semantics agree with the interpreter for every elementwise op") {
-  std::unique_ptr<RuleSet> rules = loadCatalog();
+  std::unique_ptr<RuleSet> rules = test::loadShippedPack("core/ops.fuse");
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> value(-2.f, 2.f);
   constexpr int64_t kN = 256;
@@ -107,7 +96,7 @@ TEST_CASE("scalar semantics agree with the interpreter for every elementwise op"
 }
 
 TEST_CASE("absent optional operands take the semantics' default") {
-  std::unique_ptr<RuleSet> rules = loadCatalog();
+  std::unique_ptr<RuleSet> rules = test::loadShippedPack("core/ops.fuse");
   const OpDef* clip = rules->catalog.find("Clip");
   REQUIRE(clip);
   REQUIRE(clip->semantics);

@@ -7,8 +7,12 @@
 #include <string>
 #include <vector>
 
+#include <memory>
+#include <sstream>
+
 #include "fusec/engine/Interpreter.h"
 #include "fusec/engine/OnnxIO.h"
+#include "fusec/grammar/PackLoader.h"
 
 namespace fusec::test {
 
@@ -51,6 +55,31 @@ inline void checkClose(const Tensor& got, const Tensor& want, float tol = 1e-5f)
     INFO("element " << i);
     CHECK(got.scalarAt(i) == doctest::Approx(want.scalarAt(i)).epsilon(tol));
   }
+}
+
+/// Compiles rules written against the core op catalog (`import "core/ops"`
+/// is added); fails the test with the diagnostics on error.
+inline std::unique_ptr<RuleSet> compileRules(const std::string& text) {
+  grammar::SourceManager sources;
+  grammar::DiagnosticEngine diags(sources);
+  grammar::ast::AstContext context;
+  auto result = grammar::loadPackText("test.fuse", "import \"core/ops\"\n" + text, sources, context, diags);
+  std::ostringstream err;
+  diags.print(err);
+  REQUIRE_MESSAGE(result.rules, err.str());
+  return std::move(result.rules);
+}
+
+/// Loads a shipped pack by its path under rules/ (`core.fuse`, `core/ops.fuse`).
+inline std::unique_ptr<RuleSet> loadShippedPack(const std::string& relative) {
+  grammar::SourceManager sources;
+  grammar::DiagnosticEngine diags(sources);
+  grammar::ast::AstContext context;
+  auto result = grammar::loadPacks({grammar::defaultRulesDir() + "/" + relative}, sources, context, diags);
+  std::ostringstream err;
+  diags.print(err);
+  REQUIRE_MESSAGE(result.rules, err.str());
+  return std::move(result.rules);
 }
 
 }  // namespace fusec::test
