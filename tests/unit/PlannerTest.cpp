@@ -1,0 +1,58 @@
+/// The planner against exhaustive search: on small graphs, how far greedy
+/// selection is from the best non-overlapping, acyclic set of candidates.
+#include <doctest/doctest.h>
+
+#include "TestUtil.h"
+#include "fusec/engine/Planner.h"
+#include "fusec/engine/Rewriter.h"
+
+using namespace fusec;
+
+namespace {
+double chosenBenefit(const Plan& plan) {
+  double total = 0;
+  for (const Candidate& c : plan.candidates)
+    if (c.status == Candidate::Status::Chosen) total += c.benefit;
+  return total;
+}
+}  // namespace
+
+TEST_CASE("greedy planning is within reach of the exact optimum on small graphs") {
+  std::unique_ptr<RuleSet> core = test::loadShippedPack("core.fuse");
+  Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
+  REQUIRE(target.ok());
+  for (const char* model : {"resblock", "encoder_layer"}) {
+    INFO(std::string(model));
+    Expected<Graph> g = importOnnxFile(std::string(FUSEC_SOURCE_DIR) + "/examples/models/" + model + ".onnxtxt");
+    REQUIRE(g.ok());
+    REQUIRE(runRewritePipeline(g.value(), *core, &target.value()).ok());
+    Plan plan = planFusion(g.value(), *core, target.value());
+    const double greedy = chosenBenefit(plan);
+    const double exact = exactBestBenefit(g.value(), plan);
+    REQUIRE(exact >= 0);
+    MESSAGE(std::string(model) << ": greedy saves " << greedy * 1e6 << " us, the exact optimum " << exact * 1e6 << " us");
+    CHECK(greedy <= exact + 1e-12);
+    CHECK(greedy >= 0.9 * exact);
+  }
+}
+
+TEST_CASE("where greedy loses: a big candidate blocking two that together save more") {
+  // The four-node middle candidate saves the most on its own, so greedy
+  // takes it; the two three-node ends it blocks save more together.
+  std::unique_ptr<RuleSet> set = test::compileRules(R"(
+rule middle { fuse { b = Exp(a) c = Neg(b) d = Abs(c) e = Sigmoid(d) } kernel pointwise }
+rule front { fuse { a = Relu(x) b = Exp(a) c = Neg(b) } kernel pointwise }
+rule back { fuse { d = Abs(c) e = Sigmoid(d) f = Tanh(e) } kernel pointwise }
+)");
+  Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
+  REQUIRE(target.ok());
+  Graph g = test::parse(test::model("g (float[65536] x) => (float[65536] f)",
+                                    "a = Relu (x)\nb = Exp (a)\nc = Neg (b)\nd = Abs (c)\ne = Sigmoid (d)\nf = Tanh (e)"));
+  Plan plan = planFusion(g, *set, target.value());
+  const double greedy = chosenBenefit(plan);
+  const double exact = exactBestBenefit(g, plan);
+  MESSAGE("greedy saves " << greedy * 1e6 << " us, the exact optimum " << exact * 1e6 << " us");
+  CHECK(exact > greedy);
+  CHECK(greedy >= 0.7 * exact);
+  CHECK(plan.groups.size() == 3);  // the middle four and two single nodes
+}
