@@ -17,7 +17,8 @@ struct State {
   std::vector<ValueId> values;
   std::vector<bool> bound;
   std::vector<std::optional<Attribute>> attrs;
-  std::set<NodeRef> used;
+  std::vector<NodeRef> used;  // graph nodes in the match so far (patterns are small)
+  bool uses(NodeRef n) const { return std::find(used.begin(), used.end(), n) != used.end(); }
 };
 
 using Cont = std::function<bool(State&)>;
@@ -65,6 +66,7 @@ class Search {
   Search(const Graph& g, const Rule& rule, const Matcher& matcher) : g_(g), rule_(rule), matcher_(matcher), p_(rule.pattern) {}
 
   std::optional<Match> run(NodeRef n, MatchFailure* why) {
+    wantWhy_ = why != nullptr;
     State s;
     s.nodes.resize(p_.nodes.size());
     s.matched.assign(p_.nodes.size(), false);
@@ -79,12 +81,17 @@ class Search {
   }
 
  private:
-  void fail(const std::string& reason, int patternNode, const State& s) {
+  /// Records why matching failed, keeping the failure that got furthest.
+  /// Messages are only built when the caller asked why (explain), since
+  /// most attempts fail at the first op check.
+  template <class Reason>
+  void fail(Reason&& reason, int patternNode, const State& s) {
+    if (!wantWhy_) return;
     const size_t progress = static_cast<size_t>(std::count(s.matched.begin(), s.matched.end(), true));
     if (haveFailure_ && progress < bestProgress_) return;
     haveFailure_ = true;
     bestProgress_ = progress;
-    best_.reason = reason;
+    best_.reason = reason();
     if (patternNode >= 0) best_.where = p_.nodes[static_cast<size_t>(patternNode)].loc;
     else best_.where = rule_.loc;
   }
@@ -111,18 +118,18 @@ class Search {
     const PatternNode& pn = p_.nodes[static_cast<size_t>(p)];
     if (s.matched[static_cast<size_t>(p)]) {
       if (s.nodes[static_cast<size_t>(p)].empty() || s.nodes[static_cast<size_t>(p)].back() != n) {
-        fail("the pattern needs one node here, but two different nodes are involved", p, s);
+        fail([&] { return std::string("the pattern needs one node here, but two different nodes are involved"); }, p, s);
         return false;
       }
       return k(s);
     }
-    if (s.used.count(n)) {
-      fail(describe(n) + " is already part of this match", p, s);
+    if (s.uses(n)) {
+      fail([&] { return std::string(describe(n) + " is already part of this match"); }, p, s);
       return false;
     }
     const OpDef* op = opOf(p, n);
     if (!op) {
-      fail(describe(n) + " is not " + describeOps(pn), p, s);
+      fail([&] { return std::string(describe(n) + " is not " + describeOps(pn)); }, p, s);
       return false;
     }
     // A repetition collects a maximal chain upward through operand 0.
@@ -134,7 +141,7 @@ class Search {
         if (d.inputs.empty() || d.inputs[0] == kNoValue) break;
         ValueId link = d.inputs[0];
         auto prev = g_.producer(link);
-        if (!prev || s.used.count(*prev) || std::count(chain.begin(), chain.end(), *prev) || !opOf(p, *prev)) break;
+        if (!prev || s.uses(*prev) || std::count(chain.begin(), chain.end(), *prev) || !opOf(p, *prev)) break;
         if (g_.uses(link).size() != 1 || g_.isGraphOutput(link)) break;  // the chain value is needed elsewhere
         chain.insert(chain.begin(), *prev);
         cur = *prev;
@@ -143,14 +150,14 @@ class Search {
     State saved = s;
     s.matched[static_cast<size_t>(p)] = true;
     s.nodes[static_cast<size_t>(p)] = chain;
-    for (NodeRef c : chain) s.used.insert(c);
+    for (NodeRef c : chain) s.used.push_back(c);
     const NodeData& last = g_.node(n);
     // Results.
     for (int b : pn.results) {
       const Binding& bind = p_.bindings[static_cast<size_t>(b)];
       const size_t r = static_cast<size_t>(bind.result);
       if (r >= last.outputs.size() || last.outputs[r] == kNoValue || !bindValue(b, last.outputs[r], s)) {
-        fail("result " + std::to_string(r) + " of " + describe(n) + " does not fit `" + bind.name + "`", p, s);
+        fail([&] { return std::string("result " + std::to_string(r) + " of " + describe(n) + " does not fit `" + bind.name + "`"); }, p, s);
         s = saved;
         return false;
       }
@@ -161,14 +168,14 @@ class Search {
       if (c.equals) {
         Attribute want = literalAttr(*c.equals);
         if (!a || !sameAttr(*a, want)) {
-          fail("attribute `" + c.name + "` of " + describe(n) + " does not have the value the pattern requires", p, s);
+          fail([&] { return std::string("attribute `" + c.name + "` of " + describe(n) + " does not have the value the pattern requires"); }, p, s);
           s = saved;
           return false;
         }
       } else if (c.binding >= 0) {
         auto& slot = s.attrs[static_cast<size_t>(c.binding)];
         if (!a || (slot && !sameAttr(*slot, *a))) {
-          fail("attribute `" + c.name + "` of " + describe(n) + (a ? " differs from another place that binds it" : " is not set"), p, s);
+          fail([&] { return std::string("attribute `" + c.name + "` of " + describe(n) + (a ? " differs from another place that binds it" : " is not set")); }, p, s);
           s = saved;
           return false;
         }
@@ -190,8 +197,8 @@ class Search {
         bool extra = false;
         for (size_t i = pn.operands.size(); i < first.inputs.size(); ++i) extra |= first.inputs[i] != kNoValue;
         if (extra) {
-          fail(describe(chain.front()) + " has more operands than the pattern (" + std::to_string(present) + " > " +
-                   std::to_string(patternPresent) + ")", p, s);
+          fail([&] { return std::string(describe(chain.front()) + " has more operands than the pattern (" + std::to_string(present) + " > " +
+                   std::to_string(patternPresent) + ")"); }, p, s);
           s = saved;
           return false;
         }
@@ -252,19 +259,19 @@ class Search {
         const Binding& b = p_.bindings[static_cast<size_t>(po.index)];
         if (v == kNoValue) {
           if (!po.optional) {
-            fail("operand " + std::to_string(i + 1) + " of " + describe(n) + " is absent", p, s);
+            fail([&] { return std::string("operand " + std::to_string(i + 1) + " of " + describe(n) + " is absent"); }, p, s);
             return false;
           }
           if (s.bound[static_cast<size_t>(po.index)] && s.values[static_cast<size_t>(po.index)] != kNoValue) {
-            fail("`" + b.name + "` is present in one place and absent in another", p, s);
+            fail([&] { return std::string("`" + b.name + "` is present in one place and absent in another"); }, p, s);
             return false;
           }
           s.bound[static_cast<size_t>(po.index)] = true;
           return next(s);
         }
         if (s.bound[static_cast<size_t>(po.index)] && s.values[static_cast<size_t>(po.index)] != v) {
-          fail("`" + b.name + "` would stand for two different values (`" + valueName(s.values[static_cast<size_t>(po.index)]) +
-                   "` and `" + valueName(v) + "`)", p, s);
+          fail([&] { return std::string("`" + b.name + "` would stand for two different values (`" + valueName(s.values[static_cast<size_t>(po.index)]) +
+                   "` and `" + valueName(v) + "`)"); }, p, s);
           return false;
         }
         s.bound[static_cast<size_t>(po.index)] = true;
@@ -274,7 +281,7 @@ class Search {
       }
       case PatternOperand::Kind::Node:
         if (v == kNoValue) {
-          fail("operand " + std::to_string(i + 1) + " of " + describe(n) + " is absent", p, s);
+          fail([&] { return std::string("operand " + std::to_string(i + 1) + " of " + describe(n) + " is absent"); }, p, s);
           return false;
         }
         return matchProducer(po.index, 0, v, s, next);
@@ -294,10 +301,10 @@ class Search {
     if (prod && s.matched[static_cast<size_t>(q)] && !s.nodes[static_cast<size_t>(q)].empty() &&
         s.nodes[static_cast<size_t>(q)].back() == *prod)
       return k(s);
-    if (!prod || g_.value(v).producerOutput != static_cast<uint32_t>(result) || !opOf(q, *prod) || s.used.count(*prod)) {
+    if (!prod || g_.value(v).producerOutput != static_cast<uint32_t>(result) || !opOf(q, *prod) || s.uses(*prod)) {
       if (zeroOk && !s.matched[static_cast<size_t>(q)]) return matchEmptyRepetition(q, v, s, k);
-      fail("`" + valueName(v) + "` is not produced by " + describeOps(qn) +
-               (prod ? " (it comes from " + describe(*prod) + ")" : " (it is an input or a constant)"), q, s);
+      fail([&] { return std::string("`" + valueName(v) + "` is not produced by " + describeOps(qn) +
+               (prod ? " (it comes from " + describe(*prod) + ")" : " (it is an input or a constant)")); }, q, s);
       return false;
     }
     // An intermediate value used outside the match is fine for rewrites (the
@@ -339,7 +346,7 @@ class Search {
     for (size_t b = 0; b < s.values.size(); ++b) {
       if (s.values[b] == kNoValue) continue;
       for (const Use& u : g_.uses(s.values[b]))
-        if (!s.used.count(u.node) && std::find(candidates.begin(), candidates.end(), u.node) == candidates.end())
+        if (!s.uses(u.node) && std::find(candidates.begin(), candidates.end(), u.node) == candidates.end())
           candidates.push_back(u.node);
     }
     for (NodeRef c : candidates) {
@@ -347,14 +354,14 @@ class Search {
       if (matchNode(root, c, s, [&](State& st) { return matchOtherRoots(r + 1, st, k); })) return true;
       s = before;
     }
-    fail("no sibling matches the pattern at " + p_.nodes[static_cast<size_t>(root)].loc.str(), root, s);
+    fail([&] { return std::string("no sibling matches the pattern at " + p_.nodes[static_cast<size_t>(root)].loc.str()); }, root, s);
     return false;
   }
 
   bool finish(State& s, std::optional<Match>& result) {
     for (size_t p = 0; p < s.matched.size(); ++p)
       if (!s.matched[p]) {
-        fail("part of the pattern is not connected to the rest", static_cast<int>(p), s);
+        fail([&] { return std::string("part of the pattern is not connected to the rest"); }, static_cast<int>(p), s);
         return false;
       }
     Match m;
@@ -381,6 +388,7 @@ class Search {
   const Matcher& matcher_;
   const Pattern& p_;
   MatchFailure best_;
+  bool wantWhy_ = false;
   bool haveFailure_ = false;
   size_t bestProgress_ = 0;
 };
