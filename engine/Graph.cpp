@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <queue>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -225,20 +226,23 @@ Expected<std::vector<NodeRef>> Graph::topologicalOrder() const {
   // export and golden tests are stable. (Boost's DFS-based topological_sort
   // returns a valid order that reshuffles independent nodes.)
   std::unordered_map<NodeRef, size_t> pendingInputs;
-  std::set<std::pair<NodeId, NodeRef>> ready;
-  for (NodeRef n : nodes()) {
-    size_t deg = boost::in_degree(n, *g_);
-    pendingInputs[n] = deg;
-    if (deg == 0) ready.emplace((*g_)[n].id, n);
+  pendingInputs.reserve(numNodes());
+  // A min-heap on node id: the ready node added first goes first.
+  using Entry = std::pair<NodeId, NodeRef>;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> ready;
+  for (auto [v, end] = boost::vertices(*g_); v != end; ++v) {
+    const size_t deg = boost::in_degree(*v, *g_);
+    pendingInputs.emplace(*v, deg);
+    if (deg == 0) ready.emplace((*g_)[*v].id, *v);
   }
   std::vector<NodeRef> order;
   order.reserve(numNodes());
   while (!ready.empty()) {
-    NodeRef n = ready.begin()->second;
-    ready.erase(ready.begin());
+    const NodeRef n = ready.top().second;
+    ready.pop();
     order.push_back(n);
     for (auto [e, end] = boost::out_edges(n, *g_); e != end; ++e) {
-      NodeRef m = boost::target(*e, *g_);
+      const NodeRef m = boost::target(*e, *g_);
       if (--pendingInputs[m] == 0) ready.emplace((*g_)[m].id, m);
     }
   }
