@@ -13,7 +13,9 @@
 #include <set>
 
 #include "Commands.h"
+#include "fusec/codegen/Executor.h"
 #include "fusec/engine/Interpreter.h"
+#include "fusec/engine/Planner.h"
 #include "fusec/engine/OnnxIO.h"
 #include "fusec/engine/Rewriter.h"
 #include "fusec/grammar/PackLoader.h"
@@ -77,9 +79,40 @@ std::string compare(const Tensor& got, const Tensor& want, size_t index, double&
   return fmt::format("{}: max abs error {:.3g}", which, maxErr);
 }
 
-/// `rules`: when set, the rewrite stage runs before the interpreter, so the
+/// How a case is executed.
+struct Engine {
+  const RuleSet* rules = nullptr;        ///< run the rewrite stage first
+  codegen::Device* device = nullptr;     ///< run generated kernels instead of the interpreter
+  const RuleSet* catalog = nullptr;      ///< op catalog for code generation
+  const Target* target = nullptr;        ///< with `fuse`: plan fusion for this target
+  bool fuse = false;
+};
+
+/// Runs one graph the way `engine` says.
+Expected<std::vector<Tensor>> execute(Graph& g, const Engine& engine, const std::vector<Tensor>& inputs) {
+  if (!engine.device) return runGraph(g, inputs);
+  std::vector<std::vector<NodeRef>> groups;
+  if (engine.fuse) {
+    if (Status st = inferTypes(g); !st) return st.error();
+    Plan plan = planFusion(g, *engine.rules, *engine.target);
+    for (const Group& grp : plan.groups) {
+      if (grp.nodes.size() > 1 && grp.kernel != "pointwise")
+        for (NodeRef n : grp.nodes) groups.push_back({n});  // other families: not generated yet
+      else
+        groups.push_back(grp.nodes);
+    }
+  } else {
+    groups = codegen::singleNodeGroups(g);
+  }
+  Expected<codegen::DeviceRun> run = codegen::runOnDevice(*engine.device, g, groups, engine.catalog->catalog, inputs);
+  if (!run) return run.error();
+  return std::move(run->outputs);
+}
+
+/// `engine.rules`: when set, the rewrite stage runs before execution, so the
 /// case checks that rewriting kept the model's meaning.
-CaseResult runCase(const fs::path& dir, const RuleSet* rules) {
+CaseResult runCase(const fs::path& dir, const Engine& engine) {
+  const RuleSet* rules = engine.rules;
   Expected<Graph> g = importOnnxFile((dir / "model.onnx").string());
   if (!g) return {g.error().unsupported ? Outcome::Unsupported : Outcome::Fail, g.error().message};
   if (rules) {
@@ -115,7 +148,7 @@ CaseResult runCase(const fs::path& dir, const RuleSet* rules) {
     // Some cases feed fewer inputs than the graph declares (optional inputs).
     if (inputs.size() != g->inputs().size())
       return {Outcome::Unsupported, fmt::format("{} input files for {} graph inputs", inputs.size(), g->inputs().size())};
-    Expected<std::vector<Tensor>> out = runGraph(g.value(), inputs);
+    Expected<std::vector<Tensor>> out = execute(g.value(), engine, inputs);
     if (!out) return {out.error().unsupported ? Outcome::Unsupported : Outcome::Fail, out.error().message};
     if (out->size() != expected.size())
       return {Outcome::Fail, fmt::format("{} outputs, expected {}", out->size(), expected.size())};
@@ -130,6 +163,9 @@ CaseResult runCase(const fs::path& dir, const RuleSet* rules) {
 struct OnnxTestOptions {
   std::vector<std::string> dirs;
   bool rewrite = false;
+  bool opencl = false;
+  bool fuse = false;
+  std::string device;
   std::vector<std::string> packs;
   std::string expectFile;
   std::string writePasses;
@@ -155,7 +191,7 @@ int runOnnxTests(const OnnxTestOptions& o) {
     cases.insert(cases.end(), found.begin(), found.end());
   }
   std::unique_ptr<RuleSet> rules;
-  if (o.rewrite) {
+  if (o.rewrite || o.opencl) {
     grammar::SourceManager sources;
     grammar::DiagnosticEngine diags(sources);
     grammar::ast::AstContext context;
@@ -165,11 +201,33 @@ int runOnnxTests(const OnnxTestOptions& o) {
     diags.print(std::cerr);
     if (!rules) return 1;
   }
+  Engine engine;
+  engine.rules = o.rewrite || o.fuse ? rules.get() : nullptr;
+  engine.catalog = rules.get();
+  std::unique_ptr<codegen::Device> device;
+  Target target;
+  if (o.opencl) {
+    Expected<std::unique_ptr<codegen::Device>> d = codegen::Device::open(o.device);
+    if (!d) {
+      std::cerr << "error: " << d.error().message << "\n";
+      return 1;
+    }
+    device = std::move(d.value());
+    engine.device = device.get();
+    engine.fuse = o.fuse;
+    Expected<Target> t = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
+    if (!t) {
+      std::cerr << t.error().message << "\n";
+      return 1;
+    }
+    target = t.value();
+    engine.target = &target;
+  }
   size_t passed = 0, failed = 0, unsupported = 0;
   std::vector<std::string> passNames;
   std::set<std::string> passing;
   for (const fs::path& c : cases) {
-    CaseResult r = runCase(c, rules.get());
+    CaseResult r = runCase(c, engine);
     std::string name = c.filename().string();
     switch (r.outcome) {
       case Outcome::Pass:
@@ -227,6 +285,9 @@ CommandRunner addOnnxTestCommand(CLI::App& sub) {
   sub.add_flag("--quiet", o->quiet, "print only failures, regressions and the summary");
   sub.add_flag("--rewrite", o->rewrite, "run the rewrite stage (constant folding, rule rewrites, CSE, DCE) first");
   sub.add_option("--rules", o->packs, "packs for --rewrite (default: the shipped core pack)");
+  sub.add_flag("--opencl", o->opencl, "run generated OpenCL kernels instead of the interpreter");
+  sub.add_flag("--fuse", o->fuse, "with --opencl: plan fusion and run one kernel per group");
+  sub.add_option("--device", o->device, "with --opencl: the first device whose name contains this");
   return [o] { return runOnnxTests(*o); };
 }
 

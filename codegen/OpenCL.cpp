@@ -1,0 +1,236 @@
+/// OpenCL runtime; see OpenCL.h. Handles are kept as void* in the header so
+/// that only this file includes CL/cl.h.
+#define CL_TARGET_OPENCL_VERSION 120
+#include "fusec/codegen/OpenCL.h"
+
+#include <CL/cl.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+namespace fusec::codegen {
+namespace fs = std::filesystem;
+namespace {
+
+std::string clError(cl_int e) { return "OpenCL error " + std::to_string(e); }
+
+std::string deviceString(cl_device_id d, cl_device_info what) {
+  size_t n = 0;
+  clGetDeviceInfo(d, what, 0, nullptr, &n);
+  std::string s(n, '\0');
+  clGetDeviceInfo(d, what, n, s.data(), nullptr);
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  return s;
+}
+
+std::string hashHex(const std::string& text) {
+  // FNV-1a, 64 bits: a cache key, not a security boundary.
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+fs::path cacheDir() {
+  if (const char* d = std::getenv("FUSEC_CACHE_DIR")) return d;
+  if (const char* home = std::getenv("HOME")) return fs::path(home) / ".cache" / "fusec" / "kernels";
+  return fs::temp_directory_path() / "fusec-kernels";
+}
+
+}  // namespace
+
+Buffer::Buffer(Buffer&& o) noexcept : mem_(o.mem_), bytes_(o.bytes_) { o.mem_ = nullptr; }
+Buffer& Buffer::operator=(Buffer&& o) noexcept {
+  std::swap(mem_, o.mem_);
+  std::swap(bytes_, o.bytes_);
+  return *this;
+}
+Buffer::~Buffer() {
+  if (mem_) clReleaseMemObject(static_cast<cl_mem>(mem_));
+}
+
+Device::~Device() {
+  for (auto& [label, ev] : events_) clReleaseEvent(static_cast<cl_event>(ev));
+  for (auto& [key, k] : kernels_) clReleaseKernel(static_cast<cl_kernel>(k));
+  for (auto& [key, p] : programs_) clReleaseProgram(static_cast<cl_program>(p));
+  if (queue_) clReleaseCommandQueue(static_cast<cl_command_queue>(queue_));
+  if (context_) clReleaseContext(static_cast<cl_context>(context_));
+}
+
+Expected<std::unique_ptr<Device>> Device::open(const std::string& match) {
+  cl_uint count = 0;
+  cl_int err = clGetPlatformIDs(0, nullptr, &count);
+  if (err != CL_SUCCESS || count == 0)
+    return Error{"no OpenCL platform found; install an OpenCL driver (on Debian: apt-get install pocl-opencl-icd "
+                 "ocl-icd-libopencl1)"};
+  std::vector<cl_platform_id> platforms(count);
+  clGetPlatformIDs(count, platforms.data(), nullptr);
+  std::string seen;
+  for (cl_platform_id p : platforms) {
+    cl_uint n = 0;
+    if (clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 0, nullptr, &n) != CL_SUCCESS || n == 0) continue;
+    std::vector<cl_device_id> devices(n);
+    clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, n, devices.data(), nullptr);
+    for (cl_device_id d : devices) {
+      const std::string name = deviceString(d, CL_DEVICE_NAME);
+      seen += (seen.empty() ? "" : ", ") + name;
+      if (!match.empty() && name.find(match) == std::string::npos) continue;
+      auto dev = std::unique_ptr<Device>(new Device());
+      dev->platform_ = p;
+      dev->device_ = d;
+      dev->info_.name = name;
+      dev->info_.version = deviceString(d, CL_DEVICE_VERSION);
+      char pname[256] = {};
+      clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof pname, pname, nullptr);
+      dev->info_.platform = pname;
+      cl_uint cu = 0;
+      cl_ulong lmem = 0;
+      size_t wg = 0;
+      clGetDeviceInfo(d, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, nullptr);
+      clGetDeviceInfo(d, CL_DEVICE_LOCAL_MEM_SIZE, sizeof lmem, &lmem, nullptr);
+      clGetDeviceInfo(d, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg, &wg, nullptr);
+      dev->info_.computeUnits = cu;
+      dev->info_.localMemBytes = static_cast<int64_t>(lmem);
+      dev->info_.maxWorkGroupSize = static_cast<int64_t>(wg);
+      dev->context_ = clCreateContext(nullptr, 1, &d, nullptr, nullptr, &err);
+      if (err != CL_SUCCESS) return Error{"cannot create an OpenCL context on `" + name + "`: " + clError(err)};
+      dev->queue_ = clCreateCommandQueue(static_cast<cl_context>(dev->context_), d, CL_QUEUE_PROFILING_ENABLE, &err);
+      if (err != CL_SUCCESS) return Error{"cannot create an OpenCL queue on `" + name + "`: " + clError(err)};
+      return dev;
+    }
+  }
+  if (seen.empty()) return Error{"no OpenCL device found; install one (on Debian: apt-get install pocl-opencl-icd)"};
+  return Error{"no OpenCL device matches `" + match + "`; the devices are: " + seen};
+}
+
+Expected<void*> Device::kernel(const std::string& source, const std::string& kernelName) {
+  const std::string key = hashHex(source + "\n" + info_.name + "\n" + info_.version);
+  if (auto it = kernels_.find(key + kernelName); it != kernels_.end()) return it->second;
+  cl_int err = CL_SUCCESS;
+  auto ctx = static_cast<cl_context>(context_);
+  auto dev = static_cast<cl_device_id>(device_);
+  cl_program program = nullptr;
+  if (auto it = programs_.find(key); it != programs_.end()) {
+    program = static_cast<cl_program>(it->second);
+  } else {
+    // On-disk cache of device binaries, keyed by source and device.
+    const fs::path cached = cacheDir() / (key + ".bin");
+    std::ifstream in(cached, std::ios::binary);
+    if (in) {
+      std::string bin((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const unsigned char* ptr = reinterpret_cast<const unsigned char*>(bin.data());
+      const size_t len = bin.size();
+      cl_int status = CL_SUCCESS;
+      program = clCreateProgramWithBinary(ctx, 1, &dev, &len, &ptr, &status, &err);
+      if (err != CL_SUCCESS || status != CL_SUCCESS || clBuildProgram(program, 1, &dev, "", nullptr, nullptr) != CL_SUCCESS) {
+        if (program) clReleaseProgram(program);
+        program = nullptr;
+      } else {
+        ++cacheHits_;
+      }
+    }
+    if (!program) {
+      const char* src = source.c_str();
+      program = clCreateProgramWithSource(ctx, 1, &src, nullptr, &err);
+      if (err != CL_SUCCESS) return Error{"cannot create a program: " + clError(err)};
+      err = clBuildProgram(program, 1, &dev, "-cl-std=CL1.2", nullptr, nullptr);
+      if (err != CL_SUCCESS) {
+        size_t n = 0;
+        clGetProgramBuildInfo(program, dev, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
+        std::string log(n, '\0');
+        clGetProgramBuildInfo(program, dev, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
+        clReleaseProgram(program);
+        return Error{"kernel `" + kernelName + "` does not build on `" + info_.name + "`:\n" + log + "\n--- source ---\n" + source};
+      }
+      ++built_;
+      size_t binSize = 0;
+      clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof binSize, &binSize, nullptr);
+      if (binSize > 0) {
+        std::string bin(binSize, '\0');
+        unsigned char* ptr = reinterpret_cast<unsigned char*>(bin.data());
+        if (clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof ptr, &ptr, nullptr) == CL_SUCCESS) {
+          std::error_code ec;
+          fs::create_directories(cacheDir(), ec);
+          std::ofstream(cached, std::ios::binary) << bin;
+        }
+      }
+    }
+    programs_[key] = program;
+  }
+  cl_kernel k = clCreateKernel(program, kernelName.c_str(), &err);
+  if (err != CL_SUCCESS) return Error{"no kernel `" + kernelName + "` in its program: " + clError(err)};
+  kernels_[key + kernelName] = k;
+  return static_cast<void*>(k);
+}
+
+Expected<Buffer> Device::allocate(size_t bytes) {
+  cl_int err = CL_SUCCESS;
+  Buffer b;
+  b.bytes_ = bytes;
+  b.mem_ = clCreateBuffer(static_cast<cl_context>(context_), CL_MEM_READ_WRITE, std::max<size_t>(bytes, 4), nullptr, &err);
+  if (err != CL_SUCCESS) return Error{"cannot allocate " + std::to_string(bytes) + " bytes on the device: " + clError(err)};
+  return b;
+}
+
+Expected<Buffer> Device::upload(const Tensor& t) {
+  Expected<Buffer> b = allocate(t.byteSize());
+  if (!b || t.byteSize() == 0) return b;
+  cl_int err = clEnqueueWriteBuffer(static_cast<cl_command_queue>(queue_), static_cast<cl_mem>(b->handle()), CL_TRUE, 0,
+                                    t.byteSize(), t.raw(), 0, nullptr, nullptr);
+  if (err != CL_SUCCESS) return Error{"upload failed: " + clError(err)};
+  return b;
+}
+
+Status Device::download(const Buffer& b, Tensor& into) {
+  if (into.byteSize() == 0) return Status::success();
+  cl_int err = clEnqueueReadBuffer(static_cast<cl_command_queue>(queue_), static_cast<cl_mem>(b.handle()), CL_TRUE, 0,
+                                   into.byteSize(), into.raw(), 0, nullptr, nullptr);
+  if (err != CL_SUCCESS) return Error{"download failed: " + clError(err)};
+  return Status::success();
+}
+
+Status Device::launch(void* kernel, const std::vector<KernelArg>& args, size_t globalSize, const std::string& label) {
+  auto k = static_cast<cl_kernel>(kernel);
+  for (cl_uint i = 0; i < args.size(); ++i) {
+    cl_int err;
+    if (args[i].buffer) {
+      cl_mem m = static_cast<cl_mem>(args[i].buffer->handle());
+      err = clSetKernelArg(k, i, sizeof m, &m);
+    } else {
+      err = clSetKernelArg(k, i, sizeof(int32_t), &args[i].scalar);
+    }
+    if (err != CL_SUCCESS) return Error{"argument " + std::to_string(i) + " of `" + label + "`: " + clError(err)};
+  }
+  if (globalSize == 0) return Status::success();
+  cl_event ev = nullptr;
+  cl_int err = clEnqueueNDRangeKernel(static_cast<cl_command_queue>(queue_), k, 1, nullptr, &globalSize, nullptr, 0,
+                                      nullptr, &ev);
+  if (err != CL_SUCCESS) return Error{"cannot launch `" + label + "`: " + clError(err)};
+  events_.emplace_back(label, ev);
+  return Status::success();
+}
+
+Expected<std::vector<std::pair<std::string, double>>> Device::finish() {
+  cl_int err = clFinish(static_cast<cl_command_queue>(queue_));
+  if (err != CL_SUCCESS) return Error{"the device failed: " + clError(err)};
+  std::vector<std::pair<std::string, double>> times;
+  for (auto& [label, e] : events_) {
+    cl_ulong start = 0, end = 0;
+    auto ev = static_cast<cl_event>(e);
+    clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr);
+    clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr);
+    times.emplace_back(label, static_cast<double>(end - start) * 1e-9);
+    clReleaseEvent(ev);
+  }
+  events_.clear();
+  return times;
+}
+
+}  // namespace fusec::codegen

@@ -1,0 +1,90 @@
+/// The OpenCL runtime: one device, its context and an in-order profiling
+/// queue; programs built once per process and cached on disk by source and
+/// device; buffers; kernel launches timed with profiling events (no
+/// synchronization per kernel).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fusec/engine/Error.h"
+#include "fusec/engine/Tensor.h"
+
+namespace fusec::codegen {
+
+struct DeviceInfo {
+  std::string platform, name, version;
+  int64_t computeUnits = 0;
+  int64_t localMemBytes = 0;
+  int64_t maxWorkGroupSize = 0;
+};
+
+/// A device buffer, released with the object.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Buffer&& o) noexcept;
+  Buffer& operator=(Buffer&& o) noexcept;
+  ~Buffer();
+  void* handle() const { return mem_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  friend class Device;
+  void* mem_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+/// A kernel argument: a buffer or a 32-bit integer.
+struct KernelArg {
+  const Buffer* buffer = nullptr;
+  int32_t scalar = 0;
+  static KernelArg of(const Buffer& b) { return KernelArg{&b, 0}; }
+  static KernelArg of(int32_t v) { return KernelArg{nullptr, v}; }
+};
+
+class Device {
+ public:
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  /// Opens the first device whose name contains `match` (any device when
+  /// empty). The error says what to install when there is no OpenCL at all.
+  static Expected<std::unique_ptr<Device>> open(const std::string& match = "");
+
+  const DeviceInfo& info() const { return info_; }
+
+  /// Builds (or takes from the caches) a program and returns a handle for
+  /// `kernelName`. A build failure returns the compiler's log.
+  Expected<void*> kernel(const std::string& source, const std::string& kernelName);
+
+  Expected<Buffer> upload(const Tensor& t);
+  Expected<Buffer> allocate(size_t bytes);
+  Status download(const Buffer& b, Tensor& into);
+
+  /// Enqueues a 1-D launch; the event is kept for timing.
+  Status launch(void* kernel, const std::vector<KernelArg>& args, size_t globalSize, const std::string& label);
+  /// Waits for everything enqueued; returns (label, seconds) per launch since
+  /// the last call, measured by profiling events.
+  Expected<std::vector<std::pair<std::string, double>>> finish();
+
+  size_t programsBuilt() const { return built_; }
+  size_t cacheHits() const { return cacheHits_; }
+
+ private:
+  Device() = default;
+  DeviceInfo info_;
+  void* platform_ = nullptr;
+  void* device_ = nullptr;
+  void* context_ = nullptr;
+  void* queue_ = nullptr;
+  std::map<std::string, void*> programs_;  // source hash -> cl_program
+  std::map<std::string, void*> kernels_;   // hash + name -> cl_kernel
+  std::vector<std::pair<std::string, void*>> events_;
+  size_t built_ = 0, cacheHits_ = 0;
+};
+
+}  // namespace fusec::codegen

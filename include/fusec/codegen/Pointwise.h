@@ -1,0 +1,29 @@
+/// OpenCL C for the pointwise kernel family: any connected group of
+/// elementwise and broadcast ops, one work-item per element of the output,
+/// composing each member's scalar semantics from the op catalog. Inputs are
+/// read through broadcasting index maps; every value the group's outside
+/// reads is written. float32 and bool (stored as uchar) values.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "fusec/engine/Graph.h"
+#include "fusec/engine/OpCatalog.h"
+
+namespace fusec::codegen {
+
+struct KernelSource {
+  std::string name;             ///< the OpenCL kernel's name
+  std::string source;           ///< complete OpenCL C 1.2 text
+  std::vector<ValueId> inputs;  ///< buffer arguments, in order
+  std::vector<ValueId> outputs; ///< buffer arguments after the inputs
+  size_t globalSize = 0;        ///< work-items: elements of the output
+};
+
+/// Generates the kernel for `members` (in topological order). Errors are
+/// `unsupported` when the group has an op or type this family cannot run.
+Expected<KernelSource> emitPointwise(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
+                                     const std::string& name, const std::string& comment);
+
+}  // namespace fusec::codegen

@@ -1,0 +1,104 @@
+/// Generated pointwise kernels on the OpenCL device (PoCL here): fused and
+/// unfused runs agree with the interpreter; kernels are valid SPIR-V.
+#include <doctest/doctest.h>
+
+#include <random>
+
+#include "TestUtil.h"
+#include "fusec/codegen/Executor.h"
+#include "fusec/codegen/Pointwise.h"
+#include "fusec/codegen/Spirv.h"
+
+using namespace fusec;
+
+namespace {
+
+codegen::Device& device() {
+  static std::unique_ptr<codegen::Device> dev = [] {
+    Expected<std::unique_ptr<codegen::Device>> d = codegen::Device::open();
+    REQUIRE_MESSAGE(d.ok(), d.error().message);
+    return std::move(d.value());
+  }();
+  return *dev;
+}
+
+Tensor randomTensor(Shape shape, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-2, 2);
+  Tensor t(DType::Float32, std::move(shape));
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
+  return t;
+}
+
+const char* kModel = R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[4,1] a, float[1,8] b, float[8] c) => (float[4,8] y, float[4,8] s) {
+  s = Add (a, b)
+  r = Relu (s)
+  e = Exp (r)
+  n = Neg (e)
+  m = Mul (n, c)
+  t = Clip (m)
+  y = Sigmoid (t)
+}
+)";
+
+}  // namespace
+
+TEST_CASE("a fused pointwise group runs as one kernel and matches the interpreter and the unfused run") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  Graph g = test::parse(kModel);
+  std::vector<Tensor> inputs = {randomTensor({4, 1}, 1), randomTensor({1, 8}, 2), randomTensor({8}, 3)};
+  std::vector<Tensor> reference = test::run(g, inputs);
+
+  Expected<codegen::DeviceRun> unfused = codegen::runOnDevice(device(), g, codegen::singleNodeGroups(g), ops->catalog, inputs);
+  REQUIRE_MESSAGE(unfused.ok(), unfused.error().message);
+  CHECK(unfused->kernelTimes.size() == 7);
+  Expected<std::vector<NodeRef>> order = g.topologicalOrder();
+  REQUIRE(order.ok());
+  Expected<codegen::DeviceRun> fused = codegen::runOnDevice(device(), g, {order.value()}, ops->catalog, inputs);
+  REQUIRE_MESSAGE(fused.ok(), fused.error().message);
+  CHECK(fused->kernelTimes.size() == 1);
+  for (size_t i = 0; i < reference.size(); ++i) {
+    test::checkClose(unfused->outputs[i], reference[i], 1e-5f);
+    test::checkClose(fused->outputs[i], reference[i], 1e-5f);
+  }
+}
+
+TEST_CASE("generated kernels are readable and valid SPIR-V") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  Graph g = test::parse(kModel);
+  Expected<std::vector<NodeRef>> order = g.topologicalOrder();
+  REQUIRE(order.ok());
+  Expected<codegen::KernelSource> k = codegen::emitPointwise(g, order.value(), ops->catalog, "g0_pointwise",
+                                                             "group g0 (rule elementwise_chain): Add, Relu, Exp, Neg, Mul, Clip, Sigmoid");
+  REQUIRE_MESSAGE(k.ok(), k.error().message);
+  CHECK(k->source.find("// group g0 (rule elementwise_chain)") == 0);
+  CHECK(k->source.find("__kernel void g0_pointwise(") != std::string::npos);
+  CHECK(k->inputs.size() == 3);
+  CHECK(k->outputs.size() == 2);  // `s` is a graph output too
+  CHECK(k->globalSize == 32);
+  INFO(k->source);
+  Expected<codegen::SpirvModule> spv = codegen::compileToSpirv(k->source, k->name);
+  REQUIRE_MESSAGE(spv.ok(), spv.error().message);
+  CHECK(spv->words.size() > 5);
+  CHECK(spv->words[0] == 0x07230203u);  // SPIR-V magic
+  // A source that does not compile names the kernel and quotes the compiler.
+  Expected<codegen::SpirvModule> bad = codegen::compileToSpirv("__kernel void broken( {", "broken");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message.find("kernel `broken`: clang-14 cannot compile it") == 0);
+}
+
+TEST_CASE("ops outside the pointwise family say so") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  Graph g = test::parse(test::model("g (float[1,1,3,3] x, float[1,1,1,1] w) => (float[1,1,3,3] y)", "y = Conv (x, w)"));
+  Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, codegen::singleNodeGroups(g), ops->catalog,
+                                                          {randomTensor({1, 1, 3, 3}, 1), randomTensor({1, 1, 1, 1}, 2)});
+  REQUIRE_FALSE(run.ok());
+  CHECK(run.error().unsupported);
+  CHECK(run.error().message == "op `Conv` has no pointwise kernel path");
+  // A kernel that does not build shows the OpenCL build log and the source.
+  Expected<void*> k = device().kernel("__kernel void oops(__global float* x) { x[0] = undefined_thing; }", "oops");
+  REQUIRE_FALSE(k.ok());
+  CHECK(k.error().message.find("kernel `oops` does not build") == 0);
+  CHECK(k.error().message.find("--- source ---") != std::string::npos);
+}
