@@ -154,6 +154,15 @@ class Emitter {
       if (to != DType::Float32 && to != DType::Bool)
         return Error{"Cast to `" + std::string(dtypeName(to)) + "` has no pointwise kernel path", true};
     }
+    // The catalog states opset-17 semantics. Where older opsets differ,
+    // refuse rather than compute something else: Clip's bounds were
+    // attributes before 11, PRelu's slope was per channel before 7, and
+    // before 7 binary ops broadcast by `broadcast`/`axis` attributes.
+    const int64_t opset = g_.info.defaultOpset();
+    if ((d.op == "Clip" && opset < 11) || (d.op == "PRelu" && opset < 7) || d.attr("broadcast") || d.attr("axis"))
+      return Error{"`" + d.op.str() + "` at opset " + std::to_string(opset) +
+                       " has semantics the catalog does not describe; no kernel path",
+                   true};
     if (d.op == "Dropout" && d.inputs.size() > 2 && d.inputs[2] != kNoValue) {
       const Value& mode = g_.value(d.inputs[2]);
       if (!mode.constant || mode.constant->dtype() != DType::Bool || mode.constant->data<bool>()[0])
