@@ -63,7 +63,7 @@ class Emitter {
     for (ValueId v : k.inputs) {
       Shape s;
       if (Status st = staticShape(v, s); !st) return st.error();
-      needCoords |= s != space;
+      needCoords |= s != space && shapeNumel(s) != 1;  // scalars read element 0
     }
     if (needCoords) {
       Shape strides(space.size(), 1);
