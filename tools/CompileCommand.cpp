@@ -1,6 +1,7 @@
 /// `fusec compile MODEL [--rules P...] [--target T] -o DIR`: import, rewrite,
 /// plan fusion; write the fused graph (`model.fused.onnx`), the plan
-/// (`plan.json`) and a report (`report.txt`, also printed). `--dump-after
+/// (`plan.json`) and a report (`report.txt`, also printed); with `--emit
+/// opencl,spirv`, the generated kernels too (the families generated so far). `--dump-after
 /// STAGE` prints the graph after `import`, `rewrite` or `plan` as ONNX text.
 #include <filesystem>
 #include <fmt/format.h>
@@ -11,6 +12,8 @@
 
 #include "Commands.h"
 #include "Session.h"
+#include "fusec/codegen/Pointwise.h"
+#include "fusec/codegen/Spirv.h"
 #include "fusec/engine/OnnxIO.h"
 #include "fusec/engine/Planner.h"
 #include "fusec/engine/Rewriter.h"
@@ -115,6 +118,45 @@ bool wants(const CompileOptions& o, const std::string& what) {
   return std::find(o.emit.begin(), o.emit.end(), what) != o.emit.end();
 }
 
+/// Writes DIR/kernels/<group>.cl (and .spv, validated) for every group a
+/// generated kernel family covers; says which groups have no family yet.
+/// Returns false after printing an error.
+bool emitKernels(const CompileOptions& o, const Session& s, const Plan& plan, std::string& summary) {
+  const std::filesystem::path dir = std::filesystem::path(o.outDir) / "kernels";
+  std::filesystem::create_directories(dir);
+  size_t written = 0, validated = 0;
+  std::map<std::string, size_t> missing;
+  for (const Group& grp : plan.groups) {
+    std::string ops;
+    for (NodeRef n : grp.nodes) ops += (ops.empty() ? "" : ", ") + s.graph.node(n).op.str();
+    const std::string comment = "fusec kernel " + grp.name + " (family " + grp.kernel +
+                                (grp.rule ? ", rule " + grp.rule->name : std::string()) + "): " + ops;
+    if (grp.kernel != "pointwise") {
+      ++missing[grp.kernel];
+      continue;
+    }
+    Expected<codegen::KernelSource> k = codegen::emitPointwise(s.graph, grp.nodes, s.rules->catalog, grp.name, comment);
+    if (!k) {
+      ++missing[grp.kernel + " (" + k.error().message + ")"];
+      continue;
+    }
+    std::ofstream(dir / (grp.name + ".cl")) << k->source;
+    ++written;
+    if (!wants(o, "spirv")) continue;
+    Expected<codegen::SpirvModule> spv = codegen::compileToSpirv(k->source, k->name);
+    if (!spv) {
+      std::cerr << "error: " << spv.error().message << "\n";
+      return false;
+    }
+    std::ofstream(dir / (grp.name + ".spv"), std::ios::binary)
+        .write(reinterpret_cast<const char*>(spv->words.data()), static_cast<std::streamsize>(spv->words.size() * 4));
+    ++validated;
+  }
+  summary = fmt::format("\nkernels: {} OpenCL C files, {} SPIR-V modules validated, in {}\n", written, validated, dir.string());
+  for (const auto& [family, n] : missing) summary += fmt::format("  not generated yet: {} group(s) of {}\n", n, family);
+  return true;
+}
+
 int compile(const CompileOptions& o) {
   static const std::vector<std::string> kStages = {"import", "rewrite", "plan"};
   if (!o.dumpAfter.empty() && std::find(kStages.begin(), kStages.end(), o.dumpAfter) == kStages.end()) {
@@ -122,8 +164,8 @@ int compile(const CompileOptions& o) {
     return 1;
   }
   for (const std::string& e : o.emit)
-    if (e != "onnx" && e != "plan" && e != "report") {
-      std::cerr << "error: unknown output `" << e << "`; outputs are onnx, plan, report\n";
+    if (e != "onnx" && e != "plan" && e != "report" && e != "opencl" && e != "spirv") {
+      std::cerr << "error: unknown output `" << e << "`; outputs are onnx, plan, report, opencl, spirv\n";
       return 1;
     }
   std::unique_ptr<Session> s = openSession(o.model, o.packs, o.target);
@@ -158,8 +200,10 @@ int compile(const CompileOptions& o) {
       return 1;
     }
   if (wants(o, "plan")) std::ofstream(dir / "plan.json") << planJson(s->graph, plan).dump(2) << "\n";
-  if (wants(o, "report")) std::ofstream(dir / "report.txt") << text;
-  if (o.dumpAfter.empty()) std::cout << text;
+  std::string kernels;
+  if ((wants(o, "opencl") || wants(o, "spirv")) && !emitKernels(o, *s, plan, kernels)) return 1;
+  if (wants(o, "report")) std::ofstream(dir / "report.txt") << text << kernels;
+  if (o.dumpAfter.empty()) std::cout << text << kernels;
   return 0;
 }
 
@@ -171,7 +215,8 @@ CommandRunner addCompileCommand(CLI::App& sub) {
   sub.add_option("--rules", o->packs, "rule packs (default: the target's default packs)");
   sub.add_option("--target", o->target, "target profile (.toml; default: the shipped pocl-cpu profile)");
   sub.add_option("-o,--output", o->outDir, "folder for model.fused.onnx, plan.json and report.txt");
-  sub.add_option("--emit", o->emit, "what to write: onnx, plan, report")->delimiter(',');
+  sub.add_option("--emit", o->emit, "what to write: onnx, plan, report, opencl (one .cl per group), spirv (validated)")
+      ->delimiter(',');
   sub.add_option("--dump-after", o->dumpAfter, "print the graph after a stage: import, rewrite, plan");
   return [o] { return compile(*o); };
 }
