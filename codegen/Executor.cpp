@@ -4,6 +4,7 @@
 #include <map>
 
 #include "fusec/codegen/Pointwise.h"
+#include "fusec/codegen/RowReduce.h"
 
 namespace fusec::codegen {
 
@@ -37,7 +38,9 @@ Expected<DeviceRun> runOnDevice(Device& device, const Graph& g, const std::vecto
     std::string ops;
     for (NodeRef n : group) ops += (ops.empty() ? "" : ", ") + g.node(n).op.str();
     const std::string name = "k" + std::to_string(index++) + "_" + g.node(group.back()).op.str();
-    Expected<KernelSource> k = emitPointwise(g, group, catalog, name, "fusec kernel " + name + ": " + ops);
+    const std::string comment = "fusec kernel " + name + ": " + ops;
+    Expected<KernelSource> k = isRowReduction(g, group.back()) ? emitRowReduce(g, group, catalog, name, comment)
+                                                                : emitPointwise(g, group, catalog, name, comment);
     if (!k) return k.error();
     for (ValueId v : k->inputs)
       if (Status st = ensure(v); !st) return st.error();
@@ -52,7 +55,7 @@ Expected<DeviceRun> runOnDevice(Device& device, const Graph& g, const std::vecto
     }
     Expected<void*> kernel = device.kernel(k->source, k->name);
     if (!kernel) return kernel.error();
-    if (Status st = device.launch(kernel.value(), args, k->globalSize, k->name); !st) return st.error();
+    if (Status st = device.launch(kernel.value(), args, k->globalSize, k->name, k->localSize); !st) return st.error();
   }
   DeviceRun run;
   Expected<std::vector<std::pair<std::string, double>>> times = device.finish();

@@ -196,7 +196,8 @@ Status Device::download(const Buffer& b, Tensor& into) {
   return Status::success();
 }
 
-Status Device::launch(void* kernel, const std::vector<KernelArg>& args, size_t globalSize, const std::string& label) {
+Status Device::launch(void* kernel, const std::vector<KernelArg>& args, size_t globalSize, const std::string& label,
+                      size_t localSize) {
   auto k = static_cast<cl_kernel>(kernel);
   for (cl_uint i = 0; i < args.size(); ++i) {
     cl_int err;
@@ -210,8 +211,8 @@ Status Device::launch(void* kernel, const std::vector<KernelArg>& args, size_t g
   }
   if (globalSize == 0) return Status::success();
   cl_event ev = nullptr;
-  cl_int err = clEnqueueNDRangeKernel(static_cast<cl_command_queue>(queue_), k, 1, nullptr, &globalSize, nullptr, 0,
-                                      nullptr, &ev);
+  cl_int err = clEnqueueNDRangeKernel(static_cast<cl_command_queue>(queue_), k, 1, nullptr, &globalSize,
+                                      localSize ? &localSize : nullptr, 0, nullptr, &ev);
   if (err != CL_SUCCESS) return Error{"cannot launch `" + label + "`: " + clError(err)};
   events_.emplace_back(label, ev);
   return Status::success();

@@ -42,7 +42,7 @@ Expected<SpirvModule> compileToSpirv(const std::string& source, const std::strin
     fs::remove_all(dir, ec);
     return Error{"kernel `" + kernelName + "`: clang-14 cannot compile it to SPIR bitcode:\n" + msg};
   }
-  if (run("llvm-spirv-14 '" + bc.string() + "' -o '" + spv.string() + "'", log) != 0) {
+  if (run("llvm-spirv-14 --spirv-max-version=1.0 '" + bc.string() + "' -o '" + spv.string() + "'", log) != 0) {
     std::string msg = readText(log);
     fs::remove_all(dir, ec);
     return Error{"kernel `" + kernelName + "`: llvm-spirv-14 failed:\n" + msg};
@@ -58,10 +58,18 @@ Expected<SpirvModule> compileToSpirv(const std::string& source, const std::strin
     messages += "word " + std::to_string(pos.index) + ": " + msg + "\n";
   });
   if (!tools.Validate(m.words)) return Error{"kernel `" + kernelName + "`: SPIR-V validation failed:\n" + messages};
+  // Most of spirv-opt's passes are written for Shader modules and skip or
+  // mis-handle Kernel ones (its CFG cleanup crashes on our reduction
+  // kernels); stripping debug information and compacting ids are safe for
+  // any module. The result is validated again.
   spvtools::Optimizer opt(SPV_ENV_OPENCL_1_2);
-  opt.RegisterSizePasses();
+  opt.RegisterPass(spvtools::CreateStripDebugInfoPass()).RegisterPass(spvtools::CreateCompactIdsPass());
   std::vector<uint32_t> optimized;
-  if (opt.Run(m.words.data(), m.words.size(), &optimized)) m.optimizedWords = optimized.size();
+  if (opt.Run(m.words.data(), m.words.size(), &optimized)) {
+    if (!tools.Validate(optimized))
+      return Error{"kernel `" + kernelName + "`: SPIR-V no longer validates after optimisation:\n" + messages};
+    m.optimizedWords = optimized.size();
+  }
   return m;
 }
 

@@ -13,6 +13,7 @@
 #include "Commands.h"
 #include "Session.h"
 #include "fusec/codegen/Pointwise.h"
+#include "fusec/codegen/RowReduce.h"
 #include "fusec/codegen/Spirv.h"
 #include "fusec/engine/OnnxIO.h"
 #include "fusec/engine/Planner.h"
@@ -131,11 +132,13 @@ bool emitKernels(const CompileOptions& o, const Session& s, const Plan& plan, st
     for (NodeRef n : grp.nodes) ops += (ops.empty() ? "" : ", ") + s.graph.node(n).op.str();
     const std::string comment = "fusec kernel " + grp.name + " (family " + grp.kernel +
                                 (grp.rule ? ", rule " + grp.rule->name : std::string()) + "): " + ops;
-    if (grp.kernel != "pointwise") {
+    if (grp.kernel != "pointwise" && grp.kernel != "row_reduce") {
       ++missing[grp.kernel];
       continue;
     }
-    Expected<codegen::KernelSource> k = codegen::emitPointwise(s.graph, grp.nodes, s.rules->catalog, grp.name, comment);
+    Expected<codegen::KernelSource> k =
+        grp.kernel == "row_reduce" ? codegen::emitRowReduce(s.graph, grp.nodes, s.rules->catalog, grp.name, comment)
+                                   : codegen::emitPointwise(s.graph, grp.nodes, s.rules->catalog, grp.name, comment);
     if (!k) {
       ++missing[grp.kernel + " (" + k.error().message + ")"];
       continue;

@@ -7,6 +7,8 @@
 #include "TestUtil.h"
 #include "fusec/codegen/Executor.h"
 #include "fusec/codegen/Pointwise.h"
+#include "fusec/codegen/RowReduce.h"
+#include "fusec/engine/Planner.h"
 #include "fusec/codegen/Spirv.h"
 
 using namespace fusec;
@@ -101,4 +103,42 @@ TEST_CASE("ops outside the pointwise family say so") {
   REQUIRE_FALSE(k.ok());
   CHECK(k.error().message.find("kernel `oops` does not build") == 0);
   CHECK(k.error().message.find("--- source ---") != std::string::npos);
+}
+
+TEST_CASE("row reductions with fused prologues match the interpreter") {
+  std::unique_ptr<RuleSet> core = test::loadShippedPack("core.fuse");
+  Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
+  REQUIRE(target.ok());
+  // Residual add + LayerNorm, and scale + mask + softmax: the core pack's
+  // row_reduce rules; rows longer than the work-group (100 > 64).
+  Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[6,100] x, float[6,100] skip, float[100] gamma, float[100] beta, float[6,100] mask, float scale = {0.125})
+  => (float[6,100] y, float[6,100] p, float[6,1] m) {
+  r = Add (x, skip)
+  y = LayerNormalization <epsilon = 0.001> (r, gamma, beta)
+  s = Mul (x, scale)
+  a = Add (s, mask)
+  p = Softmax <axis = -1> (a)
+  m = ReduceMean <axes = [-1]> (x)
+}
+)");
+  std::vector<Tensor> inputs = {randomTensor({6, 100}, 1), randomTensor({6, 100}, 2), randomTensor({100}, 3),
+                                randomTensor({100}, 4), randomTensor({6, 100}, 5)};
+  std::vector<Tensor> reference = test::run(g, inputs);
+  Plan plan = planFusion(g, *core, target.value());
+  std::vector<std::vector<NodeRef>> groups;
+  for (const Group& grp : plan.groups) groups.push_back(grp.nodes);
+  CHECK(groups.size() == 3);  // add+layernorm, mul+add+softmax, reducemean
+  Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, groups, core->catalog, inputs);
+  REQUIRE_MESSAGE(run.ok(), run.error().message);
+  CHECK(run->kernelTimes.size() == 3);
+  for (size_t i = 0; i < reference.size(); ++i) test::checkClose(run->outputs[i], reference[i], 1e-4f);
+  // Every one of them is valid SPIR-V.
+  for (const Group& grp : plan.groups) {
+    Expected<codegen::KernelSource> k = codegen::emitRowReduce(g, grp.nodes, core->catalog, grp.name, grp.name);
+    REQUIRE_MESSAGE(k.ok(), k.error().message);
+    INFO(k->source);
+    Expected<codegen::SpirvModule> spv = codegen::compileToSpirv(k->source, k->name);
+    CHECK_MESSAGE(spv.ok(), spv.error().message);
+  }
 }

@@ -65,8 +65,10 @@ class Device {
   Expected<Buffer> allocate(size_t bytes);
   Status download(const Buffer& b, Tensor& into);
 
-  /// Enqueues a 1-D launch; the event is kept for timing.
-  Status launch(void* kernel, const std::vector<KernelArg>& args, size_t globalSize, const std::string& label);
+  /// Enqueues a 1-D launch (`localSize` 0: the runtime chooses); the event
+  /// is kept for timing.
+  Status launch(void* kernel, const std::vector<KernelArg>& args, size_t globalSize, const std::string& label,
+                size_t localSize = 0);
   /// Waits for everything enqueued; returns (label, seconds) per launch since
   /// the last call, measured by profiling events.
   Expected<std::vector<std::pair<std::string, double>>> finish();

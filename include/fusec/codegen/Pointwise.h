@@ -19,6 +19,7 @@ struct KernelSource {
   std::vector<ValueId> inputs;  ///< buffer arguments, in order
   std::vector<ValueId> outputs; ///< buffer arguments after the inputs
   size_t globalSize = 0;        ///< work-items: elements of the output
+  size_t localSize = 0;         ///< work-group size; 0 leaves it to the runtime
 };
 
 /// Generates the kernel for `members` (in topological order). Errors are

@@ -15,7 +15,7 @@ namespace fusec::codegen {
 
 struct SpirvModule {
   std::vector<uint32_t> words;  ///< validated SPIR-V
-  size_t optimizedWords = 0;    ///< size after spvtools::Optimizer's size passes
+  size_t optimizedWords = 0;    ///< size after stripping debug info and compacting ids (validated too)
 };
 
 /// Compiles one kernel's OpenCL C source. A compiler or validation failure is
