@@ -8,6 +8,7 @@
 #include "fusec/codegen/Executor.h"
 #include "fusec/codegen/Pointwise.h"
 #include "fusec/codegen/RowReduce.h"
+#include "fusec/codegen/IndexMap.h"
 #include "fusec/engine/Planner.h"
 #include "fusec/codegen/Spirv.h"
 
@@ -136,6 +137,31 @@ g (float[6,100] x, float[6,100] skip, float[100] gamma, float[100] beta, float[6
   // Every one of them is valid SPIR-V.
   for (const Group& grp : plan.groups) {
     Expected<codegen::KernelSource> k = codegen::emitRowReduce(g, grp.nodes, core->catalog, grp.name, grp.name);
+    REQUIRE_MESSAGE(k.ok(), k.error().message);
+    INFO(k->source);
+    Expected<codegen::SpirvModule> spv = codegen::compileToSpirv(k->source, k->name);
+    CHECK_MESSAGE(spv.ok(), spv.error().message);
+  }
+}
+
+TEST_CASE("data movement kernels copy by bits and are valid SPIR-V") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[2,3,4] x, int64[2] idx = {2, -1}, int64[6] pads = {0, 1, 0, 0, 1, 0}) => (float[4,3,2] t, float[2,2,4] gth,
+   float[4,3,4] cat, float[2,5,4] pad) {
+  t = Transpose (x)
+  gth = Gather <axis = 1> (x, idx)
+  cat = Concat <axis = 0> (x, x)
+  pad = Pad (x, pads)
+}
+)");
+  std::vector<Tensor> inputs = {randomTensor({2, 3, 4}, 9)};
+  std::vector<Tensor> reference = test::run(g, inputs);
+  Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, codegen::singleNodeGroups(g), ops->catalog, inputs);
+  REQUIRE_MESSAGE(run.ok(), run.error().message);
+  for (size_t i = 0; i < reference.size(); ++i) CHECK(run->outputs[i] == reference[i]);  // bit-exact
+  for (NodeRef n : g.nodes()) {
+    Expected<codegen::KernelSource> k = codegen::emitIndexMap(g, {n}, "k_" + g.node(n).op.str(), g.node(n).op.str());
     REQUIRE_MESSAGE(k.ok(), k.error().message);
     INFO(k->source);
     Expected<codegen::SpirvModule> spv = codegen::compileToSpirv(k->source, k->name);

@@ -1,0 +1,270 @@
+/// The index_map family; see IndexMap.h.
+#include "fusec/codegen/IndexMap.h"
+
+#include <set>
+#include <sstream>
+
+namespace fusec::codegen {
+namespace {
+
+/// The unsigned type of an element's bits.
+std::string bitsType(DType t) {
+  switch (dtypeSize(t)) {
+    case 1: return "uchar";
+    case 2: return "ushort";
+    case 4: return "uint";
+    case 8: return "ulong";
+    default: return "";
+  }
+}
+
+Shape strides(const Shape& s) {
+  Shape st(s.size(), 1);
+  for (size_t d = s.size(); d-- > 1;) st[d - 1] = st[d] * s[d];
+  return st;
+}
+
+std::vector<int64_t> constInts(const Graph& g, const NodeData& d, size_t i) {
+  if (i >= d.inputs.size() || d.inputs[i] == kNoValue) return {};
+  if (!g.isConstant(d.inputs[i])) throw UserError{"operand " + std::to_string(i) + " must be a constant", true};
+  return g.value(d.inputs[i]).constant->toInt64s();
+}
+
+std::vector<int64_t> intsAttr(const NodeData& d, const char* name) {
+  const Attribute* a = d.attr(name);
+  return a && std::holds_alternative<std::vector<int64_t>>(*a) ? std::get<std::vector<int64_t>>(*a) : std::vector<int64_t>{};
+}
+
+int64_t intAttr(const NodeData& d, const char* name, int64_t def) {
+  const Attribute* a = d.attr(name);
+  return a && std::holds_alternative<int64_t>(*a) ? std::get<int64_t>(*a) : def;
+}
+
+/// Source offset expressions per op, in terms of output coordinates c0..cN.
+class Builder {
+ public:
+  Builder(const Graph& g, const NodeData& d) : g_(g), d_(d) {}
+
+  /// Fills `body` with statements that store the element into out0[i].
+  void build(std::ostringstream& body) {
+    const std::string op = d_.op.str();
+    if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze") {
+      body << "  out0[i] = in0[i];  // same elements, new shape\n";
+      return;
+    }
+    const Shape out = shapeOf(d_.outputs[0]);
+    const Shape os = strides(out);
+    for (size_t k = 0; k < out.size(); ++k)
+      body << "  const long c" << k << " = (i / " << os[k] << "L) % " << std::max<int64_t>(out[k], 1) << "L;\n";
+    const Shape in = shapeOf(d_.inputs[0]);
+    const Shape is = strides(in);
+    if (op == "Transpose") {
+      std::vector<int64_t> perm = intsAttr(d_, "perm");
+      if (perm.empty())
+        for (int64_t k = static_cast<int64_t>(in.size()) - 1; k >= 0; --k) perm.push_back(k);
+      std::string off = "0";
+      for (size_t k = 0; k < perm.size(); ++k) off += " + c" + std::to_string(k) + " * " + std::to_string(is[perm[k]]) + "L";
+      body << "  out0[i] = in0[" << off << "];\n";
+      return;
+    }
+    if (op == "Expand" || op == "Tile") {
+      const size_t lead = out.size() - in.size();
+      std::string off = "0";
+      for (size_t k = 0; k < in.size(); ++k) {
+        const std::string c = "c" + std::to_string(k + lead);
+        const std::string coord = in[k] == 1 ? "0" : op == "Tile" ? "(" + c + " % " + std::to_string(in[k]) + "L)" : c;
+        off += " + " + coord + " * " + std::to_string(is[k]) + "L";
+      }
+      body << "  out0[i] = in0[" << off << "];\n";
+      return;
+    }
+    if (op == "Slice") {
+      std::vector<int64_t> starts = constInts(g_, d_, 1), axes = constInts(g_, d_, 3), steps = constInts(g_, d_, 4);
+      if (axes.empty())
+        for (size_t k = 0; k < starts.size(); ++k) axes.push_back(static_cast<int64_t>(k));
+      if (steps.empty()) steps.assign(starts.size(), 1);
+      const std::vector<int64_t> ends = constInts(g_, d_, 2);
+      std::vector<int64_t> begin(in.size(), 0), step(in.size(), 1);
+      for (size_t k = 0; k < starts.size(); ++k) {
+        const int64_t a = axes[k] < 0 ? axes[k] + static_cast<int64_t>(in.size()) : axes[k];
+        const int64_t dim = in[static_cast<size_t>(a)], s = steps[k];
+        int64_t b = starts[k] < 0 ? starts[k] + dim : starts[k];
+        b = s > 0 ? std::clamp<int64_t>(b, 0, dim) : std::clamp<int64_t>(b, 0, dim - 1);
+        begin[static_cast<size_t>(a)] = b;
+        step[static_cast<size_t>(a)] = s;
+        (void)ends;  // the output shape already encodes where the slice ends
+      }
+      std::string off = "0";
+      for (size_t k = 0; k < in.size(); ++k)
+        off += " + (" + std::to_string(begin[k]) + "L + c" + std::to_string(k) + " * " + std::to_string(step[k]) + "L) * " +
+               std::to_string(is[k]) + "L";
+      body << "  out0[i] = in0[" << off << "];\n";
+      return;
+    }
+    if (op == "Concat") {
+      int64_t axis = intAttr(d_, "axis", 0);
+      if (axis < 0) axis += static_cast<int64_t>(out.size());
+      int64_t start = 0;
+      for (size_t j = 0; j < d_.inputs.size(); ++j) {
+        const Shape s = shapeOf(d_.inputs[j]);
+        const Shape st = strides(s);
+        const int64_t len = s[static_cast<size_t>(axis)];
+        std::string off = "0";
+        for (size_t k = 0; k < s.size(); ++k) {
+          const std::string c = "c" + std::to_string(k);
+          off += " + " + (static_cast<int64_t>(k) == axis ? "(" + c + " - " + std::to_string(start) + "L)" : c) + " * " +
+                 std::to_string(st[k]) + "L";
+        }
+        body << "  " << (j ? "else " : "") << "if (c" << axis << " < " << start + len << "L) out0[i] = in" << j << "[" << off
+             << "];\n";
+        start += len;
+      }
+      return;
+    }
+    if (op == "Gather") {
+      int64_t axis = intAttr(d_, "axis", 0);
+      if (axis < 0) axis += static_cast<int64_t>(in.size());
+      const Shape ishape = shapeOf(d_.inputs[1]);
+      const Shape ist = strides(ishape);
+      std::string idx = "0";
+      for (size_t k = 0; k < ishape.size(); ++k)
+        idx += " + c" + std::to_string(static_cast<size_t>(axis) + k) + " * " + std::to_string(ist[k]) + "L";
+      body << "  long g = (long)in1[" << idx << "];\n";
+      body << "  if (g < 0) g += " << in[static_cast<size_t>(axis)] << "L;\n";
+      std::string off = "0";
+      for (size_t k = 0; k < in.size(); ++k) {
+        std::string coord;
+        if (static_cast<int64_t>(k) < axis) coord = "c" + std::to_string(k);
+        else if (static_cast<int64_t>(k) == axis) coord = "g";
+        else coord = "c" + std::to_string(k + ishape.size() - 1);
+        off += " + " + coord + " * " + std::to_string(is[k]) + "L";
+      }
+      body << "  out0[i] = in0[" << off << "];\n";
+      return;
+    }
+    if (op == "DepthToSpace" || op == "SpaceToDepth") {
+      const int64_t b = intAttr(d_, "blocksize", 1);
+      const int64_t C = in[1], H = in[2], W = in[3];
+      if (op == "DepthToSpace") {
+        const bool crd = [&] {
+          const Attribute* a = d_.attr("mode");
+          return a && std::get<std::string>(*a) == "CRD";
+        }();
+        // out [N, C/b^2, H*b, W*b]: h = c2 / b, bh = c2 % b, w = c3 / b, bw = c3 % b.
+        body << "  const long h = c2 / " << b << "L, bh = c2 % " << b << "L, w = c3 / " << b << "L, bw = c3 % " << b << "L;\n";
+        const std::string ch = crd ? "(c1 * " + std::to_string(b * b) + "L + bh * " + std::to_string(b) + "L + bw)"
+                                   : "((bh * " + std::to_string(b) + "L + bw) * " + std::to_string(C / (b * b)) + "L + c1)";
+        body << "  out0[i] = in0[((c0 * " << C << "L + " << ch << ") * " << H << "L + h) * " << W << "L + w];\n";
+      } else {
+        // out [N, C*b^2, H/b, W/b]: channel = (bh * b + bw) * C + c.
+        body << "  const long c = c1 % " << C << "L, blk = c1 / " << C << "L, bh = blk / " << b << "L, bw = blk % " << b << "L;\n";
+        body << "  out0[i] = in0[((c0 * " << C << "L + c) * " << H << "L + c2 * " << b << "L + bh) * " << W << "L + c3 * " << b
+             << "L + bw];\n";
+      }
+      return;
+    }
+    if (op == "Pad") {
+      const Attribute* mode = d_.attr("mode");
+      if (mode && std::get<std::string>(*mode) != "constant") throw UserError{"only constant Pad has a kernel path", true};
+      if (g_.info.defaultOpset() < 11) throw UserError{"Pad before opset 11 has no kernel path", true};
+      std::vector<int64_t> pads = constInts(g_, d_, 1);
+      if (d_.inputs.size() > 3 && d_.inputs[3] != kNoValue) throw UserError{"Pad with axes has no kernel path", true};
+      std::string inside = "1", off = "0";
+      for (size_t k = 0; k < in.size(); ++k) {
+        const std::string p = "(c" + std::to_string(k) + " - " + std::to_string(pads[k]) + "L)";
+        inside += " && " + p + " >= 0 && " + p + " < " + std::to_string(in[k]) + "L";
+        off += " + " + p + " * " + std::to_string(is[k]) + "L";
+      }
+      body << "  out0[i] = (" << inside << ") ? in0[" << off << "] : " << (hasFill_ ? "in2[0]" : "0") << ";\n";
+      return;
+    }
+    throw UserError{"op `" + op + "` has no index_map kernel path", true};
+  }
+
+  bool hasFill_ = false;
+
+ private:
+  Shape shapeOf(ValueId v) const {
+    const TensorType& t = g_.value(v).type;
+    if (!t.isStatic()) throw UserError{"value `" + g_.value(v).name + "` has no static shape", true};
+    return t.staticShape();
+  }
+  const Graph& g_;
+  const NodeData& d_;
+};
+
+const std::set<std::string>& ops() {
+  static const std::set<std::string> k = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Expand",
+                                          "Tile", "Slice", "Concat", "Gather", "DepthToSpace", "SpaceToDepth", "Pad"};
+  return k;
+}
+
+}  // namespace
+
+bool isIndexMapOp(const Graph& g, NodeRef n) {
+  const NodeData& d = g.node(n);
+  return d.domain.empty() && ops().count(d.op.str());
+}
+
+Expected<KernelSource> emitIndexMap(const Graph& g, const std::vector<NodeRef>& members, const std::string& name,
+                                    const std::string& comment) {
+  if (members.size() != 1 || !isIndexMapOp(g, members[0]))
+    return Error{"group `" + name + "`: index_map kernels take one data-movement op so far", true};
+  const NodeData& d = g.node(members[0]);
+  if (d.outputs.size() != 1 || d.outputs[0] == kNoValue)
+    return Error{"`" + d.op.str() + "` with several results has no kernel path", true};
+  const ValueId out = d.outputs[0];
+  const DType t = g.value(out).type.dtype;
+  const std::string type = bitsType(t);
+  if (type.empty()) return Error{"element type `" + std::string(dtypeName(t)) + "` has no kernel path", true};
+  if (!g.value(out).type.isStatic()) return Error{"value `" + g.value(out).name + "` has no static shape", true};
+  KernelSource k;
+  k.name = name;
+  k.outputs = {out};
+  k.globalSize = static_cast<size_t>(shapeNumel(g.value(out).type.staticShape()));
+  // Data operands are buffers; shape operands (constants folded into the
+  // index arithmetic) are not, except Gather's indices and Pad's fill value.
+  const std::string op = d.op.str();
+  std::ostringstream params;
+  std::vector<std::string> paramTypes;
+  auto add = [&](ValueId v, const std::string& ty) {
+    params << (k.inputs.empty() ? "" : ",\n    ") << "__global const " << ty << "* restrict in" << k.inputs.size();
+    k.inputs.push_back(v);
+  };
+  Builder b(g, d);
+  if (op == "Concat") {
+    for (ValueId v : d.inputs) add(v, type);
+  } else {
+    add(d.inputs[0], type);
+    if (op == "Gather") {
+      DType it = g.value(d.inputs[1]).type.dtype;
+      if (it != DType::Int64 && it != DType::Int32) return Error{"Gather indices must be int32 or int64", true};
+      add(d.inputs[1], it == DType::Int64 ? "long" : "int");
+    }
+    if (op == "Pad" && d.inputs.size() > 2 && d.inputs[2] != kNoValue) {
+      params << ",\n    __global const " << type << "* restrict in1_unused";  // keeps argument numbering simple
+      k.inputs.push_back(d.inputs[2]);
+      b.hasFill_ = true;
+    }
+  }
+  std::ostringstream body;
+  try {
+    b.build(body);
+  } catch (const UserError& e) {
+    return Error{e.message, e.unsupported};
+  }
+  std::string bodyText = body.str();
+  if (b.hasFill_) {
+    // The fill value is the second buffer.
+    const std::string from = "in2[0]";
+    bodyText.replace(bodyText.find(from), from.size(), "in1_unused[0]");
+  }
+  std::ostringstream src;
+  src << "// " << comment << "\n";
+  src << "__kernel void " << name << "(\n    " << params.str() << ",\n    __global " << type << "* restrict out0) {\n";
+  src << "  const long i = get_global_id(0);\n" << bodyText << "}\n";
+  k.source = src.str();
+  return k;
+}
+
+}  // namespace fusec::codegen
