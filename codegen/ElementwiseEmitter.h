@@ -130,6 +130,8 @@ class Emitter {
   }
 
   const std::map<ValueId, std::string>& vars() const { return vars_; }
+  /// Makes `v` available under `var` (computed by the surrounding kernel).
+  void bind(ValueId v, const std::string& var) { vars_[v] = var; }
 
  public:
   static std::string sanitize(const std::string& s) {

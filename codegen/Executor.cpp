@@ -6,6 +6,7 @@
 #include "fusec/codegen/Pointwise.h"
 #include "fusec/codegen/RowReduce.h"
 #include "fusec/codegen/IndexMap.h"
+#include "fusec/codegen/Gemm.h"
 
 namespace fusec::codegen {
 
@@ -40,7 +41,8 @@ Expected<DeviceRun> runOnDevice(Device& device, const Graph& g, const std::vecto
     for (NodeRef n : group) ops += (ops.empty() ? "" : ", ") + g.node(n).op.str();
     const std::string name = "k" + std::to_string(index++) + "_" + g.node(group.back()).op.str();
     const std::string comment = "fusec kernel " + name + ": " + ops;
-    Expected<KernelSource> k = isRowReduction(g, group.back())                      ? emitRowReduce(g, group, catalog, name, comment)
+    Expected<KernelSource> k = isGemmGroup(g, group)                                ? emitGemm(g, group, catalog, name, comment)
+                               : isRowReduction(g, group.back())                    ? emitRowReduce(g, group, catalog, name, comment)
                                : group.size() == 1 && isIndexMapOp(g, group.front()) ? emitIndexMap(g, group, name, comment)
                                                                                      : emitPointwise(g, group, catalog, name, comment);
     if (!k) return k.error();
