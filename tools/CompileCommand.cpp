@@ -13,6 +13,7 @@
 #include "Commands.h"
 #include "Session.h"
 #include "fusec/codegen/Pointwise.h"
+#include "fusec/codegen/Gemm.h"
 #include "fusec/codegen/IndexMap.h"
 #include "fusec/codegen/RowReduce.h"
 #include "fusec/codegen/Spirv.h"
@@ -133,12 +134,14 @@ bool emitKernels(const CompileOptions& o, const Session& s, const Plan& plan, st
     for (NodeRef n : grp.nodes) ops += (ops.empty() ? "" : ", ") + s.graph.node(n).op.str();
     const std::string comment = "fusec kernel " + grp.name + " (family " + grp.kernel +
                                 (grp.rule ? ", rule " + grp.rule->name : std::string()) + "): " + ops;
-    if (grp.kernel != "pointwise" && grp.kernel != "row_reduce" && grp.kernel != "index_map") {
+    const bool gemm = grp.kernel == "gemm_epilogue" && codegen::isGemmGroup(s.graph, grp.nodes);
+    if (grp.kernel != "pointwise" && grp.kernel != "row_reduce" && grp.kernel != "index_map" && !gemm) {
       ++missing[grp.kernel];
       continue;
     }
     Expected<codegen::KernelSource> k =
-        grp.kernel == "row_reduce"  ? codegen::emitRowReduce(s.graph, grp.nodes, s.rules->catalog, grp.name, comment)
+        gemm                        ? codegen::emitGemm(s.graph, grp.nodes, s.rules->catalog, grp.name, comment)
+        : grp.kernel == "row_reduce" ? codegen::emitRowReduce(s.graph, grp.nodes, s.rules->catalog, grp.name, comment)
         : grp.kernel == "index_map" ? codegen::emitIndexMap(s.graph, grp.nodes, grp.name, comment)
                                     : codegen::emitPointwise(s.graph, grp.nodes, s.rules->catalog, grp.name, comment);
     if (!k) {
