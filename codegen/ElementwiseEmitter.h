@@ -70,21 +70,9 @@ class Emitter {
 
   /// Values read from outside `members` and values read outside them.
   void boundary(const std::vector<NodeRef>& members, std::vector<ValueId>& inputs, std::vector<ValueId>& outputs) const {
-    std::set<NodeRef> inside(members.begin(), members.end());
-    for (NodeRef n : members) {
-      const NodeData& d = g_.node(n);
-      for (ValueId v : d.inputs) {
-        if (v == kNoValue) continue;
-        auto p = g_.producer(v);
-        if ((!p || !inside.count(*p)) && std::find(inputs.begin(), inputs.end(), v) == inputs.end()) inputs.push_back(v);
-      }
-      for (ValueId v : d.outputs) {
-        if (v == kNoValue) continue;
-        bool escapes = g_.isGraphOutput(v);
-        for (const Use& u : g_.uses(v)) escapes |= !inside.count(u.node);
-        if (escapes) outputs.push_back(v);
-      }
-    }
+    GroupBoundary b = groupBoundary(g_, members);
+    inputs = std::move(b.inputs);
+    outputs = std::move(b.outputs);
   }
 
   /// The kernel parameters for `inputs` (`in0`, ...) and statements that

@@ -113,27 +113,12 @@ Estimate rooflineEstimate(double flops, double bytes, const Target& t) {
 
 Estimate groupEstimate(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
                        const Target& target) {
-  std::set<NodeRef> inside(members.begin(), members.end());
-  std::set<ValueId> read, written;
   double flops = 0;
-  for (NodeRef n : members) {
-    const NodeData& d = g.node(n);
-    flops += nodeFlops(g, n, catalog);
-    for (ValueId v : d.inputs) {
-      if (v == kNoValue) continue;
-      const auto& p = g.producer(v);
-      if (!p || !inside.count(*p)) read.insert(v);
-    }
-    for (ValueId v : d.outputs) {
-      if (v == kNoValue) continue;
-      bool escapes = g.isGraphOutput(v);
-      for (const Use& u : g.uses(v)) escapes |= !inside.count(u.node);
-      if (escapes) written.insert(v);
-    }
-  }
+  for (NodeRef n : members) flops += nodeFlops(g, n, catalog);
+  const GroupBoundary b = groupBoundary(g, members);
   double bytes = 0;
-  for (ValueId v : read) bytes += valueBytes(g, v);
-  for (ValueId v : written) bytes += valueBytes(g, v);
+  for (ValueId v : b.inputs) bytes += valueBytes(g, v);
+  for (ValueId v : b.outputs) bytes += valueBytes(g, v);
   return rooflineEstimate(flops, bytes, target);
 }
 

@@ -275,6 +275,27 @@ std::string Graph::describe(NodeRef n) const {
   return "'" + d.name + "' (" + d.op.str() + ")";
 }
 
+GroupBoundary groupBoundary(const Graph& g, const std::vector<NodeRef>& members) {
+  std::set<NodeRef> inside(members.begin(), members.end());
+  GroupBoundary b;
+  for (NodeRef n : members) {
+    const NodeData& d = g.node(n);
+    for (ValueId v : d.inputs) {
+      if (v == kNoValue) continue;
+      auto p = g.producer(v);
+      if ((!p || !inside.count(*p)) && std::find(b.inputs.begin(), b.inputs.end(), v) == b.inputs.end())
+        b.inputs.push_back(v);
+    }
+    for (ValueId v : d.outputs) {
+      if (v == kNoValue) continue;
+      bool escapes = g.isGraphOutput(v);
+      for (const Use& u : g.uses(v)) escapes |= !inside.count(u.node);
+      if (escapes) b.outputs.push_back(v);
+    }
+  }
+  return b;
+}
+
 // ---- private helpers --------------------------------------------------------
 
 void Graph::addEdgeFor(NodeRef consumer, uint32_t operand, ValueId v) {

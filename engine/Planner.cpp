@@ -351,25 +351,14 @@ Graph buildFusedGraph(const Graph& g, const Plan& plan) {
     std::unordered_map<NodeId, NodeRef> byId;
     for (NodeRef n : out.nodes()) byId[out.node(n).id] = n;
     for (NodeRef n : grp.nodes) members.push_back(byId.at(g.node(n).id));
-    std::set<NodeRef> inside(members.begin(), members.end());
-    std::vector<ValueId> inputs, escaping;
     std::vector<std::string> ops, names;
     for (NodeRef n : members) {
-      const NodeData& d = out.node(n);
-      ops.push_back(d.op.str());
-      names.push_back(d.name);
-      for (ValueId v : d.inputs) {
-        if (v == kNoValue) continue;
-        auto p = out.producer(v);
-        if ((!p || !inside.count(*p)) && std::find(inputs.begin(), inputs.end(), v) == inputs.end()) inputs.push_back(v);
-      }
-      for (ValueId v : d.outputs) {
-        if (v == kNoValue) continue;
-        bool escapes = out.isGraphOutput(v);
-        for (const Use& u : out.uses(v)) escapes |= !inside.count(u.node);
-        if (escapes) escaping.push_back(v);
-      }
+      ops.push_back(out.node(n).op.str());
+      names.push_back(out.node(n).name);
     }
+    const GroupBoundary boundary = groupBoundary(out, members);
+    const std::vector<ValueId>& inputs = boundary.inputs;
+    const std::vector<ValueId>& escaping = boundary.outputs;
     // Fresh values take over the escaping results, then the members go.
     std::vector<ValueId> results;
     for (ValueId v : escaping) {

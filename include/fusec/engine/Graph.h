@@ -233,4 +233,14 @@ class Graph {
   NodeId nextNodeId_ = 0;
 };
 
+/// What crosses the boundary of a group of nodes: values its members read
+/// from outside (`inputs`, in first-use order, each once) and values they
+/// produce that are read outside or are graph outputs (`outputs`, in member
+/// order). Fused kernels read and write exactly these.
+struct GroupBoundary {
+  std::vector<ValueId> inputs;
+  std::vector<ValueId> outputs;
+};
+GroupBoundary groupBoundary(const Graph& g, const std::vector<NodeRef>& members);
+
 }  // namespace fusec
