@@ -36,7 +36,9 @@ class Emitter {
   Expected<KernelSource> emit(const std::vector<NodeRef>& members, const std::string& name, const std::string& comment) {
     KernelSource k;
     k.name = name;
-    boundary(members, k.inputs, k.outputs);
+    GroupBoundary b = groupBoundary(g_, members);
+    k.inputs = std::move(b.inputs);
+    k.outputs = std::move(b.outputs);
     if (k.outputs.empty()) return Error{"group `" + name + "` computes nothing that is used", true};
     Shape space;
     if (Status st = staticShape(k.outputs[0], space); !st) return st.error();
@@ -68,18 +70,14 @@ class Emitter {
            "#define FUSEC_MAX(a, b) ((isnan(a) || (a) > (b)) ? (a) : (b))\n";
   }
 
-  /// Values read from outside `members` and values read outside them.
-  void boundary(const std::vector<NodeRef>& members, std::vector<ValueId>& inputs, std::vector<ValueId>& outputs) const {
-    GroupBoundary b = groupBoundary(g_, members);
-    inputs = std::move(b.inputs);
-    outputs = std::move(b.outputs);
-  }
-
-  /// The kernel parameters for `inputs` (`in0`, ...) and statements that
-  /// load them and compute every member's result at linear index `index` of
-  /// the iteration space `space`; results are named in vars().
+  /// The kernel parameters for `inputs` (`in<firstParam>`, ...) and
+  /// statements that load them and compute every member's result at linear
+  /// index `index` of the iteration space `space`; results are named in
+  /// vars(). With `declareCoords` false the caller has already declared the
+  /// coordinates c0, c1, ... of `index` in `space`.
   Status emitBody(const std::vector<NodeRef>& members, const std::vector<ValueId>& inputs, const Shape& space,
-                  const std::string& index, std::string& params, std::string& bodyText) {
+                  const std::string& index, std::string& params, std::string& bodyText, size_t firstParam = 0,
+                  bool declareCoords = true) {
     space_ = space;
     std::ostringstream body;
     bool needCoords = false;
@@ -88,7 +86,7 @@ class Emitter {
       if (Status st = staticShape(v, s); !st) return st;
       needCoords |= s != space && shapeNumel(s) != 1;  // scalars read element 0
     }
-    if (needCoords) {
+    if (needCoords && declareCoords) {
       Shape strides(space.size(), 1);
       for (size_t d = space.size(); d-- > 1;) strides[d - 1] = strides[d] * space[d];
       for (size_t d = 0; d < space.size(); ++d)
@@ -102,11 +100,12 @@ class Emitter {
         return Error{"value `" + g_.value(v).name + "` has element type `" + std::string(dtypeName(t)) +
                          "`; the generated kernels take float and bool",
                      true};
-      ps << (a ? ",\n    " : "") << "__global const " << cType(t) << "* restrict in" << a;
+      const std::string param = "in" + std::to_string(a + firstParam);
+      ps << (a ? ",\n    " : "") << "__global const " << cType(t) << "* restrict " << param;
       Shape s;
       (void)staticShape(v, s);
       const std::string var = "v" + std::to_string(v);
-      body << "  const " << cType(t) << " " << var << " = in" << a << "[" << offset(s, index) << "];  // "
+      body << "  const " << cType(t) << " " << var << " = " << param << "[" << offset(s, index) << "];  // "
            << sanitize(g_.value(v).name) << "\n";
       vars_[v] = var;
     }

@@ -3,12 +3,19 @@
 
 #include <map>
 
-#include "fusec/codegen/Pointwise.h"
 #include "fusec/codegen/RowReduce.h"
 #include "fusec/codegen/IndexMap.h"
 #include "fusec/codegen/Gemm.h"
 
 namespace fusec::codegen {
+
+Expected<KernelSource> emitKernel(const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog,
+                                  const std::string& name, const std::string& comment) {
+  if (isGemmGroup(g, group)) return emitGemm(g, group, catalog, name, comment);
+  if (isRowReduction(g, group.back())) return emitRowReduce(g, group, catalog, name, comment);
+  if (group.size() == 1 && isIndexMapOp(g, group.front())) return emitIndexMap(g, group, name, comment);
+  return emitPointwise(g, group, catalog, name, comment);
+}
 
 std::vector<std::vector<NodeRef>> singleNodeGroups(const Graph& g) {
   std::vector<std::vector<NodeRef>> groups;
@@ -41,10 +48,7 @@ Expected<DeviceRun> runOnDevice(Device& device, const Graph& g, const std::vecto
     for (NodeRef n : group) ops += (ops.empty() ? "" : ", ") + g.node(n).op.str();
     const std::string name = "k" + std::to_string(index++) + "_" + g.node(group.back()).op.str();
     const std::string comment = "fusec kernel " + name + ": " + ops;
-    Expected<KernelSource> k = isGemmGroup(g, group)                                ? emitGemm(g, group, catalog, name, comment)
-                               : isRowReduction(g, group.back())                    ? emitRowReduce(g, group, catalog, name, comment)
-                               : group.size() == 1 && isIndexMapOp(g, group.front()) ? emitIndexMap(g, group, name, comment)
-                                                                                     : emitPointwise(g, group, catalog, name, comment);
+    Expected<KernelSource> k = emitKernel(g, group, catalog, name, comment);
     if (!k) return k.error();
     for (ValueId v : k->inputs)
       if (Status st = ensure(v); !st) return st.error();

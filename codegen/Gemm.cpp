@@ -42,8 +42,9 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
 
   detail::Emitter e(g, catalog);
   const std::vector<NodeRef> epilogue(members.begin() + 1, members.end());
-  std::vector<ValueId> epiInputs, escaping;
-  e.boundary(epilogue, epiInputs, escaping);
+  GroupBoundary boundary = groupBoundary(g, epilogue);
+  std::vector<ValueId> epiInputs = std::move(boundary.inputs);
+  const std::vector<ValueId>& escaping = boundary.outputs;
   std::erase(epiInputs, p);  // computed by the kernel, not loaded
   // The MatMul result itself may be needed outside the group too.
   bool storeProduct = g.isGraphOutput(p);
@@ -63,21 +64,9 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
 
   e.bind(p, "acc");
   std::string epiParams, epiBody;
-  if (Status st = e.emitBody(epilogue, epiInputs, ps, "i", epiParams, epiBody); !st) return st.error();
-  // emitBody numbers its inputs from 0; the kernel's first two are A and B.
-  for (size_t j = epiInputs.size(); j-- > 0;) {
-    const std::string from = "in" + std::to_string(j), to = "in" + std::to_string(j + 2);
-    for (std::string* text : {&epiParams, &epiBody})
-      for (size_t pos = 0; (pos = text->find(from, pos)) != std::string::npos;) {
-        const char next = pos + from.size() < text->size() ? (*text)[pos + from.size()] : ' ';
-        if (std::isdigit(static_cast<unsigned char>(next))) {
-          pos += from.size();
-          continue;
-        }
-        text->replace(pos, from.size(), to);
-        pos += to.size();
-      }
-  }
+  // The epilogue's inputs follow A and B (in0, in1); the kernel declares
+  // the coordinates of the product itself.
+  if (Status st = e.emitBody(epilogue, epiInputs, ps, "i", epiParams, epiBody, 2, false); !st) return st.error();
   const Shape st = [&] {
     Shape s(ps.size(), 1);
     for (size_t d = ps.size(); d-- > 1;) s[d - 1] = s[d] * ps[d];
@@ -96,11 +85,7 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   src << "  const __global float* b = in1 + " << batchOffset(bs, K * N) << " + " << n << ";\n";
   src << "  float acc = 0.0f;\n";
   src << "  for (int k = 0; k < " << K << "; ++k) acc = fma(a[k], b[k * " << N << "], acc);\n";
-  // The epilogue's own coordinates are recomputed by emitBody only when
-  // needed; ours are already named c0.., so drop its copies.
-  std::istringstream lines(epiBody);
-  for (std::string line; std::getline(lines, line);)
-    if (line.rfind("  const int c", 0) != 0) src << line << "\n";
+  src << epiBody;
   for (size_t o = 0; o < k.outputs.size(); ++o)
     src << "  out" << o << "[i] = " << (k.outputs[o] == p ? std::string("acc") : e.vars().at(k.outputs[o])) << ";\n";
   src << "}\n";

@@ -175,7 +175,7 @@ class Builder {
         inside += " && " + p + " >= 0 && " + p + " < " + std::to_string(in[k]) + "L";
         off += " + " + p + " * " + std::to_string(is[k]) + "L";
       }
-      body << "  out0[i] = (" << inside << ") ? in0[" << off << "] : " << (hasFill_ ? "in2[0]" : "0") << ";\n";
+      body << "  out0[i] = (" << inside << ") ? in0[" << off << "] : " << (hasFill_ ? "in1[0]" : "0") << ";\n";
       return;
     }
     throw UserError{"op `" + op + "` has no index_map kernel path", true};
@@ -242,8 +242,7 @@ Expected<KernelSource> emitIndexMap(const Graph& g, const std::vector<NodeRef>& 
       add(d.inputs[1], it == DType::Int64 ? "long" : "int");
     }
     if (op == "Pad" && d.inputs.size() > 2 && d.inputs[2] != kNoValue) {
-      params << ",\n    __global const " << type << "* restrict in1_unused";  // keeps argument numbering simple
-      k.inputs.push_back(d.inputs[2]);
+      add(d.inputs[2], type);  // the fill value
       b.hasFill_ = true;
     }
   }
@@ -253,12 +252,7 @@ Expected<KernelSource> emitIndexMap(const Graph& g, const std::vector<NodeRef>& 
   } catch (const UserError& e) {
     return Error{e.message, e.unsupported};
   }
-  std::string bodyText = body.str();
-  if (b.hasFill_) {
-    // The fill value is the second buffer.
-    const std::string from = "in2[0]";
-    bodyText.replace(bodyText.find(from), from.size(), "in1_unused[0]");
-  }
+  const std::string bodyText = body.str();
   std::ostringstream src;
   src << "// " << comment << "\n";
   src << "__kernel void " << name << "(\n    " << params.str() << ",\n    __global " << type << "* restrict out0) {\n";

@@ -61,9 +61,9 @@ Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>&
   const std::vector<NodeRef> prologue(members.begin(), members.end() - 1);
 
   detail::Emitter e(g, catalog);
-  std::vector<ValueId> inputs, escaping;
-  e.boundary(prologue, inputs, escaping);
-  for (ValueId v : escaping)
+  GroupBoundary boundary = groupBoundary(g, prologue);
+  std::vector<ValueId> inputs = std::move(boundary.inputs);
+  for (ValueId v : boundary.outputs)
     if (v != x) return Error{"a prologue value used outside the group (`" + g.value(v).name + "`) has no kernel path", true};
   if (prologue.empty()) inputs = {x};
   std::string params, body;

@@ -12,10 +12,7 @@
 
 #include "Commands.h"
 #include "Session.h"
-#include "fusec/codegen/Pointwise.h"
-#include "fusec/codegen/Gemm.h"
-#include "fusec/codegen/IndexMap.h"
-#include "fusec/codegen/RowReduce.h"
+#include "fusec/codegen/Executor.h"
 #include "fusec/codegen/Spirv.h"
 #include "fusec/engine/OnnxIO.h"
 #include "fusec/engine/Planner.h"
@@ -134,18 +131,9 @@ bool emitKernels(const CompileOptions& o, const Session& s, const Plan& plan, st
     for (NodeRef n : grp.nodes) ops += (ops.empty() ? "" : ", ") + s.graph.node(n).op.str();
     const std::string comment = "fusec kernel " + grp.name + " (family " + grp.kernel +
                                 (grp.rule ? ", rule " + grp.rule->name : std::string()) + "): " + ops;
-    const bool gemm = grp.kernel == "gemm_epilogue" && codegen::isGemmGroup(s.graph, grp.nodes);
-    if (grp.kernel != "pointwise" && grp.kernel != "row_reduce" && grp.kernel != "index_map" && !gemm) {
-      ++missing[grp.kernel];
-      continue;
-    }
-    Expected<codegen::KernelSource> k =
-        gemm                        ? codegen::emitGemm(s.graph, grp.nodes, s.rules->catalog, grp.name, comment)
-        : grp.kernel == "row_reduce" ? codegen::emitRowReduce(s.graph, grp.nodes, s.rules->catalog, grp.name, comment)
-        : grp.kernel == "index_map" ? codegen::emitIndexMap(s.graph, grp.nodes, grp.name, comment)
-                                    : codegen::emitPointwise(s.graph, grp.nodes, s.rules->catalog, grp.name, comment);
+    Expected<codegen::KernelSource> k = codegen::emitKernel(s.graph, grp.nodes, s.rules->catalog, grp.name, comment);
     if (!k) {
-      ++missing[grp.kernel + " (" + k.error().message + ")"];
+      ++missing[grp.kernel];
       continue;
     }
     std::ofstream(dir / (grp.name + ".cl")) << k->source;

@@ -94,13 +94,7 @@ Expected<std::vector<Tensor>> execute(Graph& g, const Engine& engine, const std:
   std::vector<std::vector<NodeRef>> groups;
   if (engine.fuse) {
     if (Status st = inferTypes(g); !st) return st.error();
-    Plan plan = planFusion(g, *engine.rules, *engine.target);
-    for (const Group& grp : plan.groups) {
-      if (grp.nodes.size() > 1 && grp.kernel != "pointwise" && grp.kernel != "row_reduce" && grp.kernel != "gemm_epilogue")
-        for (NodeRef n : grp.nodes) groups.push_back({n});  // other families: not generated yet
-      else
-        groups.push_back(grp.nodes);
-    }
+    for (const Group& grp : planFusion(g, *engine.rules, *engine.target).groups) groups.push_back(grp.nodes);
   } else {
     groups = codegen::singleNodeGroups(g);
   }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "fusec/codegen/OpenCL.h"
+#include "fusec/codegen/Pointwise.h"
 #include "fusec/engine/Graph.h"
 #include "fusec/engine/OpCatalog.h"
 
@@ -15,6 +16,13 @@ struct DeviceRun {
   /// (kernel name, seconds) per launch, from profiling events.
   std::vector<std::pair<std::string, double>> kernelTimes;
 };
+
+/// The kernel for one group, from the family that covers it: gemm_epilogue
+/// for a MatMul with its epilogue, row_reduce for a group ending in an
+/// innermost-axis reduction, index_map for one data-movement op, pointwise
+/// otherwise. `unsupported` errors name what no family generates yet.
+Expected<KernelSource> emitKernel(const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog,
+                                  const std::string& name, const std::string& comment);
 
 /// Runs `groups` (each a list of nodes in topological order, the list in
 /// dependency order) on `device`. Groups that the kernel families cannot run
