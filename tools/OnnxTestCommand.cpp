@@ -18,7 +18,7 @@
 #include "fusec/engine/Planner.h"
 #include "fusec/engine/OnnxIO.h"
 #include "fusec/engine/Rewriter.h"
-#include "fusec/grammar/PackLoader.h"
+#include "Session.h"
 
 namespace fusec::tools {
 namespace fs = std::filesystem;
@@ -184,22 +184,18 @@ int runOnnxTests(const OnnxTestOptions& o) {
     std::sort(found.begin(), found.end());
     cases.insert(cases.end(), found.begin(), found.end());
   }
+  std::optional<Target> target;
   std::unique_ptr<RuleSet> rules;
   if (o.rewrite || o.opencl) {
-    grammar::SourceManager sources;
-    grammar::DiagnosticEngine diags(sources);
-    grammar::ast::AstContext context;
-    std::vector<std::string> packs = o.packs;
-    if (packs.empty()) packs.push_back(grammar::defaultRulesDir() + "/core.fuse");
-    rules = grammar::loadPacks(packs, sources, context, diags).rules;
-    diags.print(std::cerr);
+    target = loadTargetOrDefault("");
+    if (!target) return 1;
+    rules = loadRules(o.packs, *target);
     if (!rules) return 1;
   }
   Engine engine;
   engine.rules = o.rewrite || o.fuse ? rules.get() : nullptr;
   engine.catalog = rules.get();
   std::unique_ptr<codegen::Device> device;
-  Target target;
   if (o.opencl) {
     Expected<std::unique_ptr<codegen::Device>> d = codegen::Device::open(o.device);
     if (!d) {
@@ -209,13 +205,7 @@ int runOnnxTests(const OnnxTestOptions& o) {
     device = std::move(d.value());
     engine.device = device.get();
     engine.fuse = o.fuse;
-    Expected<Target> t = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
-    if (!t) {
-      std::cerr << t.error().message << "\n";
-      return 1;
-    }
-    target = t.value();
-    engine.target = &target;
+    engine.target = &*target;
   }
   size_t passed = 0, failed = 0, unsupported = 0;
   std::vector<std::string> passNames;

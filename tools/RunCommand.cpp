@@ -15,7 +15,7 @@
 #include "fusec/engine/OnnxIO.h"
 #include "fusec/engine/Planner.h"
 #include "fusec/engine/Rewriter.h"
-#include "fusec/grammar/PackLoader.h"
+#include "Session.h"
 #include <map>
 
 namespace fusec::tools {
@@ -57,17 +57,10 @@ bool sameOutputs(const Graph& g, const std::vector<Tensor>& got, const std::vect
 /// (or one kernel per op with --no-fuse), generated kernels, timed by
 /// profiling events.
 int runOpenCL(const RunOptions& o, const Graph& original, const std::vector<Tensor>& inputs) {
-  grammar::SourceManager sources;
-  grammar::DiagnosticEngine diags(sources);
-  grammar::ast::AstContext context;
-  const std::string rulesDir = grammar::defaultRulesDir();
-  std::unique_ptr<RuleSet> rules = grammar::loadPacks({rulesDir + "/core.fuse"}, sources, context, diags).rules;
-  diags.print(std::cerr);
-  Expected<Target> target = loadTarget(rulesDir + "/targets/pocl-cpu.toml");
-  if (!rules || !target) {
-    if (!target) std::cerr << target.error().message << "\n";
-    return 1;
-  }
+  std::optional<Target> target = loadTargetOrDefault("");
+  if (!target) return 1;
+  std::unique_ptr<RuleSet> rules = loadRules({}, *target);
+  if (!rules) return 1;
   Expected<std::unique_ptr<codegen::Device>> device = codegen::Device::open(o.device);
   if (!device) {
     std::cerr << "error: " << device.error().message << "\n";

@@ -8,24 +8,36 @@
 
 namespace fusec::tools {
 
-std::unique_ptr<Session> openSession(const std::string& model, const std::vector<std::string>& packs,
-                                     const std::string& targetPath) {
-  auto s = std::make_unique<Session>();
-  const std::string rulesDir = grammar::defaultRulesDir();
-  Expected<Target> target = loadTarget(targetPath.empty() ? rulesDir + "/targets/pocl-cpu.toml" : targetPath);
+std::optional<Target> loadTargetOrDefault(const std::string& path) {
+  Expected<Target> target = loadTarget(path.empty() ? grammar::defaultRulesDir() + "/targets/pocl-cpu.toml" : path);
   if (!target) {
     std::cerr << target.error().message << "\n";
-    return nullptr;
+    return std::nullopt;
   }
-  s->target = std::move(target.value());
-  s->packs = packs;
-  if (s->packs.empty())
-    for (const std::string& p : s->target.defaultPacks) s->packs.push_back(rulesDir + "/" + p + ".fuse");
+  return std::move(target.value());
+}
+
+std::unique_ptr<RuleSet> loadRules(const std::vector<std::string>& packs, const Target& target,
+                                   std::vector<std::string>* loaded) {
+  std::vector<std::string> files = packs;
+  if (files.empty())
+    for (const std::string& p : target.defaultPacks) files.push_back(grammar::defaultRulesDir() + "/" + p + ".fuse");
+  if (loaded) *loaded = files;
   grammar::SourceManager sources;
   grammar::DiagnosticEngine diags(sources);
   grammar::ast::AstContext context;
-  s->rules = grammar::loadPacks(s->packs, sources, context, diags).rules;
+  std::unique_ptr<RuleSet> rules = grammar::loadPacks(files, sources, context, diags).rules;
   diags.print(std::cerr);
+  return rules;
+}
+
+std::unique_ptr<Session> openSession(const std::string& model, const std::vector<std::string>& packs,
+                                     const std::string& targetPath) {
+  auto s = std::make_unique<Session>();
+  std::optional<Target> target = loadTargetOrDefault(targetPath);
+  if (!target) return nullptr;
+  s->target = std::move(*target);
+  s->rules = loadRules(packs, s->target, &s->packs);
   if (!s->rules) return nullptr;
   Expected<Graph> g = importOnnxFile(model);
   if (!g) {

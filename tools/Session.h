@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,16 @@ struct Session {
   Target target;
   std::vector<std::string> packs;  ///< files loaded
 };
+
+/// The target profile at `path`, or the shipped pocl-cpu profile when empty.
+/// Prints the error and returns nullopt on failure.
+std::optional<Target> loadTargetOrDefault(const std::string& path);
+
+/// Loads `packs` (when empty: the target's default packs from the shipped
+/// rules folder). Prints diagnostics; null on error. `loaded` receives the
+/// files used.
+std::unique_ptr<RuleSet> loadRules(const std::vector<std::string>& packs, const Target& target,
+                                   std::vector<std::string>* loaded = nullptr);
 
 /// Loads everything; prints diagnostics to stderr and returns null on error.
 std::unique_ptr<Session> openSession(const std::string& model, const std::vector<std::string>& packs,
