@@ -49,11 +49,8 @@ class RewriteBuilder {
   }
 
  private:
-  std::string freshName(const std::string& base) { return base + "_rw" + std::to_string(counter()++); }
-  static size_t& counter() {
-    static size_t n = 0;
-    return n;
-  }
+  /// Unique within the graph and the same on every run: the next value id.
+  std::string freshName(const std::string& base) { return base + "_rw" + std::to_string(g_.valueCapacity()); }
 
   ValueId constant(double v, DType like) {
     const DType dt = like == DType::Undefined || !isFloatingPoint(like) ? (like == DType::Int64 ? DType::Int64 : DType::Float32) : like;
@@ -225,13 +222,16 @@ class RewriteBuilder {
   std::vector<ValueId> built_;
 };
 
+/// Ops whose result is not a function of their operands: never folded or merged.
+bool nondeterministic(const NodeData& d) {
+  return d.op.str().rfind("Random", 0) == 0 || d.op == "Bernoulli" || d.op == "Multinomial";
+}
+
 /// Folds one node if all its operands are constants. Returns true if folded.
 Expected<bool> foldNode(Graph& g, NodeRef n) {
   const NodeData& d = g.node(n);
   if (!d.domain.empty() || !interpreterSupports(d.op.str()) || d.outputs.empty()) return false;
-  static const std::set<std::string> kNondeterministic = {"RandomUniform", "RandomNormal", "RandomUniformLike",
-                                                          "RandomNormalLike", "Bernoulli", "Multinomial"};
-  if (kNondeterministic.count(d.op.str())) return false;
+  if (nondeterministic(d)) return false;
   std::vector<const Tensor*> operands;
   for (ValueId v : d.inputs) {
     if (v == kNoValue) {
@@ -316,7 +316,7 @@ size_t eliminateCommonSubexpressions(Graph& g) {
   size_t merged = 0;
   for (NodeRef n : orderedNodes(g)) {
     const NodeData& d = g.node(n);
-    if (d.op.str().rfind("Random", 0) == 0 || d.op == "Bernoulli") continue;
+    if (nondeterministic(d)) continue;
     std::string key = d.domain + "|" + d.op.str() + "|" + attrKey(d.attrs) + "|" + std::to_string(d.outputs.size());
     for (ValueId v : d.inputs) key += "|" + operandKey(v);
     auto [it, fresh] = seen.emplace(key, n);

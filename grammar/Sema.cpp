@@ -518,9 +518,8 @@ class Checker {
         }
         bind(s, n, Binding::Kind::Value);
       }
-    std::vector<bool> consumed;
     for (const ast::PatternStmt* stmt : r.pattern) {
-      int node = compileCall(*stmt->call, s, consumed);
+      int node = compileCall(*stmt->call, s);
       if (node < 0) continue;
       PatternNode& pn = s.pattern.nodes[static_cast<size_t>(node)];
       size_t maxResults = SIZE_MAX;
@@ -538,19 +537,20 @@ class Checker {
       }
     }
     // Roots: nodes none of whose results another pattern node reads.
-    consumed.resize(s.pattern.nodes.size(), false);
+    std::vector<bool> consumed(s.pattern.nodes.size(), false);
     for (const PatternNode& pn : s.pattern.nodes)
-      for (const PatternOperand& o : pn.operands)
-        if (o.kind == PatternOperand::Kind::Binding) {
-          const int producer = s.pattern.bindings[static_cast<size_t>(o.index)].producer;
-          if (producer >= 0) consumed[static_cast<size_t>(producer)] = true;
-        }
+      for (const PatternOperand& o : pn.operands) {
+        if (o.kind == PatternOperand::Kind::Node && o.index >= 0) consumed[static_cast<size_t>(o.index)] = true;
+        if (o.kind != PatternOperand::Kind::Binding) continue;
+        const int producer = s.pattern.bindings[static_cast<size_t>(o.index)].producer;
+        if (producer >= 0) consumed[static_cast<size_t>(producer)] = true;
+      }
     for (size_t n = 0; n < s.pattern.nodes.size(); ++n)
       if (!consumed[n]) s.pattern.roots.push_back(static_cast<int>(n));
   }
 
   /// Compiles one call (and nested calls); returns its node index or -1.
-  int compileCall(const ast::PatternCall& call, Scope& s, std::vector<bool>& consumed) {
+  int compileCall(const ast::PatternCall& call, Scope& s) {
     PatternNode node;
     node.loc = loc(call.range);
     node.repeat = call.op.repeat == '+' ? PatternNode::Repeat::OneOrMore
@@ -601,12 +601,7 @@ class Checker {
       PatternOperand operand{PatternOperand::Kind::Wildcard};
       switch (a.kind) {
         case ast::PatternArg::Kind::Call: {
-          int child = compileCall(*a.call, s, consumed);
-          operand = PatternOperand{PatternOperand::Kind::Node, child};
-          if (child >= 0) {
-            if (consumed.size() <= static_cast<size_t>(child)) consumed.resize(static_cast<size_t>(child) + 1);
-            consumed[static_cast<size_t>(child)] = true;
-          }
+          operand = PatternOperand{PatternOperand::Kind::Node, compileCall(*a.call, s)};
           break;
         }
         case ast::PatternArg::Kind::Name: {
