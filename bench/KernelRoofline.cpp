@@ -1,0 +1,145 @@
+/// Benchmark: generated loop kernels against the device's measured roof, in
+/// one run. First measures the roof on this device (an FMA kernel with
+/// float16 accumulators; a triad for DRAM bandwidth), then times the gemm
+/// family on the BERT-base layer's shapes for several tilings and prints
+/// GFLOP/s and the fraction of the measured peak.
+///   build/bench/kernel_roofline
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+
+#include "fusec/codegen/Executor.h"
+#include "fusec/codegen/Gemm.h"
+#include "fusec/grammar/PackLoader.h"
+
+using namespace fusec;
+
+namespace {
+
+constexpr int kRounds = 5;
+
+Tensor randomTensor(const Shape& s, std::mt19937& rng) {
+  Tensor t(DType::Float32, s);
+  std::uniform_real_distribution<float> d(-1, 1);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
+  return t;
+}
+
+/// Best device time of `kernel` over kRounds launches with `args`.
+double bestTime(codegen::Device& device, const std::string& source, const std::string& name,
+                const std::vector<codegen::KernelArg>& args, size_t global, size_t local = 0) {
+  Expected<void*> k = device.kernel(source, name);
+  if (!k) {
+    std::fprintf(stderr, "%s\n", k.error().message.c_str());
+    std::exit(1);
+  }
+  double best = 1e30;
+  for (int r = 0; r < kRounds; ++r) {
+    if (Status st = device.launch(k.value(), args, global, name, local); !st) {
+      std::fprintf(stderr, "%s\n", st.error().message.c_str());
+      std::exit(1);
+    }
+    auto times = device.finish();
+    if (times && !times->empty()) best = std::min(best, times->front().second);
+  }
+  return best;
+}
+
+double measurePeak(codegen::Device& device) {
+  // 16 independent float16 FMA chains per work-item: 2 * 16 * 16 flops per step.
+  const char* src = R"(
+__kernel void peak(__global float* out, const int steps) {
+  float16 a0 = (float16)(get_global_id(0) * 1e-9f), a1 = a0 + 1e-3f, a2 = a0 + 2e-3f, a3 = a0 + 3e-3f;
+  float16 a4 = a0 + 4e-3f, a5 = a0 + 5e-3f, a6 = a0 + 6e-3f, a7 = a0 + 7e-3f;
+  const float16 m = (float16)(0.999f), c = (float16)(1e-4f);
+  for (int s = 0; s < steps; ++s) {
+    a0 = fma(a0, m, c); a1 = fma(a1, m, c); a2 = fma(a2, m, c); a3 = fma(a3, m, c);
+    a4 = fma(a4, m, c); a5 = fma(a5, m, c); a6 = fma(a6, m, c); a7 = fma(a7, m, c);
+  }
+  const float16 t = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
+  out[get_global_id(0)] = t.s0 + t.s1 + t.s2 + t.s3 + t.s4 + t.s5 + t.s6 + t.s7 + t.s8 + t.s9 + t.sa + t.sb + t.sc + t.sd + t.se + t.sf;
+}
+)";
+  const size_t items = 4096;
+  const int steps = 4096;
+  Expected<codegen::Buffer> out = device.allocate(items * 4);
+  const double t = bestTime(device, src, "peak", {codegen::KernelArg::of(out.value()), codegen::KernelArg::of(steps)}, items);
+  return 2.0 * 8 * 16 * steps * static_cast<double>(items) / t / 1e9;
+}
+
+double measureTriad(codegen::Device& device) {
+  const char* src = R"(
+__kernel void triad(__global float* a, __global const float* b, __global const float* c) {
+  const int i = get_global_id(0);
+  a[i] = b[i] + 0.5f * c[i];
+}
+)";
+  const size_t n = size_t{1} << 24;
+  auto a = device.allocate(n * 4), b = device.allocate(n * 4), c = device.allocate(n * 4);
+  const double t = bestTime(device, src, "triad",
+                            {codegen::KernelArg::of(a.value()), codegen::KernelArg::of(b.value()),
+                             codegen::KernelArg::of(c.value())},
+                            n);
+  return 3.0 * 4 * static_cast<double>(n) / t / 1e9;
+}
+
+}  // namespace
+
+int main() {
+  grammar::SourceManager sources;
+  grammar::DiagnosticEngine diags(sources);
+  grammar::ast::AstContext context;
+  auto ops = grammar::loadPacks({grammar::defaultRulesDir() + "/core/ops.fuse"}, sources, context, diags).rules;
+  Expected<std::unique_ptr<codegen::Device>> opened = codegen::Device::open();
+  if (!ops || !opened) {
+    std::fprintf(stderr, "%s\n", opened ? "cannot load the op catalog" : opened.error().message.c_str());
+    return 1;
+  }
+  codegen::Device& device = **opened;
+  std::printf("device: %s (%lld compute units)\n", device.info().name.c_str(),
+              static_cast<long long>(device.info().computeUnits));
+  const double peak = measurePeak(device), triad = measureTriad(device);
+  std::printf("measured roof: %.1f GFLOP/s (float16 FMA), %.1f GB/s (triad, 16Mi floats)\n\n", peak, triad);
+
+  struct Shape3 {
+    const char* what;
+    int64_t M, K, N;
+  };
+  const Shape3 shapes[] = {{"attention projection", 128, 768, 768},
+                           {"feed-forward up", 128, 768, 3072},
+                           {"feed-forward down", 128, 3072, 768},
+                           {"square 1024", 1024, 1024, 1024}};
+  const codegen::GemmTiling tilings[] = {{12, 16, 0, 0}, {8, 16, 8, 128}, {8, 16, 16, 256}, {12, 16, 8, 128}, {12, 16, 16, 256}, {6, 16, 16, 256}};
+  std::mt19937 rng(1);
+  std::printf("%-22s %-16s %-14s %10s %10s %8s\n", "gemm", "MxKxN", "tile", "ms", "GFLOP/s", "of peak");
+  for (const Shape3& s : shapes) {
+    Graph g;
+    ValueId a = g.addInput("a", TensorType::of(DType::Float32, {s.M, s.K}));
+    ValueId b = g.addInput("b", TensorType::of(DType::Float32, {s.K, s.N}));
+    ValueId c = g.addValue("c", TensorType::of(DType::Float32, {s.M, s.N}));
+    NodeRef mm = g.addNode("MatMul", {a, b}, {c});
+    g.addOutput(c);
+    auto da = device.upload(randomTensor({s.M, s.K}, rng)), db = device.upload(randomTensor({s.K, s.N}, rng));
+    auto dc = device.allocate(static_cast<size_t>(s.M * s.N) * 4);
+    const double flops = 2.0 * s.M * s.N * s.K;
+    for (const codegen::GemmTiling& t : tilings) {
+      Expected<codegen::KernelSource> k = codegen::emitGemm(g, {mm}, ops->catalog, "gemm", "bench", t);
+      if (!k) {
+        std::fprintf(stderr, "%s\n", k.error().message.c_str());
+        return 1;
+      }
+      const double sec = bestTime(device, k->source, k->name,
+                                  {codegen::KernelArg::of(da.value()), codegen::KernelArg::of(db.value()),
+                                   codegen::KernelArg::of(dc.value())},
+                                  k->globalSize, k->localSize);
+      char shape[40], tile[32];
+      std::snprintf(shape, sizeof shape, "%lldx%lldx%lld", static_cast<long long>(s.M), static_cast<long long>(s.K),
+                    static_cast<long long>(s.N));
+      std::snprintf(tile, sizeof tile, "%dx%d/%d/%d", t.rows, t.width, t.localRows, t.depth);
+      std::printf("%-22s %-16s %-14s %10.3f %10.1f %7.0f%%\n", s.what, shape, tile, sec * 1e3, flops / sec / 1e9,
+                  100.0 * flops / sec / 1e9 / peak);
+    }
+  }
+  return 0;
+}
