@@ -6,12 +6,14 @@
 #include "fusec/codegen/RowReduce.h"
 #include "fusec/codegen/IndexMap.h"
 #include "fusec/codegen/Gemm.h"
+#include "fusec/codegen/Pool.h"
 
 namespace fusec::codegen {
 
 Expected<KernelSource> emitKernel(const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog,
-                                  const std::string& name, const std::string& comment) {
-  if (isGemmGroup(g, group)) return emitGemm(g, group, catalog, name, comment);
+                                  const std::string& name, const std::string& comment, const KernelOptions& options) {
+  if (isGemmGroup(g, group)) return emitGemm(g, group, catalog, name, comment, options.gemm);
+  if (isPoolGroup(g, group)) return emitPool(g, group, catalog, name, comment);
   if (isRowReduction(g, group.back())) return emitRowReduce(g, group, catalog, name, comment);
   if (group.size() == 1 && isIndexMapOp(g, group.front())) return emitIndexMap(g, group, name, comment);
   return emitPointwise(g, group, catalog, name, comment);
@@ -25,7 +27,8 @@ std::vector<std::vector<NodeRef>> singleNodeGroups(const Graph& g) {
 }
 
 Expected<DeviceRun> runOnDevice(Device& device, const Graph& g, const std::vector<std::vector<NodeRef>>& groups,
-                                const OpCatalog& catalog, const std::vector<Tensor>& inputs) {
+                                const OpCatalog& catalog, const std::vector<Tensor>& inputs,
+                                const KernelOptions& options) {
   if (inputs.size() != g.inputs().size())
     return Error{"model takes " + std::to_string(g.inputs().size()) + " inputs, got " + std::to_string(inputs.size())};
   std::map<ValueId, Buffer> buffers;
@@ -48,7 +51,7 @@ Expected<DeviceRun> runOnDevice(Device& device, const Graph& g, const std::vecto
     for (NodeRef n : group) ops += (ops.empty() ? "" : ", ") + g.node(n).op.str();
     const std::string name = "k" + std::to_string(index++) + "_" + g.node(group.back()).op.str();
     const std::string comment = "fusec kernel " + name + ": " + ops;
-    Expected<KernelSource> k = emitKernel(g, group, catalog, name, comment);
+    Expected<KernelSource> k = emitKernel(g, group, catalog, name, comment, options);
     if (!k) return k.error();
     for (ValueId v : k->inputs)
       if (Status st = ensure(v); !st) return st.error();

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "ElementwiseEmitter.h"
+#include "fusec/engine/Window.h"
 
 namespace fusec::codegen {
 namespace {
@@ -27,16 +28,69 @@ Shape stridesOf(const Shape& s) {
 
 /// The product's geometry: A(m, k) = a[m * am + k * ak], B(k, n) = b[k * bk + n * bn]
 /// within one matrix of each operand; batch dims broadcast to the result's.
+///
+/// A Conv is the same product (implicit GEMM): A is the weights, one row per
+/// output channel of a group; B is the input seen through the window
+/// (im2col, gathered as the tiles are loaded, zero in the padding): row
+/// k = (ci, ky, kx), column n = (oy, ox). Batches are (image, group).
 struct Geometry {
   int64_t M = 1, N = 1, K = 1;
   int64_t am = 0, ak = 1, bk = 0, bn = 1;
   Shape batch;                  // the result's batch dims
   Shape aBatch, bBatch;         // each operand's batch dims (numpy broadcasting)
   float alpha = 1, beta = 1;
-  ValueId c = kNoValue;         // Gemm's addend
+  ValueId c = kNoValue;         // Gemm's addend, Conv's bias
+  bool conv = false, im2col = false;  // im2col: B needs the window gather (not a 1x1 stride-1 unpadded conv)
+  int64_t groups = 1, H = 1, Wd = 1, KH = 1, KW = 1, SH = 1, SW = 1, DH = 1, DW = 1, PH = 0, PW = 0, OW = 1;
+  int64_t aMatrix = 0, bImage = 0, bGroup = 0;  // conv operand strides per image and group
 };
 
+Expected<Geometry> convGeometry(const Graph& g, const NodeData& d) {
+  Geometry geo;
+  geo.conv = true;
+  const Shape xs = g.value(d.inputs[0]).type.staticShape(), ws = g.value(d.inputs[1]).type.staticShape();
+  if (xs.size() != 3 && xs.size() != 4) return Error{"Conv over other than 1 or 2 spatial dims has no kernel path", true};
+  if (ws.size() != xs.size()) return Error{"Conv weights must have the input's rank", true};
+  const Shape spatial(xs.begin() + 2, xs.end()), kernel(ws.begin() + 2, ws.end());
+  Expected<WindowGeometry> w = windowGeometry(d, spatial, kernel, false);
+  if (!w) return Error{"Conv `" + d.name + "`: " + w.error().message, true};
+  const bool twoD = xs.size() == 4;
+  geo.groups = intAttr(d, "group", 1);
+  const int64_t cin = xs[1], cout = ws[0];
+  if (geo.groups <= 0 || cin % geo.groups || cout % geo.groups || ws[1] != cin / geo.groups)
+    return Error{"Conv `" + d.name + "`: channels do not divide into its groups", true};
+  geo.H = twoD ? xs[2] : 1;
+  geo.Wd = xs.back();
+  geo.KH = twoD ? ws[2] : 1;
+  geo.KW = ws.back();
+  const size_t x = twoD ? 1 : 0;  // the window's index of the horizontal dim
+  if (twoD) {
+    geo.SH = w->strides[0];
+    geo.DH = w->dilations[0];
+    geo.PH = w->padBegin[0];
+  }
+  geo.SW = w->strides[x];
+  geo.DW = w->dilations[x];
+  geo.PW = w->padBegin[x];
+  geo.OW = w->out[x];
+  geo.M = cout / geo.groups;
+  geo.K = (cin / geo.groups) * geo.KH * geo.KW;
+  geo.N = w->outSize();
+  geo.am = geo.K;
+  geo.batch = {xs[0], geo.groups};
+  geo.aMatrix = geo.M * geo.K;
+  geo.bImage = cin * geo.H * geo.Wd;
+  geo.bGroup = (cin / geo.groups) * geo.H * geo.Wd;
+  const bool pointwise = geo.KH * geo.KW == 1 && geo.SH == 1 && geo.SW == 1 && geo.PH == 0 && geo.PW == 0 &&
+                         w->padEnd == Shape(w->padEnd.size(), 0);
+  geo.im2col = !pointwise;
+  geo.bk = geo.H * geo.Wd;  // a 1x1 conv reads channel planes as B's rows
+  if (d.inputs.size() > 2 && d.inputs[2] != kNoValue) geo.c = d.inputs[2];
+  return geo;
+}
+
 Expected<Geometry> geometry(const Graph& g, const NodeData& d) {
+  if (d.op == "Conv") return convGeometry(g, d);
   Geometry geo;
   const Shape as = g.value(d.inputs[0]).type.staticShape(), bs = g.value(d.inputs[1]).type.staticShape();
   if (d.op == "Gemm") {
@@ -85,12 +139,12 @@ std::string batchOffset(const Shape& operandBatch, const Shape& batch, int64_t m
 bool isGemmGroup(const Graph& g, const std::vector<NodeRef>& members) {
   if (members.empty()) return false;
   const NodeData& d = g.node(members.front());
-  return d.domain.empty() && (d.op == "MatMul" || d.op == "Gemm");
+  return d.domain.empty() && (d.op == "MatMul" || d.op == "Gemm" || d.op == "Conv");
 }
 
 Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
                                 const std::string& name, const std::string& comment, const GemmTiling& tiling) {
-  if (!isGemmGroup(g, members)) return Error{"group `" + name + "` does not start with a MatMul or Gemm", true};
+  if (!isGemmGroup(g, members)) return Error{"group `" + name + "` does not start with a MatMul, Gemm or Conv", true};
   const NodeData& mm = g.node(members.front());
   const ValueId a = mm.inputs[0], b = mm.inputs[1], p = mm.outputs[0];
   for (ValueId v : {a, b, p}) {
@@ -102,7 +156,8 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   if (!geo) return geo.error();
   const int64_t M = geo->M, N = geo->N, K = geo->K;
   const Shape ps = g.value(p).type.staticShape();
-  const int TM = tiling.rows, W = tiling.width;
+  // Few rows per group (depthwise convs): one row per tile.
+  const int TM = static_cast<int>(std::min<int64_t>(tiling.rows, M)), W = tiling.width;
   if (TM < 1 || TM > 16 || (W != 4 && W != 8 && W != 16)) return Error{"gemm tiling out of range", true};
 
   detail::Emitter e(g, catalog);
@@ -152,12 +207,31 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
 
   std::ostringstream src;
   src << "// " << comment << "\n";
+  if (geo->conv)
+    src << "// Conv as an implicit GEMM: A = weights, B = the input through the window" << (geo->im2col ? " (gathered)" : "")
+        << ", batches = images x groups.\n";
   src << "// C[" << M << "x" << N << "] = A[" << M << "x" << K << "] * B[" << K << "x" << N << "]";
   if (batches > 1) src << ", " << batches << " batches";
   src << "; each work-item computes a " << TM << "x" << W << " tile with " << vec << " accumulators";
   if (staged) src << ",\n// " << L << " work-items share a column panel of B staged in local memory " << KB << " rows at a time";
   src << ".\n" << detail::Emitter::prelude();
   src << "#define M " << M << "\n#define N " << N << "\n#define K " << K << "  // within this program only\n";
+  if (geo->im2col) {
+    const std::string iv = "int" + std::to_string(W);
+    src << "// Row k = (channel, ky, kx) of the window matrix at the lanes' window origins; zero in the padding.\n";
+    src << "inline " << vec << " fusec_im2col(const __global float* b, const int k, const " << iv << " iy0, const " << iv
+        << " ix0) {\n";
+    src << "  const int ci = k / " << geo->KH * geo->KW << ", ky = (k / " << geo->KW << ") % " << geo->KH << ", kx = k % "
+        << geo->KW << ";\n";
+    src << "  const " << iv << " iy = iy0 + ky * " << geo->DH << ", ix = ix0 + kx * " << geo->DW << ";\n";
+    src << "  const " << iv << " inside = (iy >= 0) & (iy < " << geo->H << ") & (ix >= 0) & (ix < " << geo->Wd << ");\n";
+    src << "  const " << iv << " off = select((" << iv << ")(0), ci * " << geo->H * geo->Wd << " + iy * " << geo->Wd
+        << " + ix, inside);\n";
+    src << "  const " << vec << " v = (" << vec << ")(";
+    static const char* kLanes = "0123456789abcdef";
+    for (int j = 0; j < W; ++j) src << (j ? ", " : "") << "b[off.s" << kLanes[j] << "]";
+    src << ");\n  return select((" << vec << ")(0.0f), v, inside);\n}\n";
+  }
   src << "__kernel ";
   if (staged) src << "__attribute__((reqd_work_group_size(" << L << ", 1, 1))) ";
   src << "void " << name << "(\n    __global const float* restrict in0,\n    __global const float* restrict in1";
@@ -178,8 +252,22 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   const Shape bst = stridesOf(geo->batch);
   for (size_t d = 0; d < geo->batch.size(); ++d)
     src << "  const int b" << d << " = (bt / " << bst[d] << ") % " << geo->batch[d] << ";\n";
-  src << "  const __global float* a = in0 + " << batchOffset(geo->aBatch, geo->batch, M * K) << ";\n";
-  src << "  const __global float* b = in1 + " << batchOffset(geo->bBatch, geo->batch, K * N) << ";\n";
+  if (geo->conv) {
+    // in0 is the image, in1 the weights.
+    src << "  const __global float* a = in1 + b1 * " << geo->aMatrix << ";\n";
+    src << "  const __global float* b = in0 + b0 * " << geo->bImage << " + b1 * " << geo->bGroup << ";\n";
+  } else {
+    src << "  const __global float* a = in0 + " << batchOffset(geo->aBatch, geo->batch, M * K) << ";\n";
+    src << "  const __global float* b = in1 + " << batchOffset(geo->bBatch, geo->batch, K * N) << ";\n";
+  }
+  if (geo->im2col) {
+    // Each lane's window origin in the input plane (columns past N clamped).
+    src << "  const int" << W << " lane = (int" << W << ")(";
+    for (int j = 0; j < W; ++j) src << (j ? ", " : "") << j;
+    src << ");\n  const int" << W << " col = min((int" << W << ")(n0) + lane, N - 1);\n";
+    src << "  const int" << W << " iy0 = (col / " << geo->OW << ") * " << geo->SH << " - " << geo->PH << ", ix0 = (col % "
+        << geo->OW << ") * " << geo->SW << " - " << geo->PW << ";\n";
+  }
   // Rows past M and columns past N are clamped: they compute duplicates
   // that are never stored, so the hot loop has no branches.
   for (int r = 0; r < TM; ++r)
@@ -187,6 +275,7 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   for (int r = 0; r < TM; ++r) src << "  " << vec << " acc" << r << " = (" << vec << ")(0.0f);\n";
   // B's row `k` of the panel as a vector.
   auto bRow = [&](const std::string& k, bool vectorLoad) {
+    if (geo->im2col) return "fusec_im2col(b, " + k + ", iy0, ix0)";
     if (vectorLoad) return "vload" + std::to_string(W) + "(0, b + " + k + " * " + std::to_string(geo->bk) + " + n0)";
     std::string v = "(" + vec + ")(";
     for (int j = 0; j < W; ++j)
@@ -202,8 +291,8 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   // Full panels load B by vectors where its columns are contiguous; the
   // last, partial panel gathers.
   auto panelCases = [&](const std::function<void(bool)>& body) {
-    if (contiguousB && N % W == 0) {
-      body(true);
+    if (geo->im2col || (contiguousB && N % W == 0)) {
+      body(!geo->im2col);
     } else if (contiguousB) {
       src << "  if (n0 + " << W << " <= N) {\n";
       body(true);
@@ -248,7 +337,9 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
     src << "      const int c" << d << " = (i / " << stridesOf(ps)[d] << ") % " << ps[d] << ";\n";
   src << "      float acc = tile[r * " << W << " + j];\n";
   if (geo->alpha != 1.0f) src << "      acc *= " << detail::floatLiteral(geo->alpha) << ";\n";
-  if (geo->c != kNoValue) {
+  if (geo->c != kNoValue && geo->conv) {
+    src << "      acc += in2[b1 * " << M << " + m];  // bias of the output channel\n";
+  } else if (geo->c != kNoValue) {
     const Shape cs = g.value(geo->c).type.staticShape();
     // Unidirectional broadcast of C to [M, N].
     std::string off = "0";

@@ -34,13 +34,19 @@ bool innermost(const Graph& g, const NodeData& d, int64_t rank) {
 
 }  // namespace
 
+static bool isGlobalPool(const NodeData& d) { return d.op == "GlobalAveragePool" || d.op == "GlobalMaxPool"; }
+
 bool isRowReduction(const Graph& g, NodeRef n) {
-  static const std::set<std::string> kOps = {"Softmax", "LogSoftmax", "LayerNormalization", "ReduceSum",
-                                             "ReduceMean", "ReduceMax", "ReduceMin", "ReduceL2", "ReduceSumSquare"};
+  static const std::set<std::string> kOps = {"Softmax",         "LogSoftmax",       "LayerNormalization", "ReduceSum",
+                                             "ReduceMean",      "ReduceMax",        "ReduceMin",          "ReduceL2",
+                                             "ReduceSumSquare", "GlobalAveragePool", "GlobalMaxPool"};
   const NodeData& d = g.node(n);
   if (!d.domain.empty() || !kOps.count(d.op.str()) || d.inputs.empty() || d.inputs[0] == kNoValue) return false;
   const TensorType& t = g.value(d.inputs[0]).type;
-  return t.isStatic() && !t.dims->empty() && innermost(g, d, static_cast<int64_t>(t.dims->size()));
+  if (!t.isStatic() || t.dims->empty()) return false;
+  // A global pool reduces each (image, channel) plane: contiguous rows.
+  if (isGlobalPool(d)) return t.dims->size() >= 3;
+  return innermost(g, d, static_cast<int64_t>(t.dims->size()));
 }
 
 Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
@@ -55,7 +61,8 @@ Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>&
       return Error{"`" + op + "` with its optional results used has no kernel path", true};
   const ValueId x = r.inputs[0];
   const Shape xs = g.value(x).type.staticShape();
-  const int64_t n = xs.back();
+  // The row: the innermost axis, or a global pool's spatial plane.
+  const int64_t n = isGlobalPool(r) ? shapeNumel(xs) / (xs[0] * xs[1]) : xs.back();
   if (n <= 0) return Error{"an empty row has no kernel path", true};
   const int64_t rows = shapeNumel(xs) / n;
   const std::vector<NodeRef> prologue(members.begin(), members.end() - 1);
@@ -138,13 +145,13 @@ Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>&
     const std::string bias = extras.size() > 1 ? "in" + std::to_string(inputs.size() + 1) + "[j]" : "0.0f";
     src << loop << "out0[base + j] = (" << xAt << " - mu) * inv * " << scale << " + " << bias << ";\n";
   } else {
-    const bool isMax = op == "ReduceMax", isMin = op == "ReduceMin";
+    const bool isMax = op == "ReduceMax" || op == "GlobalMaxPool", isMin = op == "ReduceMin";
     const bool squares = op == "ReduceL2" || op == "ReduceSumSquare";
     src << "  float acc = " << (isMax ? "-INFINITY" : isMin ? "INFINITY" : "0.0f") << ";\n";
     src << loop << "{ const float v = " << xAt << "; acc = "
         << (isMax ? "fmax(acc, v)" : isMin ? "fmin(acc, v)" : squares ? "acc + v * v" : "acc + v") << "; }\n";
     tree("total", isMax ? "fmax(scratch[lid], scratch[lid + s])" : isMin ? "fmin(scratch[lid], scratch[lid + s])" : sumCombine);
-    const std::string result = op == "ReduceMean" ? "total / FUSEC_N" : op == "ReduceL2" ? "sqrt(total)" : "total";
+    const std::string result = op == "ReduceMean" || op == "GlobalAveragePool" ? "total / FUSEC_N" : op == "ReduceL2" ? "sqrt(total)" : "total";
     src << "  if (lid == 0) out0[row] = " << result << ";\n";
   }
   src << "}\n";

@@ -16,42 +16,9 @@ std::vector<int64_t> attrOr(const KernelContext& ctx, const char* name, size_t n
 
 ConvGeometry convGeometry(const KernelContext& ctx, const Shape& inSpatial, const Shape& kernel,
                           bool ceilMode) {
-  const size_t k = inSpatial.size();
-  ConvGeometry g;
-  g.in = inSpatial;
-  g.kernel = kernel;
-  g.strides = attrOr(ctx, "strides", k, 1);
-  g.dilations = attrOr(ctx, "dilations", k, 1);
-  std::vector<int64_t> pads = attrOr(ctx, "pads", 2 * k, 0);
-  const std::string autoPad = ctx.attrString("auto_pad", "NOTSET");
-  g.out.resize(k);
-  g.padBegin.resize(k);
-  g.padEnd.resize(k);
-  for (size_t i = 0; i < k; ++i) {
-    if (g.strides[i] <= 0 || g.dilations[i] <= 0) ctx.fail("strides and dilations must be positive");
-    if (kernel[i] <= 0) ctx.fail("kernel sizes must be positive");
-    const int64_t extent = (kernel[i] - 1) * g.dilations[i] + 1;
-    if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
-      g.out[i] = (inSpatial[i] + g.strides[i] - 1) / g.strides[i];
-      int64_t total = std::max<int64_t>(0, (g.out[i] - 1) * g.strides[i] + extent - inSpatial[i]);
-      g.padBegin[i] = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      g.padEnd[i] = total - g.padBegin[i];
-    } else if (autoPad == "VALID" || autoPad == "NOTSET") {
-      g.padBegin[i] = autoPad == "VALID" ? 0 : pads[i];
-      g.padEnd[i] = autoPad == "VALID" ? 0 : pads[i + k];
-      const int64_t span = inSpatial[i] + g.padBegin[i] + g.padEnd[i] - extent;
-      if (span < 0)
-        ctx.fail("kernel extent " + std::to_string(extent) + " does not fit spatial size " +
-                 std::to_string(inSpatial[i]) + " (with padding)");
-      g.out[i] = (ceilMode ? (span + g.strides[i] - 1) / g.strides[i] : span / g.strides[i]) + 1;
-      // A window may not start in the end padding.
-      if (ceilMode && (g.out[i] - 1) * g.strides[i] >= inSpatial[i] + g.padBegin[i]) --g.out[i];
-    } else {
-      ctx.fail("unknown auto_pad `" + autoPad + "`");
-    }
-    if (g.out[i] <= 0) ctx.fail("output would be empty");
-  }
-  return g;
+  Expected<WindowGeometry> g = windowGeometry(ctx.node(), inSpatial, kernel, ceilMode);
+  if (!g) ctx.fail(g.error().message);
+  return std::move(g.value());
 }
 
 bool nextIndex(Shape& idx, const Shape& shape) {

@@ -3,6 +3,8 @@
 /// Private to engine/interp.
 #pragma once
 
+#include "fusec/engine/Window.h"
+
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -152,14 +154,7 @@ Tensor gatherBytes(const Tensor& in, Shape outShape, F&& sourceIndex) {
   return out;
 }
 
-/// Geometry of a sliding window over spatial dims (conv, pooling): sizes of
-/// input, kernel and output, with strides, dilations and pads.
-struct ConvGeometry {
-  Shape in, kernel, out, strides, dilations, padBegin, padEnd;
-  int64_t inSize() const { return shapeNumel(in); }
-  int64_t outSize() const { return shapeNumel(out); }
-  int64_t kernelSize() const { return shapeNumel(kernel); }
-};
+using ConvGeometry = WindowGeometry;
 /// Window geometry from the node's strides/dilations/pads/auto_pad
 /// attributes; ceilMode rounds the output size up (pooling's ceil_mode).
 ConvGeometry convGeometry(const KernelContext& ctx, const Shape& inSpatial, const Shape& kernel,

@@ -9,6 +9,7 @@
 #include "fusec/codegen/Pointwise.h"
 #include "fusec/codegen/RowReduce.h"
 #include "fusec/codegen/IndexMap.h"
+#include "fusec/codegen/Gemm.h"
 #include "fusec/engine/Planner.h"
 #include "fusec/codegen/Spirv.h"
 
@@ -93,12 +94,13 @@ TEST_CASE("generated kernels are readable and valid SPIR-V") {
 
 TEST_CASE("ops outside the pointwise family say so") {
   std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
-  Graph g = test::parse(test::model("g (float[1,1,3,3] x, float[1,1,1,1] w) => (float[1,1,3,3] y)", "y = Conv (x, w)"));
+  Graph g = test::parse(
+      test::model("g (float[1,1,3,3] x, float[1,1,1,1] w) => (float[1,1,3,3] y)", "y = ConvTranspose (x, w)"));
   Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, codegen::singleNodeGroups(g), ops->catalog,
                                                           {randomTensor({1, 1, 3, 3}, 1), randomTensor({1, 1, 1, 1}, 2)});
   REQUIRE_FALSE(run.ok());
   CHECK(run.error().unsupported);
-  CHECK(run.error().message == "op `Conv` has no pointwise kernel path");
+  CHECK(run.error().message == "op `ConvTranspose` has no pointwise kernel path");
   // A kernel that does not build shows the OpenCL build log and the source.
   Expected<void*> k = device().kernel("__kernel void oops(__global float* x) { x[0] = undefined_thing; }", "oops");
   REQUIRE_FALSE(k.ok());
@@ -166,5 +168,68 @@ g (float[2,3,4] x, int64[2] idx = {2, -1}, int64[6] pads = {0, 1, 0, 0, 1, 0}) =
     INFO(k->source);
     Expected<codegen::SpirvModule> spv = codegen::compileToSpirv(k->source, k->name);
     CHECK_MESSAGE(spv.ok(), spv.error().message);
+  }
+}
+
+TEST_CASE("convs and gemms with fused epilogues match the interpreter for every tiling") {
+  std::unique_ptr<RuleSet> core = test::loadShippedPack("core.fuse");
+  Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
+  REQUIRE(target.ok());
+  // Dense conv + bias + residual + relu (one conv_epilogue group), strided
+  // and dilated, grouped, depthwise, 1x1 (no gather), 1-D; Gemm with
+  // transposes, alpha, beta and a row addend; MatMul with broadcast batch
+  // dims and a vector operand. Sizes are not multiples of the tiles.
+  Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float[6,3,3,3] wg, float[6,1,3,3] wd,
+   float[5,6,1,1] w1, float[2,6,11] x1, float[4,6,3] wl, float[13,5] ga, float[19,13] gb, float[19] gc,
+   float[3,1,5,13] ma, float[4,13,17] mb, float[13] mv)
+  => (float[2,10,9,7] y, float[2,6,2,2] sd, float[2,6,4,3] grp, float[2,6,9,7] dw, float[2,5,9,7] pw, float[2,4,5] l,
+      float[5,19] gm, float[3,4,5,17] mm, float[3,1,5] mvec) {
+  c = Conv <pads = [1, 1, 1, 1]> (x, w, b)
+  r = Add (c, skip)
+  y = Relu (r)
+  s0 = Constant <value = int64[1] {0}> ()
+  s6 = Constant <value = int64[1] {6}> ()
+  w1_6 = Slice (w, s0, s6, s0)
+  sd = Conv <strides = [3, 2], dilations = [2, 2], pads = [1, 0, 0, 0]> (x, w1_6)
+  grp = Conv <group = 2, strides = [2, 2], pads = [0, 0, 0, 1]> (x, wg)
+  dw = Conv <group = 6, pads = [1, 1, 1, 1]> (x, wd)
+  pw = Conv (x, w1)
+  l = Conv <strides = [2], pads = [1, 0]> (x1, wl)
+  gm = Gemm <transA = 1, transB = 1, alpha = 0.5, beta = 2.0> (ga, gb, gc)
+  mm = MatMul (ma, mb)
+  mvec = MatMul (ma, mv)
+}
+)");
+  std::vector<Tensor> inputs;
+  for (ValueId v : g.inputs()) inputs.push_back(randomTensor(g.value(v).type.staticShape(), 20 + inputs.size()));
+  std::vector<Tensor> reference = test::run(g, inputs);
+  Plan plan = planFusion(g, *core, target.value());
+  std::vector<std::vector<NodeRef>> groups;
+  for (const Group& grp : plan.groups) groups.push_back(grp.nodes);
+  Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, groups, core->catalog, inputs);
+  REQUIRE_MESSAGE(run.ok(), run.error().message);
+  for (size_t i = 0; i < reference.size(); ++i) {
+    INFO(g.value(g.outputs()[i]).name);
+    test::checkClose(run->outputs[i], reference[i], 1e-4f);
+  }
+  // The first group is the conv with its whole epilogue.
+  CHECK(plan.groups.front().nodes.size() == 3);
+  // Every tiling computes the same, with and without local memory; every kernel is valid SPIR-V.
+  for (codegen::GemmTiling t : {codegen::GemmTiling{1, 4, 0, 0}, codegen::GemmTiling{5, 8, 3, 7}}) {
+    INFO("tiling " << t.rows << "x" << t.width << " local " << t.localRows << " depth " << t.depth);
+    Expected<codegen::DeviceRun> tiled = codegen::runOnDevice(device(), g, groups, core->catalog, inputs, {t});
+    REQUIRE_MESSAGE(tiled.ok(), tiled.error().message);
+    for (size_t i = 0; i < reference.size(); ++i) test::checkClose(tiled->outputs[i], reference[i], 1e-4f);
+    for (const std::vector<NodeRef>& grp : groups) {
+      if (!codegen::isGemmGroup(g, grp)) continue;
+      Expected<codegen::KernelSource> k = codegen::emitGemm(g, grp, core->catalog, "k", "k", t);
+      REQUIRE_MESSAGE(k.ok(), k.error().message);
+      INFO(k->source);
+      if (t.rows == 5) {
+        Expected<codegen::SpirvModule> spv = codegen::compileToSpirv(k->source, k->name);
+        CHECK_MESSAGE(spv.ok(), spv.error().message);
+      }
+    }
   }
 }

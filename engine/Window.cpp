@@ -1,0 +1,69 @@
+/// Sliding-window geometry; see Window.h.
+#include "fusec/engine/Window.h"
+
+#include <algorithm>
+
+namespace fusec {
+namespace {
+
+Expected<std::vector<int64_t>> intsAttr(const NodeData& node, const char* name, size_t n, int64_t def) {
+  const Attribute* a = node.attr(name);
+  if (!a) return std::vector<int64_t>(n, def);
+  const auto* v = std::get_if<std::vector<int64_t>>(a);
+  if (!v || v->size() != n)
+    return Error{"attribute `" + std::string(name) + "` must have " + std::to_string(n) + " values"};
+  return *v;
+}
+
+}  // namespace
+
+Expected<WindowGeometry> windowGeometry(const NodeData& node, const Shape& inSpatial, const Shape& kernel,
+                                        bool ceilMode) {
+  const size_t k = inSpatial.size();
+  if (kernel.size() != k)
+    return Error{"the kernel has " + std::to_string(kernel.size()) + " dims but the input has " + std::to_string(k) +
+                 " spatial dims"};
+  WindowGeometry g;
+  g.in = inSpatial;
+  g.kernel = kernel;
+  Expected<std::vector<int64_t>> strides = intsAttr(node, "strides", k, 1);
+  Expected<std::vector<int64_t>> dilations = intsAttr(node, "dilations", k, 1);
+  Expected<std::vector<int64_t>> pads = intsAttr(node, "pads", 2 * k, 0);
+  for (auto* e : {&strides, &dilations, &pads})
+    if (!*e) return e->error();
+  g.strides = strides.value();
+  g.dilations = dilations.value();
+  std::string autoPad = "NOTSET";
+  if (const Attribute* a = node.attr("auto_pad"); a && std::holds_alternative<std::string>(*a))
+    autoPad = std::get<std::string>(*a);
+  g.out.resize(k);
+  g.padBegin.resize(k);
+  g.padEnd.resize(k);
+  for (size_t i = 0; i < k; ++i) {
+    if (g.strides[i] <= 0 || g.dilations[i] <= 0) return Error{"strides and dilations must be positive"};
+    if (kernel[i] <= 0) return Error{"kernel sizes must be positive"};
+    const int64_t extent = (kernel[i] - 1) * g.dilations[i] + 1;
+    if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+      g.out[i] = (inSpatial[i] + g.strides[i] - 1) / g.strides[i];
+      int64_t total = std::max<int64_t>(0, (g.out[i] - 1) * g.strides[i] + extent - inSpatial[i]);
+      g.padBegin[i] = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      g.padEnd[i] = total - g.padBegin[i];
+    } else if (autoPad == "VALID" || autoPad == "NOTSET") {
+      g.padBegin[i] = autoPad == "VALID" ? 0 : pads.value()[i];
+      g.padEnd[i] = autoPad == "VALID" ? 0 : pads.value()[i + k];
+      const int64_t span = inSpatial[i] + g.padBegin[i] + g.padEnd[i] - extent;
+      if (span < 0)
+        return Error{"kernel extent " + std::to_string(extent) + " does not fit spatial size " +
+                     std::to_string(inSpatial[i]) + " (with padding)"};
+      g.out[i] = (ceilMode ? (span + g.strides[i] - 1) / g.strides[i] : span / g.strides[i]) + 1;
+      // A window may not start in the end padding.
+      if (ceilMode && (g.out[i] - 1) * g.strides[i] >= inSpatial[i] + g.padBegin[i]) --g.out[i];
+    } else {
+      return Error{"unknown auto_pad `" + autoPad + "`"};
+    }
+    if (g.out[i] <= 0) return Error{"output would be empty"};
+  }
+  return g;
+}
+
+}  // namespace fusec
