@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
   std::uniform_real_distribution<float> d(-1, 1);
   for (int64_t i = 0; i < n; ++i) input.data<float>()[i] = d(rng);
   auto order = g.topologicalOrder();
-  auto best = [&](const std::vector<std::vector<NodeRef>>& groups, size_t& kernels) {
+  auto best = [&](const std::vector<codegen::KernelGroup>& groups, size_t& kernels) {
     double bestTime = 1e30;
     for (int r = 0; r < 5; ++r) {
       Expected<codegen::DeviceRun> run = codegen::runOnDevice(**device, g, groups, ops->catalog, {input});

@@ -3,12 +3,25 @@
 
 #include <map>
 
-#include "fusec/codegen/RowReduce.h"
-#include "fusec/codegen/IndexMap.h"
 #include "fusec/codegen/Gemm.h"
+#include "fusec/codegen/IndexMap.h"
 #include "fusec/codegen/Pool.h"
+#include "fusec/codegen/RowReduce.h"
 
 namespace fusec::codegen {
+namespace {
+
+size_t bytesOf(const TensorType& t) { return static_cast<size_t>(shapeNumel(t.staticShape())) * dtypeSize(t.dtype); }
+
+/// A C identifier from a node name (kernel names must be identifiers).
+std::string identifier(const std::string& s) {
+  std::string out;
+  for (char c : s) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  if (out.empty() || std::isdigit(static_cast<unsigned char>(out[0]))) out = "n_" + out;
+  return out;
+}
+
+}  // namespace
 
 Expected<KernelSource> emitKernel(const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog,
                                   const std::string& name, const std::string& comment, const KernelOptions& options) {
@@ -19,74 +32,159 @@ Expected<KernelSource> emitKernel(const Graph& g, const std::vector<NodeRef>& gr
   return emitPointwise(g, group, catalog, name, comment);
 }
 
-std::vector<std::vector<NodeRef>> singleNodeGroups(const Graph& g) {
-  std::vector<std::vector<NodeRef>> groups;
-  Expected<std::vector<NodeRef>> order = g.topologicalOrder();
-  for (NodeRef n : order ? order.value() : g.nodes()) groups.push_back({n});
+std::vector<KernelGroup> planGroups(const Plan& plan) {
+  std::vector<KernelGroup> groups;
+  for (const Group& grp : plan.groups) groups.emplace_back(grp.nodes, grp.name);
   return groups;
 }
 
-Expected<DeviceRun> runOnDevice(Device& device, const Graph& g, const std::vector<std::vector<NodeRef>>& groups,
-                                const OpCatalog& catalog, const std::vector<Tensor>& inputs,
-                                const KernelOptions& options) {
+std::vector<KernelGroup> singleNodeGroups(const Graph& g) {
+  std::vector<KernelGroup> groups;
+  Expected<std::vector<NodeRef>> order = g.topologicalOrder();
+  size_t index = 0;
+  for (NodeRef n : order ? order.value() : g.nodes()) {
+    const NodeData& d = g.node(n);
+    groups.emplace_back(std::vector<NodeRef>{n}, "k" + std::to_string(index++) + "_" + identifier(d.name.empty() ? d.op.str() : d.name));
+  }
+  return groups;
+}
+
+Expected<DeviceProgram> DeviceProgram::build(Device& device, const Graph& g, const std::vector<KernelGroup>& groups,
+                                             const OpCatalog& catalog, const KernelOptions& options) {
+  DeviceProgram p(device, g);
+  // Generate every kernel first: which values each one reads and writes.
+  size_t index = 0;
+  for (const KernelGroup& group : groups) {
+    std::string ops;
+    for (NodeRef n : group.nodes) ops += (ops.empty() ? "" : ", ") + g.node(n).op.str();
+    const std::string name =
+        group.name.empty() ? "k" + std::to_string(index) + "_" + g.node(group.nodes.back()).op.str() : identifier(group.name);
+    ++index;
+    Expected<KernelSource> k = emitKernel(g, group.nodes, catalog, name, "fusec kernel " + name + ": " + ops, options);
+    if (!k) return k.error();
+    p.kernels_.push_back(std::move(k.value()));
+  }
+  // Liveness: the last kernel reading each value.
+  std::map<ValueId, size_t> lastUse;
+  for (size_t s = 0; s < p.kernels_.size(); ++s)
+    for (ValueId v : p.kernels_[s].inputs) lastUse[v] = s;
+  // Constants once; graph inputs get their own buffers, filled per run.
+  for (const KernelSource& k : p.kernels_)
+    for (ValueId v : k.inputs) {
+      if (p.constants_.count(v)) continue;
+      if (g.isConstant(v)) {
+        Expected<Buffer> b = device.upload(*g.value(v).constant);
+        if (!b) return b.error();
+        p.memory_.constants += b->bytes();
+        p.constants_.emplace(v, std::move(b.value()));
+      } else if (std::find(g.inputs().begin(), g.inputs().end(), v) != g.inputs().end()) {
+        if (!g.value(v).type.isStatic()) return Error{"input `" + g.value(v).name + "` has no static shape"};
+        Expected<Buffer> b = device.allocate(std::max<size_t>(bytesOf(g.value(v).type), 1));
+        if (!b) return b.error();
+        p.memory_.inputs += b->bytes();
+        p.constants_.emplace(v, std::move(b.value()));
+      }
+    }
+  // Intermediate values: a slot each, reusing the smallest free slot that
+  // fits once its previous value is dead. Graph outputs are never freed.
+  std::multimap<size_t, size_t> free;  // bytes -> slot
+  std::vector<size_t> slotBytes;
+  for (size_t s = 0; s < p.kernels_.size(); ++s) {
+    const KernelSource& k = p.kernels_[s];
+    for (ValueId v : k.inputs)
+      if (!p.constants_.count(v) && !p.slotOf_.count(v))
+        return Error{"value `" + g.value(v).name + "` is read before it is computed"};
+    for (ValueId v : k.outputs) {
+      const size_t bytes = std::max<size_t>(bytesOf(g.value(v).type), 1);
+      p.memory_.withoutReuse += bytes;
+      auto it = free.lower_bound(bytes);
+      if (it != free.end()) {
+        p.slotOf_[v] = it->second;
+        free.erase(it);
+      } else {
+        p.slotOf_[v] = slotBytes.size();
+        slotBytes.push_back(bytes);
+      }
+    }
+    auto release = [&](ValueId v) {
+      if (g.isGraphOutput(v)) return;
+      auto slot = p.slotOf_.find(v);
+      if (slot != p.slotOf_.end()) free.emplace(slotBytes[slot->second], slot->second);
+    };
+    for (ValueId v : k.inputs)
+      if (lastUse[v] == s) release(v);
+    for (ValueId v : k.outputs)
+      if (!lastUse.count(v)) release(v);  // written but never read by a later kernel
+  }
+  for (size_t bytes : slotBytes) {
+    Expected<Buffer> b = device.allocate(bytes);
+    if (!b) return b.error();
+    p.memory_.peak += bytes;
+    p.slots_.push_back(std::move(b.value()));
+  }
+  p.memory_.buffers = p.slots_.size();
+  for (const KernelSource& k : p.kernels_) {
+    Expected<void*> kernel = device.kernel(k.source, k.name);
+    if (!kernel) return kernel.error();
+    Step step{kernel.value(), k.inputs};
+    step.args.insert(step.args.end(), k.outputs.begin(), k.outputs.end());
+    p.steps_.push_back(std::move(step));
+  }
+  return p;
+}
+
+Buffer* DeviceProgram::bufferOf(ValueId v) {
+  if (auto it = constants_.find(v); it != constants_.end()) return &it->second;
+  if (auto it = slotOf_.find(v); it != slotOf_.end()) return &slots_[it->second];
+  return nullptr;
+}
+
+Expected<DeviceRun> DeviceProgram::run(const std::vector<Tensor>& inputs) {
+  const Graph& g = *g_;
   if (inputs.size() != g.inputs().size())
     return Error{"model takes " + std::to_string(g.inputs().size()) + " inputs, got " + std::to_string(inputs.size())};
-  std::map<ValueId, Buffer> buffers;
-  std::map<ValueId, const Tensor*> host;  // inputs and constants, for outputs that are neither computed
-  for (size_t i = 0; i < inputs.size(); ++i) host[g.inputs()[i]] = &inputs[i];
-  auto ensure = [&](ValueId v) -> Status {
-    if (buffers.count(v)) return Status::success();
-    const Tensor* t = nullptr;
-    if (auto it = host.find(v); it != host.end()) t = it->second;
-    else if (g.isConstant(v)) t = g.value(v).constant.get();
-    if (!t) return Error{"value `" + g.value(v).name + "` is read before it is computed"};
-    Expected<Buffer> b = device.upload(*t);
-    if (!b) return b.error();
-    buffers.emplace(v, std::move(b.value()));
-    return Status::success();
-  };
-  size_t index = 0;
-  for (const std::vector<NodeRef>& group : groups) {
-    std::string ops;
-    for (NodeRef n : group) ops += (ops.empty() ? "" : ", ") + g.node(n).op.str();
-    const std::string name = "k" + std::to_string(index++) + "_" + g.node(group.back()).op.str();
-    const std::string comment = "fusec kernel " + name + ": " + ops;
-    Expected<KernelSource> k = emitKernel(g, group, catalog, name, comment, options);
-    if (!k) return k.error();
-    for (ValueId v : k->inputs)
-      if (Status st = ensure(v); !st) return st.error();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const ValueId v = g.inputs()[i];
+    auto it = constants_.find(v);
+    if (it == constants_.end()) continue;  // read by no kernel
+    if (inputs[i].shape() != g.value(v).type.staticShape() || inputs[i].dtype() != g.value(v).type.dtype)
+      return Error{"input `" + g.value(v).name + "` must be " + std::string(dtypeName(g.value(v).type.dtype)) + " " +
+                   shapeToString(g.value(v).type.staticShape()) + ", got " + shapeToString(inputs[i].shape())};
+    if (Status st = device_->write(it->second, inputs[i]); !st) return st.error();
+  }
+  for (size_t s = 0; s < steps_.size(); ++s) {
     std::vector<KernelArg> args;
-    for (ValueId v : k->inputs) args.push_back(KernelArg::of(buffers.at(v)));
-    for (ValueId v : k->outputs) {
-      const TensorType& t = g.value(v).type;
-      Expected<Buffer> b = device.allocate(static_cast<size_t>(shapeNumel(t.staticShape())) * dtypeSize(t.dtype));
-      if (!b) return b.error();
-      buffers[v] = std::move(b.value());
-      args.push_back(KernelArg::of(buffers.at(v)));
-    }
-    Expected<void*> kernel = device.kernel(k->source, k->name);
-    if (!kernel) return kernel.error();
-    if (Status st = device.launch(kernel.value(), args, k->globalSize, k->name, k->localSize); !st) return st.error();
+    for (ValueId v : steps_[s].args) args.push_back(KernelArg::of(*bufferOf(v)));
+    const KernelSource& k = kernels_[s];
+    if (Status st = device_->launch(steps_[s].kernel, args, k.globalSize, k.name, k.localSize); !st) return st.error();
   }
   DeviceRun run;
-  Expected<std::vector<std::pair<std::string, double>>> times = device.finish();
+  Expected<std::vector<std::pair<std::string, double>>> times = device_->finish();
   if (!times) return times.error();
   run.kernelTimes = std::move(times.value());
   for (ValueId v : g.outputs()) {
     const TensorType& type = g.value(v).type;
-    if (auto it = buffers.find(v); it != buffers.end()) {
-      Tensor t(type.dtype, type.staticShape());
-      if (Status st = device.download(it->second, t); !st) return st.error();
-      run.outputs.push_back(std::move(t));
-    } else if (auto h = host.find(v); h != host.end()) {
-      run.outputs.push_back(*h->second);
+    if (auto i = std::find(g.inputs().begin(), g.inputs().end(), v); i != g.inputs().end()) {
+      run.outputs.push_back(inputs[static_cast<size_t>(i - g.inputs().begin())]);
     } else if (g.isConstant(v)) {
       run.outputs.push_back(*g.value(v).constant);
+    } else if (Buffer* b = bufferOf(v)) {
+      Tensor t(type.dtype, type.staticShape());
+      if (Status st = device_->download(*b, t); !st) return st.error();
+      run.outputs.push_back(std::move(t));
     } else {
       return Error{"graph output `" + g.value(v).name + "` was not computed"};
     }
   }
   return run;
+}
+
+Expected<DeviceRun> runOnDevice(Device& device, const Graph& g, const std::vector<KernelGroup>& groups,
+                                const OpCatalog& catalog, const std::vector<Tensor>& inputs,
+                                const KernelOptions& options) {
+  Expected<DeviceProgram> program = DeviceProgram::build(device, g, groups, catalog, options);
+  if (!program) return program.error();
+  return program->run(inputs);
 }
 
 }  // namespace fusec::codegen

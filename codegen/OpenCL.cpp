@@ -181,11 +181,18 @@ Expected<Buffer> Device::allocate(size_t bytes) {
 
 Expected<Buffer> Device::upload(const Tensor& t) {
   Expected<Buffer> b = allocate(t.byteSize());
-  if (!b || t.byteSize() == 0) return b;
-  cl_int err = clEnqueueWriteBuffer(static_cast<cl_command_queue>(queue_), static_cast<cl_mem>(b->handle()), CL_TRUE, 0,
+  if (!b) return b;
+  if (Status st = write(b.value(), t); !st) return st.error();
+  return b;
+}
+
+Status Device::write(Buffer& b, const Tensor& t) {
+  if (t.byteSize() == 0) return Status::success();
+  if (t.byteSize() > b.bytes()) return Error{"upload of " + std::to_string(t.byteSize()) + " bytes into a smaller buffer"};
+  cl_int err = clEnqueueWriteBuffer(static_cast<cl_command_queue>(queue_), static_cast<cl_mem>(b.handle()), CL_TRUE, 0,
                                     t.byteSize(), t.raw(), 0, nullptr, nullptr);
   if (err != CL_SUCCESS) return Error{"upload failed: " + clError(err)};
-  return b;
+  return Status::success();
 }
 
 Status Device::download(const Buffer& b, Tensor& into) {

@@ -10,5 +10,6 @@ model=$root/examples/models/resblock.onnxtxt
 # The fusion report: rewrites, fused groups, kernels and estimated traffic/time.
 "$root/build/tools/fusec" compile "$model" -o "$root/build/example-out"
 echo
-# The model run (on the reference interpreter until the OpenCL path lands).
-"$root/build/tools/fusec" run "$model" --repeat 3
+# The model on OpenCL (PoCL here), fused and one kernel per op side by side,
+# every output checked against the reference interpreter.
+"$root/build/tools/fusec" run "$model" --dim 8 --compare --check --repeat 5

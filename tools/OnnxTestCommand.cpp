@@ -91,10 +91,10 @@ struct Engine {
 /// Runs one graph the way `engine` says.
 Expected<std::vector<Tensor>> execute(Graph& g, const Engine& engine, const std::vector<Tensor>& inputs) {
   if (!engine.device) return runGraph(g, inputs);
-  std::vector<std::vector<NodeRef>> groups;
+  std::vector<codegen::KernelGroup> groups;
   if (engine.fuse) {
     if (Status st = inferTypes(g); !st) return st.error();
-    for (const Group& grp : planFusion(g, *engine.rules, *engine.target).groups) groups.push_back(grp.nodes);
+    groups = codegen::planGroups(planFusion(g, *engine.rules, *engine.target));
   } else {
     groups = codegen::singleNodeGroups(g);
   }

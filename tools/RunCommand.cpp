@@ -1,6 +1,7 @@
 /// `fusec run MODEL`: load a model, make seeded random inputs (or read them
-/// from TensorProto files), execute it and print output shapes, checksums
-/// and the time taken.
+/// from TensorProto files), compile it with the target's packs and run the
+/// generated kernels on OpenCL (or the reference interpreter), printing the
+/// time per kernel, device memory, output shapes and checksums.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -23,8 +24,9 @@ namespace {
 
 struct RunOptions {
   std::string model;
-  bool opencl = false, noFuse = false, check = false;
-  std::string device;
+  bool interpreter = false, noFuse = false, compare = false, check = false, openclFlag = false;
+  std::string device, target;
+  std::vector<std::string> rules;
   std::vector<std::string> inputFiles;
   uint64_t seed = 0;
   int repeat = 1;
@@ -53,13 +55,79 @@ bool sameOutputs(const Graph& g, const std::vector<Tensor>& got, const std::vect
   return true;
 }
 
+std::string megabytes(size_t bytes) { return fmt::format("{:.1f} MB", static_cast<double>(bytes) / 1e6); }
+
+/// One way of running the model on the device, timed.
+struct Measured {
+  std::string label;
+  size_t kernels = 0;
+  double seconds = 0;                                   // best total of the repeats
+  std::vector<std::pair<std::string, double>> perKernel;  // of the best repeat
+  codegen::MemoryPlan memory;
+  std::vector<Tensor> outputs;
+};
+
+/// Builds the program for `groups` (kernels built or taken from the cache
+/// on the first run) and keeps the best of `repeat` timed runs.
+std::optional<Measured> measure(const RunOptions& o, codegen::Device& device, const Graph& g,
+                                const std::vector<codegen::KernelGroup>& groups, const OpCatalog& catalog,
+                                const std::vector<Tensor>& inputs, const std::string& label) {
+  Expected<codegen::DeviceProgram> program = codegen::DeviceProgram::build(device, g, groups, catalog);
+  if (!program) {
+    std::cerr << "error: " << o.model << ": " << program.error().message << "\n";
+    return std::nullopt;
+  }
+  Measured m;
+  m.label = label;
+  m.kernels = program->kernels().size();
+  m.memory = program->memory();
+  m.seconds = 1e30;
+  for (int r = 0; r <= std::max(1, o.repeat); ++r) {  // run 0 warms up
+    Expected<codegen::DeviceRun> run = program->run(inputs);
+    if (!run) {
+      std::cerr << "error: " << o.model << ": " << run.error().message << "\n";
+      return std::nullopt;
+    }
+    if (r > 0 && run->totalSeconds() < m.seconds) {
+      m.seconds = run->totalSeconds();
+      m.perKernel = run->kernelTimes;
+    }
+    m.outputs = std::move(run->outputs);
+  }
+  return m;
+}
+
+void printMeasured(const Measured& m, size_t top) {
+  std::vector<std::pair<std::string, double>> sorted = m.perKernel;
+  std::sort(sorted.begin(), sorted.end(), [](auto& x, auto& y) { return x.second > y.second; });
+  fmt::print("{}: {} kernels launched, device time {:.3f} ms (profiling events)\n", m.label, m.kernels, m.seconds * 1e3);
+  for (size_t i = 0; i < sorted.size() && i < top; ++i)
+    fmt::print("  {:<44} {:>9.3f} ms {:>5.1f}%\n", sorted[i].first, sorted[i].second * 1e3, 100 * sorted[i].second / m.seconds);
+  if (sorted.size() > top) fmt::print("  ({} more)\n", sorted.size() - top);
+  fmt::print("  device memory: constants {}, intermediates {} in {} buffers ({} without reuse)\n",
+             megabytes(m.memory.constants), megabytes(m.memory.peak), m.memory.buffers, megabytes(m.memory.withoutReuse));
+}
+
+/// Gives symbolic dims of the inputs the sizes of the actual inputs and
+/// infers every shape from them: kernels are generated for static shapes.
+Status bindInputShapes(Graph& g, const std::vector<Tensor>& inputs) {
+  bool changed = false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TensorType& t = g.value(g.inputs()[i]).type;
+    if (t.isStatic()) continue;
+    t = TensorType::of(inputs[i].dtype(), inputs[i].shape());
+    changed = true;
+  }
+  return changed ? inferTypes(g) : Status::success();
+}
+
 /// The model on OpenCL: the rewrite stage, fusion planned for the target
-/// (or one kernel per op with --no-fuse), generated kernels, timed by
-/// profiling events.
+/// (and/or one kernel per op), generated kernels, timed by profiling events.
 int runOpenCL(const RunOptions& o, const Graph& original, const std::vector<Tensor>& inputs) {
-  std::optional<Target> target = loadTargetOrDefault("");
+  std::optional<Target> target = loadTargetOrDefault(o.target);
   if (!target) return 1;
-  std::unique_ptr<RuleSet> rules = loadRules({}, *target);
+  std::vector<std::string> packs;
+  std::unique_ptr<RuleSet> rules = loadRules(o.rules, *target, &packs);
   if (!rules) return 1;
   Expected<std::unique_ptr<codegen::Device>> device = codegen::Device::open(o.device);
   if (!device) {
@@ -67,55 +135,52 @@ int runOpenCL(const RunOptions& o, const Graph& original, const std::vector<Tens
     return 1;
   }
   Graph g = original.clone();
+  if (Status st = bindInputShapes(g, inputs); !st) {
+    std::cerr << "error: " << o.model << ": " << st.error().message << "\n";
+    return 1;
+  }
   if (Expected<RewriteStats> rw = runRewritePipeline(g, *rules, &target.value()); !rw) {
     std::cerr << "error: " << rw.error().message << "\n";
     return 1;
   }
   if (Status st = inferTypes(g); !st) std::cerr << "warning: " << st.error().message << "\n";
-  std::vector<std::vector<NodeRef>> groups;
-  if (o.noFuse) {
-    groups = codegen::singleNodeGroups(g);
-  } else {
-    for (const Group& grp : planFusion(g, *rules, target.value()).groups) groups.push_back(grp.nodes);
+  fmt::print("device: {} (target profile {}, {} pack{})\n", (*device)->info().name, target->name, packs.size(),
+             packs.size() == 1 ? "" : "s");
+  std::vector<Measured> runs;
+  if (!o.noFuse || o.compare) {
+    Plan plan = planFusion(g, *rules, target.value());
+    std::optional<Measured> m = measure(o, **device, g, codegen::planGroups(plan), rules->catalog, inputs, "fused");
+    if (!m) return 1;
+    runs.push_back(std::move(*m));
   }
-  // The first run builds (or loads) the kernels; the timed runs reuse them.
-  Expected<codegen::DeviceRun> run = codegen::runOnDevice(**device, g, groups, rules->catalog, inputs);
-  if (!run) {
-    std::cerr << "error: " << o.model << ": " << run.error().message << "\n";
-    return 1;
+  if (o.noFuse || o.compare) {
+    std::optional<Measured> m =
+        measure(o, **device, g, codegen::singleNodeGroups(g), rules->catalog, inputs, "one kernel per op");
+    if (!m) return 1;
+    runs.push_back(std::move(*m));
   }
-  double best = 1e30;
-  std::vector<std::pair<std::string, double>> bestTimes;
-  for (int r = 0; r < std::max(1, o.repeat); ++r) {
-    Expected<codegen::DeviceRun> timed = codegen::runOnDevice(**device, g, groups, rules->catalog, inputs);
-    if (!timed) {
-      std::cerr << "error: " << timed.error().message << "\n";
-      return 1;
-    }
-    double total = 0;
-    for (auto& [name, t] : timed->kernelTimes) total += t;
-    if (total < best) {
-      best = total;
-      bestTimes = timed->kernelTimes;
-      run = std::move(timed);
-    }
+  for (const Measured& m : runs) printMeasured(m, 10);
+  fmt::print("(best of {} runs each, after one warm-up)\n", std::max(1, o.repeat));
+  if (runs.size() == 2) {
+    const Measured &f = runs[0], &u = runs[1];
+    fmt::print("fusion: {} -> {} kernels ({:.2f}x fewer), {:.3f} -> {:.3f} ms ({:.2f}x faster), intermediates {} -> {}\n",
+               u.kernels, f.kernels, static_cast<double>(u.kernels) / static_cast<double>(f.kernels), u.seconds * 1e3,
+               f.seconds * 1e3, u.seconds / f.seconds, megabytes(u.memory.peak), megabytes(f.memory.peak));
   }
-  fmt::print("device: {} ({})\n", (*device)->info().name, o.noFuse ? "one kernel per op" : "fused");
-  std::sort(bestTimes.begin(), bestTimes.end(), [](auto& x, auto& y) { return x.second > y.second; });
-  for (size_t i = 0; i < bestTimes.size() && i < 10; ++i)
-    fmt::print("  {:<40} {:>10.3f} ms\n", bestTimes[i].first, bestTimes[i].second * 1e3);
-  for (size_t i = 0; i < run->outputs.size(); ++i)
-    fmt::print("output {:<24} {} {} checksum {:.6g}\n", g.value(g.outputs()[i]).name, dtypeName(run->outputs[i].dtype()),
-               shapeToString(run->outputs[i].shape()), checksum(run->outputs[i]));
-  fmt::print("kernels launched: {}, device time {:.3f} ms (best of {}; profiling events)\n", bestTimes.size(), best * 1e3,
-             std::max(1, o.repeat));
+  const std::vector<Tensor>& outputs = runs.front().outputs;
+  for (size_t i = 0; i < outputs.size(); ++i)
+    fmt::print("output {:<24} {} {} checksum {:.6g}\n", g.value(g.outputs()[i]).name, dtypeName(outputs[i].dtype()),
+               shapeToString(outputs[i].shape()), checksum(outputs[i]));
   if (o.check) {
     Expected<std::vector<Tensor>> reference = runGraph(original, inputs);
     if (!reference) {
       std::cerr << "error: " << reference.error().message << "\n";
       return 1;
     }
-    if (!sameOutputs(g, run->outputs, reference.value())) return 1;
+    for (const Measured& m : runs) {
+      if (runs.size() > 1) fmt::print("{}:\n", m.label);
+      if (!sameOutputs(g, m.outputs, reference.value())) return 1;
+    }
   }
   return 0;
 }
@@ -151,7 +216,7 @@ int runModel(const RunOptions& o) {
   for (size_t i = 0; i < inputs.size(); ++i)
     fmt::print("input  {:<24} {} {}{}\n", g.value(g.inputs()[i]).name, dtypeName(inputs[i].dtype()),
                shapeToString(inputs[i].shape()), i < o.inputFiles.size() ? "" : fmt::format(" (random, seed {})", o.seed));
-  if (o.opencl) return runOpenCL(o, g, inputs);
+  if (!o.interpreter) return runOpenCL(o, g, inputs);
   std::vector<Tensor> outputs;
   double best = 0;
   for (int r = 0; r < std::max(1, o.repeat); ++r) {
@@ -181,10 +246,15 @@ CommandRunner addRunCommand(CLI::App& sub) {
   sub.add_option("--seed", o->seed, "seed for random inputs");
   sub.add_option("--repeat", o->repeat, "run this many times and report the best time");
   sub.add_option("--dim", o->symbolicDim, "size used for symbolic dims of random inputs");
-  sub.add_flag("--opencl", o->opencl, "compile with the core pack and run generated kernels on an OpenCL device");
-  sub.add_flag("--no-fuse", o->noFuse, "with --opencl: one kernel per op (the same code generator)");
-  sub.add_flag("--check", o->check, "with --opencl: compare every output with the reference interpreter");
-  sub.add_option("--device", o->device, "with --opencl: the first device whose name contains this");
+  sub.add_flag("--interpreter", o->interpreter, "run on the reference interpreter instead of OpenCL");
+  sub.add_flag("--no-fuse", o->noFuse, "one kernel per op (the same code generator), to measure what fusion gives");
+  sub.add_flag("--compare", o->compare, "run fused and one kernel per op side by side and print the ratios");
+  sub.add_flag("--check", o->check, "compare every output with the reference interpreter; fail on a mismatch");
+  sub.add_option("--device", o->device, "the first OpenCL device whose name contains this");
+  sub.add_option("--target", o->target, "target profile (.toml); default: the shipped pocl-cpu profile");
+  sub.add_option("--rules", o->rules, "rule packs (default: the target's default packs)");
+  // Accepted for scripts written when OpenCL was not the default.
+  sub.add_flag("--opencl", o->openclFlag, "run on OpenCL (the default)")->group("");
   return [o] { return runModel(*o); };
 }
 

@@ -129,8 +129,7 @@ g (float[6,100] x, float[6,100] skip, float[100] gamma, float[100] beta, float[6
                                 randomTensor({100}, 4), randomTensor({6, 100}, 5)};
   std::vector<Tensor> reference = test::run(g, inputs);
   Plan plan = planFusion(g, *core, target.value());
-  std::vector<std::vector<NodeRef>> groups;
-  for (const Group& grp : plan.groups) groups.push_back(grp.nodes);
+  std::vector<codegen::KernelGroup> groups = codegen::planGroups(plan);
   CHECK(groups.size() == 3);  // add+layernorm, mul+add+softmax, reducemean
   Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, groups, core->catalog, inputs);
   REQUIRE_MESSAGE(run.ok(), run.error().message);
@@ -205,8 +204,7 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
   for (ValueId v : g.inputs()) inputs.push_back(randomTensor(g.value(v).type.staticShape(), 20 + inputs.size()));
   std::vector<Tensor> reference = test::run(g, inputs);
   Plan plan = planFusion(g, *core, target.value());
-  std::vector<std::vector<NodeRef>> groups;
-  for (const Group& grp : plan.groups) groups.push_back(grp.nodes);
+  std::vector<codegen::KernelGroup> groups = codegen::planGroups(plan);
   Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, groups, core->catalog, inputs);
   REQUIRE_MESSAGE(run.ok(), run.error().message);
   for (size_t i = 0; i < reference.size(); ++i) {
@@ -221,9 +219,9 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
     Expected<codegen::DeviceRun> tiled = codegen::runOnDevice(device(), g, groups, core->catalog, inputs, {t});
     REQUIRE_MESSAGE(tiled.ok(), tiled.error().message);
     for (size_t i = 0; i < reference.size(); ++i) test::checkClose(tiled->outputs[i], reference[i], 1e-4f);
-    for (const std::vector<NodeRef>& grp : groups) {
-      if (!codegen::isGemmGroup(g, grp)) continue;
-      Expected<codegen::KernelSource> k = codegen::emitGemm(g, grp, core->catalog, "k", "k", t);
+    for (const codegen::KernelGroup& grp : groups) {
+      if (!codegen::isGemmGroup(g, grp.nodes)) continue;
+      Expected<codegen::KernelSource> k = codegen::emitGemm(g, grp.nodes, core->catalog, "k", "k", t);
       REQUIRE_MESSAGE(k.ok(), k.error().message);
       INFO(k->source);
       if (t.rows == 5) {

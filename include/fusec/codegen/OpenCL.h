@@ -63,6 +63,8 @@ class Device {
 
   Expected<Buffer> upload(const Tensor& t);
   Expected<Buffer> allocate(size_t bytes);
+  /// Copies `t` into the start of `b` (blocking).
+  Status write(Buffer& b, const Tensor& t);
   Status download(const Buffer& b, Tensor& into);
 
   /// Enqueues a 1-D launch (`localSize` 0: the runtime chooses); the event
