@@ -2,6 +2,7 @@
 #include "fusec/codegen/Executor.h"
 
 #include <map>
+#include <set>
 
 #include "fusec/codegen/Gemm.h"
 #include "fusec/codegen/IndexMap.h"
@@ -14,6 +15,17 @@ namespace {
 size_t bytesOf(const TensorType& t) { return static_cast<size_t>(shapeNumel(t.staticShape())) * dtypeSize(t.dtype); }
 
 /// A C identifier from a node name (kernel names must be identifiers).
+/// Reshape-likes keep the bytes and their order: the result can be a view
+/// of the operand's buffer instead of a copy kernel.
+bool isView(const Graph& g, const std::vector<NodeRef>& group) {
+  if (group.size() != 1) return false;
+  const NodeData& d = g.node(group[0]);
+  static const std::set<std::string> kViews = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
+  return d.domain.empty() && kViews.count(d.op.str()) && !d.inputs.empty() && d.inputs[0] != kNoValue &&
+         d.outputs.size() == 1 && g.value(d.outputs[0]).type.isStatic() && g.value(d.inputs[0]).type.isStatic() &&
+         g.value(d.outputs[0]).type.dtype == g.value(d.inputs[0]).type.dtype;
+}
+
 std::string identifier(const std::string& s) {
   std::string out;
   for (char c : s) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
@@ -55,6 +67,11 @@ Expected<DeviceProgram> DeviceProgram::build(Device& device, const Graph& g, con
   // Generate every kernel first: which values each one reads and writes.
   size_t index = 0;
   for (const KernelGroup& group : groups) {
+    if (isView(g, group.nodes)) {
+      const NodeData& d = g.node(group.nodes[0]);
+      p.views_[d.outputs[0]] = p.resolve(d.inputs[0]);
+      continue;
+    }
     std::string ops;
     for (NodeRef n : group.nodes) ops += (ops.empty() ? "" : ", ") + g.node(n).op.str();
     const std::string name =
@@ -64,13 +81,16 @@ Expected<DeviceProgram> DeviceProgram::build(Device& device, const Graph& g, con
     if (!k) return k.error();
     p.kernels_.push_back(std::move(k.value()));
   }
-  // Liveness: the last kernel reading each value.
+  // Liveness: the last kernel reading each value (through its views).
   std::map<ValueId, size_t> lastUse;
   for (size_t s = 0; s < p.kernels_.size(); ++s)
-    for (ValueId v : p.kernels_[s].inputs) lastUse[v] = s;
+    for (ValueId v : p.kernels_[s].inputs) lastUse[p.resolve(v)] = s;
+  std::set<ValueId> pinned;  // read back after the run
+  for (ValueId v : g.outputs()) pinned.insert(p.resolve(v));
   // Constants once; graph inputs get their own buffers, filled per run.
   for (const KernelSource& k : p.kernels_)
-    for (ValueId v : k.inputs) {
+    for (ValueId input : k.inputs) {
+      const ValueId v = p.resolve(input);
       if (p.constants_.count(v)) continue;
       if (g.isConstant(v)) {
         Expected<Buffer> b = device.upload(*g.value(v).constant);
@@ -92,7 +112,7 @@ Expected<DeviceProgram> DeviceProgram::build(Device& device, const Graph& g, con
   for (size_t s = 0; s < p.kernels_.size(); ++s) {
     const KernelSource& k = p.kernels_[s];
     for (ValueId v : k.inputs)
-      if (!p.constants_.count(v) && !p.slotOf_.count(v))
+      if (!p.constants_.count(p.resolve(v)) && !p.slotOf_.count(p.resolve(v)))
         return Error{"value `" + g.value(v).name + "` is read before it is computed"};
     for (ValueId v : k.outputs) {
       const size_t bytes = std::max<size_t>(bytesOf(g.value(v).type), 1);
@@ -107,11 +127,13 @@ Expected<DeviceProgram> DeviceProgram::build(Device& device, const Graph& g, con
       }
     }
     auto release = [&](ValueId v) {
-      if (g.isGraphOutput(v)) return;
+      if (pinned.count(v)) return;
       auto slot = p.slotOf_.find(v);
       if (slot != p.slotOf_.end()) free.emplace(slotBytes[slot->second], slot->second);
     };
-    for (ValueId v : k.inputs)
+    std::set<ValueId> read;
+    for (ValueId v : k.inputs) read.insert(p.resolve(v));
+    for (ValueId v : read)
       if (lastUse[v] == s) release(v);
     for (ValueId v : k.outputs)
       if (!lastUse.count(v)) release(v);  // written but never read by a later kernel
@@ -133,7 +155,13 @@ Expected<DeviceProgram> DeviceProgram::build(Device& device, const Graph& g, con
   return p;
 }
 
+ValueId DeviceProgram::resolve(ValueId v) const {
+  for (auto it = views_.find(v); it != views_.end(); it = views_.find(v)) v = it->second;
+  return v;
+}
+
 Buffer* DeviceProgram::bufferOf(ValueId v) {
+  v = resolve(v);
   if (auto it = constants_.find(v); it != constants_.end()) return &it->second;
   if (auto it = slotOf_.find(v); it != slotOf_.end()) return &slots_[it->second];
   return nullptr;
@@ -164,10 +192,13 @@ Expected<DeviceRun> DeviceProgram::run(const std::vector<Tensor>& inputs) {
   run.kernelTimes = std::move(times.value());
   for (ValueId v : g.outputs()) {
     const TensorType& type = g.value(v).type;
-    if (auto i = std::find(g.inputs().begin(), g.inputs().end(), v); i != g.inputs().end()) {
-      run.outputs.push_back(inputs[static_cast<size_t>(i - g.inputs().begin())]);
-    } else if (g.isConstant(v)) {
-      run.outputs.push_back(*g.value(v).constant);
+    const ValueId source = resolve(v);  // outputs that view an input or a constant are read on the host
+    if (auto i = std::find(g.inputs().begin(), g.inputs().end(), source); i != g.inputs().end()) {
+      const Tensor& in = inputs[static_cast<size_t>(i - g.inputs().begin())];
+      run.outputs.push_back(source == v ? in : in.reshaped(type.staticShape()));
+    } else if (g.isConstant(source)) {
+      const Tensor& c = *g.value(source).constant;
+      run.outputs.push_back(source == v ? c : c.reshaped(type.staticShape()));
     } else if (Buffer* b = bufferOf(v)) {
       Tensor t(type.dtype, type.staticShape());
       if (Status st = device_->download(*b, t); !st) return st.error();

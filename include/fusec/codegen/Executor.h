@@ -5,7 +5,8 @@
 /// intermediate values planned by liveness, so a buffer is reused once the
 /// last kernel reading its value has been enqueued (the queue is in order).
 /// Each run uploads the inputs, enqueues the kernels back to back, and
-/// reads the outputs; kernels are timed by profiling events.
+/// reads the outputs; kernels are timed by profiling events. Reshape-likes
+/// launch nothing: their result is a view of their operand's buffer.
 #pragma once
 
 #include <string>
@@ -82,6 +83,7 @@ class DeviceProgram {
   };
   DeviceProgram(Device& device, const Graph& g) : device_(&device), g_(&g) {}
   Buffer* bufferOf(ValueId v);
+  ValueId resolve(ValueId v) const;  // the value whose buffer `v` views
 
   Device* device_;
   const Graph* g_;
@@ -90,6 +92,7 @@ class DeviceProgram {
   std::map<ValueId, Buffer> constants_;  // and inputs, refreshed per run
   std::vector<Buffer> slots_;            // planned intermediate buffers
   std::map<ValueId, size_t> slotOf_;
+  std::map<ValueId, ValueId> views_;     // reshape results -> the value they view
   MemoryPlan memory_;
 };
 
