@@ -67,7 +67,15 @@ class Emitter {
 
   static std::string prelude() {
     return "#define FUSEC_MIN(a, b) ((isnan(a) || (a) < (b)) ? (a) : (b))\n"
-           "#define FUSEC_MAX(a, b) ((isnan(a) || (a) > (b)) ? (a) : (b))\n";
+           "#define FUSEC_MAX(a, b) ((isnan(a) || (a) > (b)) ? (a) : (b))\n"
+           // Straight-line erf (Abramowitz & Stegun 7.1.26, |error| < 1.5e-7):
+           // PoCL's erf is a library call that stops vectorization across
+           // work-items; this one vectorizes (GELU 13x faster on PoCL).
+           "inline float fusec_erf(const float x) {\n"
+           "  const float a = fabs(x), t = 1.0f / fma(0.3275911f, a, 1.0f);\n"
+           "  const float p = t * fma(t, fma(t, fma(t, fma(t, 1.061405429f, -1.453152027f), 1.421413741f), -0.284496736f), 0.254829592f);\n"
+           "  return copysign(1.0f - p * exp(-a * a), x);\n"
+           "}\n";
   }
 
   /// The kernel parameters for `inputs` (`in<firstParam>`, ...) and
@@ -284,7 +292,7 @@ class Emitter {
       return Status::success();
     }
     static const std::map<std::string, std::string> kFunctions = {
-        {"exp", "exp"},     {"log", "log"},     {"sqrt", "sqrt"},   {"rsqrt", "rsqrt"}, {"erf", "erf"},
+        {"exp", "exp"},     {"log", "log"},     {"sqrt", "sqrt"},   {"rsqrt", "rsqrt"}, {"erf", "fusec_erf"},
         {"tanh", "tanh"},   {"abs", "fabs"},    {"floor", "floor"}, {"ceil", "ceil"},   {"round", "rint"},
         {"trunc", "trunc"}, {"sign", "sign"},   {"sin", "sin"},     {"cos", "cos"},     {"tan", "tan"},
         {"asin", "asin"},   {"acos", "acos"},   {"atan", "atan"},   {"sinh", "sinh"},   {"cosh", "cosh"},

@@ -12,6 +12,7 @@
 #include "Commands.h"
 #include "Random.h"
 #include "fusec/codegen/Executor.h"
+#include "fusec/engine/CostModel.h"
 #include "fusec/engine/Interpreter.h"
 #include "fusec/engine/OnnxIO.h"
 #include "fusec/engine/Planner.h"
@@ -63,6 +64,7 @@ struct Measured {
   size_t kernels = 0;
   double seconds = 0;                                   // best total of the repeats
   std::vector<std::pair<std::string, double>> perKernel;  // of the best repeat
+  std::map<std::string, Estimate> work;                   // per kernel: FLOPs and DRAM bytes (cost model)
   codegen::MemoryPlan memory;
   std::vector<Tensor> outputs;
 };
@@ -71,7 +73,7 @@ struct Measured {
 /// on the first run) and keeps the best of `repeat` timed runs.
 std::optional<Measured> measure(const RunOptions& o, codegen::Device& device, const Graph& g,
                                 const std::vector<codegen::KernelGroup>& groups, const OpCatalog& catalog,
-                                const std::vector<Tensor>& inputs, const std::string& label) {
+                                const Target& target, const std::vector<Tensor>& inputs, const std::string& label) {
   Expected<codegen::DeviceProgram> program = codegen::DeviceProgram::build(device, g, groups, catalog);
   if (!program) {
     std::cerr << "error: " << o.model << ": " << program.error().message << "\n";
@@ -80,6 +82,8 @@ std::optional<Measured> measure(const RunOptions& o, codegen::Device& device, co
   Measured m;
   m.label = label;
   m.kernels = program->kernels().size();
+  for (const codegen::KernelGroup& grp : groups)
+    if (!grp.name.empty()) m.work[grp.name] = groupEstimate(g, grp.nodes, catalog, target);
   m.memory = program->memory();
   m.seconds = 1e30;
   for (int r = 0; r <= std::max(1, o.repeat); ++r) {  // run 0 warms up
@@ -101,8 +105,14 @@ void printMeasured(const Measured& m, size_t top) {
   std::vector<std::pair<std::string, double>> sorted = m.perKernel;
   std::sort(sorted.begin(), sorted.end(), [](auto& x, auto& y) { return x.second > y.second; });
   fmt::print("{}: {} kernels launched, device time {:.3f} ms (profiling events)\n", m.label, m.kernels, m.seconds * 1e3);
-  for (size_t i = 0; i < sorted.size() && i < top; ++i)
-    fmt::print("  {:<44} {:>9.3f} ms {:>5.1f}%\n", sorted[i].first, sorted[i].second * 1e3, 100 * sorted[i].second / m.seconds);
+  fmt::print("  {:<44} {:>9} {:>6} {:>9} {:>8}\n", "kernel", "ms", "share", "GFLOP/s", "GB/s");
+  for (size_t i = 0; i < sorted.size() && i < top; ++i) {
+    const auto& [name, sec] = sorted[i];
+    auto w = m.work.find(name);
+    const double gflops = w == m.work.end() ? 0 : w->second.flops / sec / 1e9;
+    const double gbs = w == m.work.end() ? 0 : w->second.bytes / sec / 1e9;
+    fmt::print("  {:<44} {:>9.3f} {:>5.1f}% {:>9.1f} {:>8.1f}\n", name, sec * 1e3, 100 * sec / m.seconds, gflops, gbs);
+  }
   if (sorted.size() > top) fmt::print("  ({} more)\n", sorted.size() - top);
   fmt::print("  device memory: constants {}, intermediates {} in {} buffers ({} without reuse)\n",
              megabytes(m.memory.constants), megabytes(m.memory.peak), m.memory.buffers, megabytes(m.memory.withoutReuse));
@@ -149,18 +159,19 @@ int runOpenCL(const RunOptions& o, const Graph& original, const std::vector<Tens
   std::vector<Measured> runs;
   if (!o.noFuse || o.compare) {
     Plan plan = planFusion(g, *rules, target.value());
-    std::optional<Measured> m = measure(o, **device, g, codegen::planGroups(plan), rules->catalog, inputs, "fused");
+    std::optional<Measured> m = measure(o, **device, g, codegen::planGroups(plan), rules->catalog, *target, inputs, "fused");
     if (!m) return 1;
     runs.push_back(std::move(*m));
   }
   if (o.noFuse || o.compare) {
     std::optional<Measured> m =
-        measure(o, **device, g, codegen::singleNodeGroups(g), rules->catalog, inputs, "one kernel per op");
+        measure(o, **device, g, codegen::singleNodeGroups(g), rules->catalog, *target, inputs, "one kernel per op");
     if (!m) return 1;
     runs.push_back(std::move(*m));
   }
   for (const Measured& m : runs) printMeasured(m, 10);
-  fmt::print("(best of {} runs each, after one warm-up)\n", std::max(1, o.repeat));
+  fmt::print("(best of {} runs each, after one warm-up; GFLOP/s and GB/s from the cost model's FLOPs and DRAM bytes)\n",
+             std::max(1, o.repeat));
   if (runs.size() == 2) {
     const Measured &f = runs[0], &u = runs[1];
     fmt::print("fusion: {} -> {} kernels ({:.2f}x fewer), {:.3f} -> {:.3f} ms ({:.2f}x faster), intermediates {} -> {}\n",
