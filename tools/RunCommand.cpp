@@ -154,6 +154,18 @@ int runOpenCL(const RunOptions& o, const Graph& original, const std::vector<Tens
     return 1;
   }
   if (Status st = inferTypes(g); !st) std::cerr << "warning: " << st.error().message << "\n";
+  // Kernels are generated for static shapes: name the first value whose
+  // shape does not follow from the inputs'.
+  Expected<std::vector<NodeRef>> order = g.topologicalOrder();
+  for (NodeRef n : order ? order.value() : g.nodes())
+    for (ValueId v : g.node(n).outputs)
+      if (v != kNoValue && !g.value(v).type.isStatic() && (!g.uses(v).empty() || g.isGraphOutput(v))) {
+        const NodeData& d = g.node(n);
+        std::cerr << fmt::format("error: {}: node '{}' ({}): the shape of `{}` does not follow from the inputs' shapes "
+                                 "(the generated kernels need static shapes; --interpreter runs it anyway)\n",
+                                 o.model, d.name, d.op.str(), g.value(v).name);
+        return 1;
+      }
   fmt::print("device: {} (target profile {}, {} pack{})\n", (*device)->info().name, target->name, packs.size(),
              packs.size() == 1 ? "" : "s");
   std::vector<Measured> runs;
