@@ -34,12 +34,15 @@ bool innermost(const Graph& g, const NodeData& d, int64_t rank) {
 
 }  // namespace
 
-static bool isGlobalPool(const NodeData& d) { return d.op == "GlobalAveragePool" || d.op == "GlobalMaxPool"; }
+/// Ops whose rows are (image, channel) planes of an N, C, spatial... tensor.
+static bool isGlobalPool(const NodeData& d) {
+  return d.op == "GlobalAveragePool" || d.op == "GlobalMaxPool" || d.op == "InstanceNormalization";
+}
 
 bool isRowReduction(const Graph& g, NodeRef n) {
   static const std::set<std::string> kOps = {"Softmax",         "LogSoftmax",       "LayerNormalization", "ReduceSum",
                                              "ReduceMean",      "ReduceMax",        "ReduceMin",          "ReduceL2",
-                                             "ReduceSumSquare", "GlobalAveragePool", "GlobalMaxPool"};
+                                             "ReduceSumSquare", "GlobalAveragePool", "GlobalMaxPool", "InstanceNormalization"};
   const NodeData& d = g.node(n);
   if (!d.domain.empty() || !kOps.count(d.op.str()) || d.inputs.empty() || d.inputs[0] == kNoValue) return false;
   const TensorType& t = g.value(d.inputs[0]).type;
@@ -76,8 +79,18 @@ Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>&
   std::string params, body;
   if (Status st = e.emitBody(prologue, inputs, xs, "i", params, body); !st) return st.error();
 
-  // The reduction's other operands (LayerNormalization's scale and bias).
+  // The reduction's other operands: LayerNormalization's scale and bias
+  // (per element of the row), InstanceNormalization's (per channel).
   std::vector<ValueId> extras;
+  const bool instance = op == "InstanceNormalization";
+  if (instance)
+    for (size_t k = 1; k < 3; ++k) {
+      if (k >= r.inputs.size() || r.inputs[k] == kNoValue) return Error{"InstanceNormalization needs scale and bias", true};
+      const Value& v = g.value(r.inputs[k]);
+      if (!v.type.isStatic() || shapeNumel(v.type.staticShape()) != xs[1] || v.type.dtype != DType::Float32)
+        return Error{"InstanceNormalization with scale or bias not per channel has no kernel path", true};
+      extras.push_back(r.inputs[k]);
+    }
   if (op == "LayerNormalization")
     for (size_t k = 1; k < r.inputs.size() && k < 3; ++k)
       if (r.inputs[k] != kNoValue) {
@@ -132,7 +145,7 @@ Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>&
     tree("sum", sumCombine);
     if (op == "Softmax") src << loop << "out0[base + j] = exp(" << xAt << " - mx) / sum;\n";
     else src << loop << "out0[base + j] = " << xAt << " - mx - log(sum);\n";
-  } else if (op == "LayerNormalization") {
+  } else if (op == "LayerNormalization" || instance) {
     float eps = 1e-5f;
     if (const Attribute* a = r.attr("epsilon"); a && std::holds_alternative<float>(*a)) eps = std::get<float>(*a);
     src << "  float acc = 0.0f;\n" << loop << "acc += " << xAt << ";\n";
@@ -141,8 +154,9 @@ Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>&
     src << "  acc = 0.0f;\n" << loop << "{ const float d = " << xAt << " - mu; acc += d * d; }\n";
     tree("sq", sumCombine);
     src << "  const float inv = rsqrt(sq / FUSEC_N + " << detail::floatLiteral(eps) << ");\n";
-    const std::string scale = extras.size() > 0 ? "in" + std::to_string(inputs.size()) + "[j]" : "1.0f";
-    const std::string bias = extras.size() > 1 ? "in" + std::to_string(inputs.size() + 1) + "[j]" : "0.0f";
+    const std::string at = instance ? "[row % " + std::to_string(xs[1]) + "]" : "[j]";
+    const std::string scale = extras.size() > 0 ? "in" + std::to_string(inputs.size()) + at : "1.0f";
+    const std::string bias = extras.size() > 1 ? "in" + std::to_string(inputs.size() + 1) + at : "0.0f";
     src << loop << "out0[base + j] = (" << xAt << " - mu) * inv * " << scale << " + " << bias << ";\n";
   } else {
     const bool isMax = op == "ReduceMax" || op == "GlobalMaxPool", isMin = op == "ReduceMin";
