@@ -10,16 +10,6 @@
 namespace fusec::codegen {
 namespace {
 
-int64_t intAttr(const NodeData& d, const char* name, int64_t def) {
-  const Attribute* a = d.attr(name);
-  return a && std::holds_alternative<int64_t>(*a) ? std::get<int64_t>(*a) : def;
-}
-
-float floatAttr(const NodeData& d, const char* name, float def) {
-  const Attribute* a = d.attr(name);
-  return a && std::holds_alternative<float>(*a) ? std::get<float>(*a) : def;
-}
-
 Shape stridesOf(const Shape& s) {
   Shape st(s.size(), 1);
   for (size_t d = s.size(); d-- > 1;) st[d - 1] = st[d] * s[d];
@@ -55,7 +45,7 @@ Expected<Geometry> convGeometry(const Graph& g, const NodeData& d) {
   Expected<WindowGeometry> w = windowGeometry(d, spatial, kernel, false);
   if (!w) return Error{"Conv `" + d.name + "`: " + w.error().message, true};
   const bool twoD = xs.size() == 4;
-  geo.groups = intAttr(d, "group", 1);
+  geo.groups = d.attrInt("group", 1);
   const int64_t cin = xs[1], cout = ws[0];
   if (geo.groups <= 0 || cin % geo.groups || cout % geo.groups || ws[1] != cin / geo.groups)
     return Error{"Conv `" + d.name + "`: channels do not divide into its groups", true};
@@ -95,7 +85,7 @@ Expected<Geometry> geometry(const Graph& g, const NodeData& d) {
   const Shape as = g.value(d.inputs[0]).type.staticShape(), bs = g.value(d.inputs[1]).type.staticShape();
   if (d.op == "Gemm") {
     if (as.size() != 2 || bs.size() != 2) return Error{"Gemm operands must be matrices", true};
-    const bool ta = intAttr(d, "transA", 0) != 0, tb = intAttr(d, "transB", 0) != 0;
+    const bool ta = d.attrInt("transA", 0) != 0, tb = d.attrInt("transB", 0) != 0;
     geo.M = ta ? as[1] : as[0];
     geo.K = ta ? as[0] : as[1];
     geo.N = tb ? bs[0] : bs[1];
@@ -103,8 +93,8 @@ Expected<Geometry> geometry(const Graph& g, const NodeData& d) {
     geo.ak = ta ? as[1] : 1;
     geo.bk = tb ? 1 : bs[1];
     geo.bn = tb ? bs[1] : 1;
-    geo.alpha = floatAttr(d, "alpha", 1.0f);
-    geo.beta = floatAttr(d, "beta", 1.0f);
+    geo.alpha = d.attrFloat("alpha", 1.0f);
+    geo.beta = d.attrFloat("beta", 1.0f);
     if (d.inputs.size() > 2 && d.inputs[2] != kNoValue) geo.c = d.inputs[2];
     return geo;
   }

@@ -35,11 +35,6 @@ std::vector<int64_t> intsAttr(const NodeData& d, const char* name) {
   return a && std::holds_alternative<std::vector<int64_t>>(*a) ? std::get<std::vector<int64_t>>(*a) : std::vector<int64_t>{};
 }
 
-int64_t intAttr(const NodeData& d, const char* name, int64_t def) {
-  const Attribute* a = d.attr(name);
-  return a && std::holds_alternative<int64_t>(*a) ? std::get<int64_t>(*a) : def;
-}
-
 /// Source offset expressions per op, in terms of output coordinates c0..cN.
 class Builder {
  public:
@@ -102,7 +97,7 @@ class Builder {
       return;
     }
     if (op == "Concat") {
-      int64_t axis = intAttr(d_, "axis", 0);
+      int64_t axis = d_.attrInt("axis", 0);
       if (axis < 0) axis += static_cast<int64_t>(out.size());
       int64_t start = 0;
       for (size_t j = 0; j < d_.inputs.size(); ++j) {
@@ -122,7 +117,7 @@ class Builder {
       return;
     }
     if (op == "Gather") {
-      int64_t axis = intAttr(d_, "axis", 0);
+      int64_t axis = d_.attrInt("axis", 0);
       if (axis < 0) axis += static_cast<int64_t>(in.size());
       const Shape ishape = shapeOf(d_.inputs[1]);
       const Shape ist = strides(ishape);
@@ -143,7 +138,7 @@ class Builder {
       return;
     }
     if (op == "DepthToSpace" || op == "SpaceToDepth") {
-      const int64_t b = intAttr(d_, "blocksize", 1);
+      const int64_t b = d_.attrInt("blocksize", 1);
       const int64_t C = in[1], H = in[2], W = in[3];
       if (op == "DepthToSpace") {
         const bool crd = [&] {

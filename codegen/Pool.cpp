@@ -7,14 +7,6 @@
 #include "fusec/engine/Window.h"
 
 namespace fusec::codegen {
-namespace {
-
-int64_t intAttr(const NodeData& d, const char* name, int64_t def) {
-  const Attribute* a = d.attr(name);
-  return a && std::holds_alternative<int64_t>(*a) ? std::get<int64_t>(*a) : def;
-}
-
-}  // namespace
 
 bool isPoolGroup(const Graph& g, const std::vector<NodeRef>& members) {
   if (members.empty()) return false;
@@ -40,9 +32,9 @@ Expected<KernelSource> emitPool(const Graph& g, const std::vector<NodeRef>& memb
   if (!ka || !std::holds_alternative<std::vector<int64_t>>(*ka))
     return Error{d.op.str() + " `" + d.name + "` has no kernel_shape", true};
   const Shape spatial(xs.begin() + 2, xs.end());
-  Expected<WindowGeometry> w = windowGeometry(d, spatial, std::get<std::vector<int64_t>>(*ka), intAttr(d, "ceil_mode", 0) != 0);
+  Expected<WindowGeometry> w = windowGeometry(d, spatial, std::get<std::vector<int64_t>>(*ka), d.attrInt("ceil_mode", 0) != 0);
   if (!w) return Error{d.op.str() + " `" + d.name + "`: " + w.error().message, true};
-  const bool includePad = intAttr(d, "count_include_pad", 0) != 0;
+  const bool includePad = d.attrInt("count_include_pad", 0) != 0;
   const size_t k = spatial.size();
 
   detail::Emitter e(g, catalog);

@@ -27,12 +27,6 @@ double semanticsOps(const ScalarExpr& e) {
   return n;
 }
 
-int64_t intAttr(const NodeData& d, const char* name, int64_t def) {
-  const Attribute* a = d.attr(name);
-  if (a && std::holds_alternative<int64_t>(*a)) return std::get<int64_t>(*a);
-  return def;
-}
-
 const std::vector<Dim>* dims(const Graph& g, ValueId v) {
   if (v == kNoValue) return nullptr;
   const auto& t = g.value(v).type;
@@ -88,7 +82,7 @@ double nodeFlops(const Graph& g, NodeRef n, const OpCatalog& catalog) {
   if (name == "MatMul" || name == "Gemm") {
     const auto* a = dims(g, d.inputs[0]);
     if (!a || a->empty()) return 0;
-    const bool transA = name == "Gemm" && intAttr(d, "transA", 0) != 0;
+    const bool transA = name == "Gemm" && d.attrInt("transA", 0) != 0;
     const double k = dimOr1(transA ? (*a)[0] : a->back());
     const bool c = name == "Gemm" && d.inputs.size() > 2 && d.inputs[2] != kNoValue;
     return 2 * out * k + (c ? out : 0);

@@ -110,6 +110,15 @@ struct NodeData {
     auto it = attrs.find(key);
     return it == attrs.end() ? nullptr : &it->second;
   }
+  /// An int (float) attribute, or `def` when absent or of another kind.
+  int64_t attrInt(const std::string& key, int64_t def) const {
+    const Attribute* a = attr(key);
+    return a && std::holds_alternative<int64_t>(*a) ? std::get<int64_t>(*a) : def;
+  }
+  float attrFloat(const std::string& key, float def) const {
+    const Attribute* a = attr(key);
+    return a && std::holds_alternative<float>(*a) ? std::get<float>(*a) : def;
+  }
 };
 
 /// One use of a value: operand `operand` of `node`.
