@@ -94,12 +94,7 @@ class Emitter {
       if (Status st = staticShape(v, s); !st) return st;
       needCoords |= s != space && shapeNumel(s) != 1;  // scalars read element 0
     }
-    if (needCoords && declareCoords) {
-      Shape strides(space.size(), 1);
-      for (size_t d = space.size(); d-- > 1;) strides[d - 1] = strides[d] * space[d];
-      for (size_t d = 0; d < space.size(); ++d)
-        body << "  const int c" << d << " = (" << index << " / " << strides[d] << ") % " << std::max<int64_t>(space[d], 1) << ";\n";
-    }
+    if (needCoords && declareCoords) body << coordinates(space, index, "  ");
     std::ostringstream ps;
     for (size_t a = 0; a < inputs.size(); ++a) {
       const ValueId v = inputs[a];
@@ -122,6 +117,43 @@ class Emitter {
     params = ps.str();
     bodyText = body.str();
     return Status::success();
+  }
+
+  /// Declarations of the coordinates c0, c1, ... of linear index `index` in `space`.
+  static std::string coordinates(const Shape& space, const std::string& index, const std::string& indent) {
+    const Shape strides = stridesOf(space);
+    std::string out;
+    for (size_t d = 0; d < space.size(); ++d)
+      out += indent + "const int c" + std::to_string(d) + " = (" + index + " / " + std::to_string(strides[d]) + ") % " +
+             std::to_string(std::max<int64_t>(space[d], 1)) + ";\n";
+    return out;
+  }
+
+  /// A kernel whose first member computes `head` and whose other members are
+  /// an elementwise epilogue applied to it: the epilogue's inputs from
+  /// outside (not `head`), and the values to store (`head` first where the
+  /// group's outside reads it). All results must have `head`'s shape.
+  struct Epilogue {
+    std::vector<NodeRef> members;
+    std::vector<ValueId> inputs, outputs;
+  };
+  Expected<Epilogue> epilogue(const std::vector<NodeRef>& members, ValueId head, const std::string& family) const {
+    Epilogue ep;
+    ep.members.assign(members.begin() + 1, members.end());
+    GroupBoundary boundary = groupBoundary(g_, ep.members);
+    ep.inputs = std::move(boundary.inputs);
+    std::erase(ep.inputs, head);  // computed by the kernel, not loaded
+    bool storeHead = g_.isGraphOutput(head) || ep.members.empty();
+    for (const Use& u : g_.uses(head))
+      storeHead |= std::find(members.begin(), members.end(), u.node) == members.end();
+    if (storeHead) ep.outputs.push_back(head);
+    for (ValueId v : boundary.outputs)
+      if (v != head) ep.outputs.push_back(v);
+    const TensorType& ht = g_.value(head).type;
+    for (ValueId v : ep.outputs)
+      if (!g_.value(v).type.isStatic() || g_.value(v).type.staticShape() != ht.staticShape())
+        return Error{"a " + family + " epilogue result with another shape has no kernel path", true};
+    return ep;
   }
 
   const std::map<ValueId, std::string>& vars() const { return vars_; }

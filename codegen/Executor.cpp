@@ -97,7 +97,7 @@ Expected<DeviceProgram> DeviceProgram::build(Device& device, const Graph& g, con
         if (!b) return b.error();
         p.memory_.constants += b->bytes();
         p.constants_.emplace(v, std::move(b.value()));
-      } else if (std::find(g.inputs().begin(), g.inputs().end(), v) != g.inputs().end()) {
+      } else if (g.value(v).isGraphInput) {
         if (!g.value(v).type.isStatic()) return Error{"input `" + g.value(v).name + "` has no static shape"};
         Expected<Buffer> b = device.allocate(std::max<size_t>(bytesOf(g.value(v).type), 1));
         if (!b) return b.error();
@@ -148,9 +148,7 @@ Expected<DeviceProgram> DeviceProgram::build(Device& device, const Graph& g, con
   for (const KernelSource& k : p.kernels_) {
     Expected<void*> kernel = device.kernel(k.source, k.name);
     if (!kernel) return kernel.error();
-    Step step{kernel.value(), k.inputs};
-    step.args.insert(step.args.end(), k.outputs.begin(), k.outputs.end());
-    p.steps_.push_back(std::move(step));
+    p.handles_.push_back(kernel.value());
   }
   return p;
 }
@@ -180,11 +178,12 @@ Expected<DeviceRun> DeviceProgram::run(const std::vector<Tensor>& inputs) {
                    shapeToString(g.value(v).type.staticShape()) + ", got " + shapeToString(inputs[i].shape())};
     if (Status st = device_->write(it->second, inputs[i]); !st) return st.error();
   }
-  for (size_t s = 0; s < steps_.size(); ++s) {
-    std::vector<KernelArg> args;
-    for (ValueId v : steps_[s].args) args.push_back(KernelArg::of(*bufferOf(v)));
+  for (size_t s = 0; s < kernels_.size(); ++s) {
     const KernelSource& k = kernels_[s];
-    if (Status st = device_->launch(steps_[s].kernel, args, k.globalSize, k.name, k.localSize); !st) return st.error();
+    std::vector<KernelArg> args;  // inputs, then outputs
+    for (ValueId v : k.inputs) args.push_back(KernelArg::of(*bufferOf(v)));
+    for (ValueId v : k.outputs) args.push_back(KernelArg::of(*bufferOf(v)));
+    if (Status st = device_->launch(handles_[s], args, k.globalSize, k.name, k.localSize); !st) return st.error();
   }
   DeviceRun run;
   Expected<std::vector<std::pair<std::string, double>>> times = device_->finish();

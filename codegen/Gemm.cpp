@@ -10,12 +10,6 @@
 namespace fusec::codegen {
 namespace {
 
-Shape stridesOf(const Shape& s) {
-  Shape st(s.size(), 1);
-  for (size_t d = s.size(); d-- > 1;) st[d - 1] = st[d] * s[d];
-  return st;
-}
-
 /// The product's geometry: A(m, k) = a[m * am + k * ak], B(k, n) = b[k * bk + n * bn]
 /// within one matrix of each operand; batch dims broadcast to the result's.
 ///
@@ -151,33 +145,22 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   if (TM < 1 || TM > 16 || (W != 4 && W != 8 && W != 16)) return Error{"gemm tiling out of range", true};
 
   detail::Emitter e(g, catalog);
-  const std::vector<NodeRef> epilogue(members.begin() + 1, members.end());
-  GroupBoundary boundary = groupBoundary(g, epilogue);
-  std::vector<ValueId> epiInputs = std::move(boundary.inputs);
-  const std::vector<ValueId>& escaping = boundary.outputs;
-  std::erase(epiInputs, p);  // computed by the kernel, not loaded
-  // The product itself may be needed outside the group too.
-  bool storeProduct = g.isGraphOutput(p) || epilogue.empty();
-  for (const Use& u : g.uses(p))
-    storeProduct |= std::find(members.begin(), members.end(), u.node) == members.end();
+  Expected<detail::Emitter::Epilogue> epi = e.epilogue(members, p, "gemm");
+  if (!epi) return epi.error();
   KernelSource k;
   k.name = name;
   k.inputs = {a, b};
   if (geo->c != kNoValue) k.inputs.push_back(geo->c);
   const size_t firstEpi = k.inputs.size();
-  k.inputs.insert(k.inputs.end(), epiInputs.begin(), epiInputs.end());
-  if (storeProduct) k.outputs.push_back(p);
-  for (ValueId v : escaping)
-    if (v != p) k.outputs.push_back(v);
-  for (ValueId v : k.outputs)
-    if (!g.value(v).type.isStatic() || g.value(v).type.staticShape() != ps)
-      return Error{"a gemm epilogue result with another shape than the product has no kernel path", true};
+  k.inputs.insert(k.inputs.end(), epi->inputs.begin(), epi->inputs.end());
+  k.outputs = epi->outputs;
 
   e.bind(p, "acc");
   std::string epiParams, epiBody;
   // The epilogue reads the product at linear index i; the kernel declares
   // the coordinates c0, c1, ... of i in the product's shape.
-  if (Status st = e.emitBody(epilogue, epiInputs, ps, "i", epiParams, epiBody, firstEpi, false); !st) return st.error();
+  if (Status st = e.emitBody(epi->members, epi->inputs, ps, "i", epiParams, epiBody, firstEpi, false); !st)
+    return st.error();
 
   const int64_t MT = (M + TM - 1) / TM, NT = (N + W - 1) / W, batches = shapeNumel(geo->batch);
   // With local memory, a work-group of L work-items takes L row tiles of
@@ -323,8 +306,7 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   src << "    for (int j = 0; j < " << W << "; ++j) {\n";
   src << "      const int n = n0 + j;\n      if (n >= N) break;\n";
   src << "      const int i = bt * " << M * N << " + m * N + n;\n";
-  for (size_t d = 0; d < ps.size(); ++d)
-    src << "      const int c" << d << " = (i / " << stridesOf(ps)[d] << ") % " << ps[d] << ";\n";
+  src << detail::Emitter::coordinates(ps, "i", "      ");
   src << "      float acc = tile[r * " << W << " + j];\n";
   if (geo->alpha != 1.0f) src << "      acc *= " << detail::floatLiteral(geo->alpha) << ";\n";
   if (geo->c != kNoValue && geo->conv) {

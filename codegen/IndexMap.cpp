@@ -18,12 +18,6 @@ std::string bitsType(DType t) {
   }
 }
 
-Shape strides(const Shape& s) {
-  Shape st(s.size(), 1);
-  for (size_t d = s.size(); d-- > 1;) st[d - 1] = st[d] * s[d];
-  return st;
-}
-
 std::vector<int64_t> constInts(const Graph& g, const NodeData& d, size_t i) {
   if (i >= d.inputs.size() || d.inputs[i] == kNoValue) return {};
   if (!g.isConstant(d.inputs[i])) throw UserError{"operand " + std::to_string(i) + " must be a constant", true};
@@ -48,11 +42,11 @@ class Builder {
       return;
     }
     const Shape out = shapeOf(d_.outputs[0]);
-    const Shape os = strides(out);
+    const Shape os = stridesOf(out);
     for (size_t k = 0; k < out.size(); ++k)
       body << "  const long c" << k << " = (i / " << os[k] << "L) % " << std::max<int64_t>(out[k], 1) << "L;\n";
     const Shape in = shapeOf(d_.inputs[0]);
-    const Shape is = strides(in);
+    const Shape is = stridesOf(in);
     if (op == "Transpose") {
       std::vector<int64_t> perm = intsAttr(d_, "perm");
       if (perm.empty())
@@ -102,7 +96,7 @@ class Builder {
       int64_t start = 0;
       for (size_t j = 0; j < d_.inputs.size(); ++j) {
         const Shape s = shapeOf(d_.inputs[j]);
-        const Shape st = strides(s);
+        const Shape st = stridesOf(s);
         const int64_t len = s[static_cast<size_t>(axis)];
         std::string off = "0";
         for (size_t k = 0; k < s.size(); ++k) {
@@ -120,7 +114,7 @@ class Builder {
       int64_t axis = d_.attrInt("axis", 0);
       if (axis < 0) axis += static_cast<int64_t>(in.size());
       const Shape ishape = shapeOf(d_.inputs[1]);
-      const Shape ist = strides(ishape);
+      const Shape ist = stridesOf(ishape);
       std::string idx = "0";
       for (size_t k = 0; k < ishape.size(); ++k)
         idx += " + c" + std::to_string(static_cast<size_t>(axis) + k) + " * " + std::to_string(ist[k]) + "L";

@@ -38,26 +38,17 @@ Expected<KernelSource> emitPool(const Graph& g, const std::vector<NodeRef>& memb
   const size_t k = spatial.size();
 
   detail::Emitter e(g, catalog);
-  const std::vector<NodeRef> epilogue(members.begin() + 1, members.end());
-  GroupBoundary boundary = groupBoundary(g, epilogue);
-  std::vector<ValueId> epiInputs = std::move(boundary.inputs);
-  std::erase(epiInputs, y);
-  bool storePooled = g.isGraphOutput(y) || epilogue.empty();
-  for (const Use& u : g.uses(y)) storePooled |= std::find(members.begin(), members.end(), u.node) == members.end();
+  Expected<detail::Emitter::Epilogue> epi = e.epilogue(members, y, "pooling");
+  if (!epi) return epi.error();
   KernelSource ks;
   ks.name = name;
   ks.inputs = {x};
-  ks.inputs.insert(ks.inputs.end(), epiInputs.begin(), epiInputs.end());
-  if (storePooled) ks.outputs.push_back(y);
-  for (ValueId v : boundary.outputs)
-    if (v != y) ks.outputs.push_back(v);
-  for (ValueId v : ks.outputs)
-    if (!g.value(v).type.isStatic() || g.value(v).type.staticShape() != ys)
-      return Error{"a pooling epilogue result with another shape has no kernel path", true};
+  ks.inputs.insert(ks.inputs.end(), epi->inputs.begin(), epi->inputs.end());
+  ks.outputs = epi->outputs;
   ks.globalSize = static_cast<size_t>(shapeNumel(ys));
   e.bind(y, "acc");
   std::string epiParams, epiBody;
-  if (Status st = e.emitBody(epilogue, epiInputs, ys, "i", epiParams, epiBody, 1, false); !st) return st.error();
+  if (Status st = e.emitBody(epi->members, epi->inputs, ys, "i", epiParams, epiBody, 1, false); !st) return st.error();
 
   std::ostringstream src;
   src << "// " << comment << "\n" << detail::Emitter::prelude();
@@ -65,9 +56,7 @@ Expected<KernelSource> emitPool(const Graph& g, const std::vector<NodeRef>& memb
   if (!epiParams.empty()) src << ",\n    " << epiParams;
   for (size_t o = 0; o < ks.outputs.size(); ++o) src << ",\n    __global float* restrict out" << o;
   src << ") {\n  const int i = get_global_id(0);\n";
-  Shape st(ys.size(), 1);
-  for (size_t q = ys.size(); q-- > 1;) st[q - 1] = st[q] * ys[q];
-  for (size_t q = 0; q < ys.size(); ++q) src << "  const int c" << q << " = (i / " << st[q] << ") % " << ys[q] << ";\n";
+  src << detail::Emitter::coordinates(ys, "i", "  ");
   src << "  const __global float* plane = in0 + (c0 * " << xs[1] << " + c1) * " << w->inSize() << ";\n";
   src << "  float acc = " << (isMax ? "-INFINITY" : "0.0f") << ";\n  int count = 0;\n";
   std::string offset = "0";

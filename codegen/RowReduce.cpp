@@ -34,8 +34,8 @@ bool innermost(const Graph& g, const NodeData& d, int64_t rank) {
 
 }  // namespace
 
-/// Ops whose rows are (image, channel) planes of an N, C, spatial... tensor.
-static bool isGlobalPool(const NodeData& d) {
+/// Ops whose rows are the (image, channel) planes of an N, C, spatial... tensor.
+static bool reducesPlanes(const NodeData& d) {
   return d.op == "GlobalAveragePool" || d.op == "GlobalMaxPool" || d.op == "InstanceNormalization";
 }
 
@@ -47,8 +47,8 @@ bool isRowReduction(const Graph& g, NodeRef n) {
   if (!d.domain.empty() || !kOps.count(d.op.str()) || d.inputs.empty() || d.inputs[0] == kNoValue) return false;
   const TensorType& t = g.value(d.inputs[0]).type;
   if (!t.isStatic() || t.dims->empty()) return false;
-  // A global pool reduces each (image, channel) plane: contiguous rows.
-  if (isGlobalPool(d)) return t.dims->size() >= 3;
+  // Global pools and instance norm reduce each (image, channel) plane: contiguous rows.
+  if (reducesPlanes(d)) return t.dims->size() >= 3;
   return innermost(g, d, static_cast<int64_t>(t.dims->size()));
 }
 
@@ -64,8 +64,8 @@ Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>&
       return Error{"`" + op + "` with its optional results used has no kernel path", true};
   const ValueId x = r.inputs[0];
   const Shape xs = g.value(x).type.staticShape();
-  // The row: the innermost axis, or a global pool's spatial plane.
-  const int64_t n = isGlobalPool(r) ? shapeNumel(xs) / (xs[0] * xs[1]) : xs.back();
+  // The row: the innermost axis, or a spatial plane.
+  const int64_t n = reducesPlanes(r) ? shapeNumel(xs) / (xs[0] * xs[1]) : xs.back();
   if (n <= 0) return Error{"an empty row has no kernel path", true};
   const int64_t rows = shapeNumel(xs) / n;
   const std::vector<NodeRef> prologue(members.begin(), members.end() - 1);

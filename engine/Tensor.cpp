@@ -12,6 +12,12 @@
 
 namespace fusec {
 
+Shape stridesOf(const Shape& shape) {
+  Shape s(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;) s[i - 1] = s[i] * shape[i];
+  return s;
+}
+
 int64_t shapeNumel(const Shape& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;

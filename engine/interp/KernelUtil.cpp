@@ -68,12 +68,6 @@ int64_t normalizeAxis(const KernelContext& ctx, int64_t axis, int64_t rank) {
   return a;
 }
 
-Shape stridesOf(const Shape& shape) {
-  Shape s(shape.size(), 1);
-  for (size_t i = shape.size(); i-- > 1;) s[i - 1] = s[i] * shape[i];
-  return s;
-}
-
 Shape broadcastShapes(const KernelContext& ctx, const std::vector<Shape>& shapes) {
   size_t rank = 0;
   for (const Shape& s : shapes) rank = std::max(rank, s.size());

@@ -75,8 +75,6 @@ void registerGeneratorKernels(KernelRegistry& r);
 
 /// Maps a possibly negative axis into [0, rank); fails when out of range.
 int64_t normalizeAxis(const KernelContext& ctx, int64_t axis, int64_t rank);
-/// Row-major strides of a shape.
-Shape stridesOf(const Shape& shape);
 /// Multidirectional (numpy) broadcast of shapes; fails on incompatible dims.
 Shape broadcastShapes(const KernelContext& ctx, const std::vector<Shape>& shapes);
 /// Strides to read a tensor of shape `in` broadcast to `out` (0 on broadcast dims).

@@ -77,10 +77,6 @@ class DeviceProgram {
   const MemoryPlan& memory() const { return memory_; }
 
  private:
-  struct Step {
-    void* kernel = nullptr;
-    std::vector<ValueId> args;  // inputs then outputs, as the kernel takes them
-  };
   DeviceProgram(Device& device, const Graph& g) : device_(&device), g_(&g) {}
   Buffer* bufferOf(ValueId v);
   ValueId resolve(ValueId v) const;  // the value whose buffer `v` views
@@ -88,7 +84,7 @@ class DeviceProgram {
   Device* device_;
   const Graph* g_;
   std::vector<KernelSource> kernels_;
-  std::vector<Step> steps_;
+  std::vector<void*> handles_;           // the built kernel of each of kernels_
   std::map<ValueId, Buffer> constants_;  // and inputs, refreshed per run
   std::vector<Buffer> slots_;            // planned intermediate buffers
   std::map<ValueId, size_t> slotOf_;

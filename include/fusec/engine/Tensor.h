@@ -16,6 +16,8 @@ using Shape = std::vector<int64_t>;
 
 /// Number of elements of a shape (1 for a scalar, 0 if any dim is 0).
 int64_t shapeNumel(const Shape& shape);
+/// Row-major strides of a shape, in elements.
+Shape stridesOf(const Shape& shape);
 /// `[2, 3, 4]`
 std::string shapeToString(const Shape& shape);
 
