@@ -56,6 +56,12 @@ bool sameOutputs(const Graph& g, const std::vector<Tensor>& got, const std::vect
   return true;
 }
 
+void printOutputs(const Graph& g, const std::vector<Tensor>& outputs) {
+  for (size_t i = 0; i < outputs.size(); ++i)
+    fmt::print("output {:<24} {} {} checksum {:.6g}\n", g.value(g.outputs()[i]).name, dtypeName(outputs[i].dtype()),
+               shapeToString(outputs[i].shape()), checksum(outputs[i]));
+}
+
 std::string megabytes(size_t bytes) { return fmt::format("{:.1f} MB", static_cast<double>(bytes) / 1e6); }
 
 /// One way of running the model on the device, timed.
@@ -190,10 +196,7 @@ int runOpenCL(const RunOptions& o, const Graph& original, const std::vector<Tens
                u.kernels, f.kernels, static_cast<double>(u.kernels) / static_cast<double>(f.kernels), u.seconds * 1e3,
                f.seconds * 1e3, u.seconds / f.seconds, megabytes(u.memory.peak), megabytes(f.memory.peak));
   }
-  const std::vector<Tensor>& outputs = runs.front().outputs;
-  for (size_t i = 0; i < outputs.size(); ++i)
-    fmt::print("output {:<24} {} {} checksum {:.6g}\n", g.value(g.outputs()[i]).name, dtypeName(outputs[i].dtype()),
-               shapeToString(outputs[i].shape()), checksum(outputs[i]));
+  printOutputs(g, runs.front().outputs);
   if (o.check) {
     Expected<std::vector<Tensor>> reference = runGraph(original, inputs);
     if (!reference) {
@@ -253,9 +256,7 @@ int runModel(const RunOptions& o) {
     best = r == 0 ? ms : std::min(best, ms);
     outputs = std::move(result.value());
   }
-  for (size_t i = 0; i < outputs.size(); ++i)
-    fmt::print("output {:<24} {} {} checksum {:.6g}\n", g.value(g.outputs()[i]).name,
-               dtypeName(outputs[i].dtype()), shapeToString(outputs[i].shape()), checksum(outputs[i]));
+  printOutputs(g, outputs);
   fmt::print("time: {:.3f} ms on the reference interpreter (best of {})\n", best, std::max(1, o.repeat));
   return 0;
 }
