@@ -1,7 +1,8 @@
 /// `fusec compile MODEL [--rules P...] [--target T] -o DIR`: import, rewrite,
 /// plan fusion; write the fused graph (`model.fused.onnx`), the plan
 /// (`plan.json`) and a report (`report.txt`, also printed); with `--emit
-/// opencl,spirv`, the generated kernels too (the families generated so far). `--dump-after
+/// opencl,spirv`, the generated kernels too; with `--emit bundle`, a
+/// standalone OpenCL program that runs the model (DIR/bundle). `--dump-after
 /// STAGE` prints the graph after `import`, `rewrite` or `plan` as ONNX text.
 #include <filesystem>
 #include <fmt/format.h>
@@ -11,9 +12,12 @@
 #include <sstream>
 
 #include "Commands.h"
+#include "Random.h"
 #include "Session.h"
+#include "fusec/codegen/Bundle.h"
 #include "fusec/codegen/Executor.h"
 #include "fusec/codegen/Spirv.h"
+#include "fusec/engine/Interpreter.h"
 #include "fusec/engine/OnnxIO.h"
 #include "fusec/engine/Planner.h"
 #include "fusec/engine/Rewriter.h"
@@ -25,6 +29,8 @@ struct CompileOptions {
   std::string model, target, outDir, dumpAfter;
   std::vector<std::string> packs;
   std::vector<std::string> emit = {"onnx", "plan", "report"};
+  int64_t symbolicDim = 1;  // bundles: the size of symbolic input dims
+  uint64_t seed = 0;        // bundles: the sample inputs
 };
 
 std::string human(double v, const char* unit) {
@@ -124,16 +130,19 @@ bool wants(const CompileOptions& o, const std::string& what) {
 bool emitKernels(const CompileOptions& o, const Session& s, const Plan& plan, std::string& summary) {
   const std::filesystem::path dir = std::filesystem::path(o.outDir) / "kernels";
   std::filesystem::create_directories(dir);
-  size_t written = 0, validated = 0;
+  size_t written = 0, validated = 0, views = 0;
   std::map<std::string, size_t> missing;
-  for (const Group& grp : plan.groups) {
-    std::string ops;
-    for (NodeRef n : grp.nodes) ops += (ops.empty() ? "" : ", ") + s.graph.node(n).op.str();
-    const std::string comment = "fusec kernel " + grp.name + " (family " + grp.kernel +
-                                (grp.rule ? ", rule " + grp.rule->name : std::string()) + "): " + ops;
-    Expected<codegen::KernelSource> k = codegen::emitKernel(s.graph, grp.nodes, s.rules->catalog, grp.name, comment);
+  const std::vector<codegen::KernelGroup> groups = codegen::planGroups(plan);
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const codegen::KernelGroup& grp = groups[i];
+    if (codegen::isViewGroup(s.graph, grp.nodes)) {
+      ++views;  // no kernel: its result is a view of its operand's buffer
+      continue;
+    }
+    Expected<codegen::KernelSource> k = codegen::emitKernel(s.graph, grp.nodes, s.rules->catalog, grp.name,
+                                                            codegen::kernelComment(s.graph, grp, grp.name));
     if (!k) {
-      ++missing[grp.kernel];
+      ++missing[plan.groups[i].kernel];
       continue;
     }
     std::ofstream(dir / (grp.name + ".cl")) << k->source;
@@ -148,8 +157,41 @@ bool emitKernels(const CompileOptions& o, const Session& s, const Plan& plan, st
         .write(reinterpret_cast<const char*>(spv->words.data()), static_cast<std::streamsize>(spv->words.size() * 4));
     ++validated;
   }
-  summary = fmt::format("\nkernels: {} OpenCL C files, {} SPIR-V modules validated, in {}\n", written, validated, dir.string());
+  summary = fmt::format("\nkernels: {} OpenCL C files, {} SPIR-V modules validated, in {} ({} reshape(s) are views, "
+                        "no kernel)\n", written, validated, dir.string(), views);
   for (const auto& [family, n] : missing) summary += fmt::format("  not generated yet: {} group(s) of {}\n", n, family);
+  return true;
+}
+
+/// Writes DIR/bundle: the model's schedule with a host program, sample
+/// inputs and the interpreter's outputs for them (see codegen/Bundle.h).
+/// `original` is the imported model, `inputs` the sample its shapes were
+/// bound to. Returns false after printing an error.
+bool emitBundle(const CompileOptions& o, const Session& s, const Plan& plan, const Graph& original,
+                const std::vector<Tensor>& inputs, std::string& summary) {
+  auto fail = [&](const std::string& message) {
+    std::cerr << "error: " << o.model << ": " << message << "\n";
+    return false;
+  };
+  if (Status st = requireStaticShapes(s.graph, "--dim sets the size of symbolic input dims"); !st)
+    return fail(st.error().message);
+  Expected<codegen::Schedule> schedule = codegen::scheduleGraph(s.graph, codegen::planGroups(plan), s.rules->catalog);
+  if (!schedule) return fail(schedule.error().message);
+  Expected<std::vector<Tensor>> expected = runGraph(original, inputs);
+  if (!expected) return fail("the reference interpreter cannot run it: " + expected.error().message);
+  std::string packs;
+  for (const std::string& p : s.packs) packs += (packs.empty() ? "" : ", ") + std::filesystem::path(p).filename().string();
+  const std::string title = fmt::format("{} for {} with {}", std::filesystem::path(o.model).filename().string(),
+                                        s.target.name, packs);
+  const std::filesystem::path dir = std::filesystem::path(o.outDir) / "bundle";
+  if (Status st = codegen::writeBundle(dir, s.graph, schedule.value(), {inputs, expected.value()}, title); !st)
+    return fail(st.error().message);
+  const codegen::MemoryPlan& m = schedule->memory;
+  summary += fmt::format("\nbundle: {} kernels, {} device buffers (constants {:.1f} MB, intermediates {:.1f} MB), "
+                         "sample inputs (seed {}, symbolic dims {}) and expected outputs, in {}\n"
+                         "  build and run: see {}\n",
+                         schedule->kernels.size(), schedule->buffers.size(), m.constants / 1e6, m.peak / 1e6, o.seed,
+                         o.symbolicDim, dir.string(), (dir / "README.md").string());
   return true;
 }
 
@@ -160,12 +202,36 @@ int compile(const CompileOptions& o) {
     return 1;
   }
   for (const std::string& e : o.emit)
-    if (e != "onnx" && e != "plan" && e != "report" && e != "opencl" && e != "spirv") {
-      std::cerr << "error: unknown output `" << e << "`; outputs are onnx, plan, report, opencl, spirv\n";
+    if (e != "onnx" && e != "plan" && e != "report" && e != "opencl" && e != "spirv" && e != "bundle") {
+      std::cerr << "error: unknown output `" << e << "`; outputs are onnx, plan, report, opencl, spirv, bundle\n";
       return 1;
     }
+  if (wants(o, "bundle") && o.outDir.empty()) {
+    std::cerr << "error: --emit bundle needs an output folder (-o DIR)\n";
+    return 1;
+  }
   std::unique_ptr<Session> s = openSession(o.model, o.packs, o.target);
   if (!s) return 1;
+  // A bundle runs fixed shapes: symbolic input dims are bound (--dim) to
+  // the sample inputs it ships, before rewriting.
+  Graph original;
+  std::vector<Tensor> sample;
+  if (wants(o, "bundle")) {
+    original = s->graph.clone();
+    std::mt19937_64 rng(o.seed);
+    for (ValueId v : original.inputs()) {
+      Expected<Tensor> t = randomInput(original, v, rng, o.symbolicDim);
+      if (!t) {
+        std::cerr << "error: " << o.model << ": " << t.error().message << "\n";
+        return 1;
+      }
+      sample.push_back(std::move(t.value()));
+    }
+    if (Status st = bindInputShapes(s->graph, sample); !st) {
+      std::cerr << "error: " << o.model << ": " << st.error().message << "\n";
+      return 1;
+    }
+  }
   if (o.dumpAfter == "import") std::cout << exportOnnxText(s->graph);
   const Estimate imported = unfusedEstimate(s->graph, s->rules->catalog, s->target);
   Expected<RewriteStats> rw = runRewritePipeline(s->graph, *s->rules, &s->target);
@@ -198,6 +264,7 @@ int compile(const CompileOptions& o) {
   if (wants(o, "plan")) std::ofstream(dir / "plan.json") << planJson(s->graph, plan).dump(2) << "\n";
   std::string kernels;
   if ((wants(o, "opencl") || wants(o, "spirv")) && !emitKernels(o, *s, plan, kernels)) return 1;
+  if (wants(o, "bundle") && !emitBundle(o, *s, plan, original, sample, kernels)) return 1;
   if (wants(o, "report")) std::ofstream(dir / "report.txt") << text << kernels;
   if (o.dumpAfter.empty()) std::cout << text << kernels;
   return 0;
@@ -211,8 +278,12 @@ CommandRunner addCompileCommand(CLI::App& sub) {
   sub.add_option("--rules", o->packs, "rule packs (default: the target's default packs)");
   sub.add_option("--target", o->target, "target profile (.toml; default: the shipped pocl-cpu profile)");
   sub.add_option("-o,--output", o->outDir, "folder for model.fused.onnx, plan.json and report.txt");
-  sub.add_option("--emit", o->emit, "what to write: onnx, plan, report, opencl (one .cl per group), spirv (validated)")
+  sub.add_option("--emit", o->emit,
+                 "what to write: onnx, plan, report, opencl (one .cl per group), spirv (validated), bundle (a "
+                 "standalone OpenCL program in DIR/bundle)")
       ->delimiter(',');
+  sub.add_option("--dim", o->symbolicDim, "bundle: the size of symbolic input dims");
+  sub.add_option("--seed", o->seed, "bundle: the seed of the sample inputs");
   sub.add_option("--dump-after", o->dumpAfter, "print the graph after a stage: import, rewrite, plan");
   return [o] { return compile(*o); };
 }

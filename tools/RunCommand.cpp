@@ -124,19 +124,6 @@ void printMeasured(const Measured& m, size_t top) {
              megabytes(m.memory.constants), megabytes(m.memory.peak), m.memory.buffers, megabytes(m.memory.withoutReuse));
 }
 
-/// Gives symbolic dims of the inputs the sizes of the actual inputs and
-/// infers every shape from them: kernels are generated for static shapes.
-Status bindInputShapes(Graph& g, const std::vector<Tensor>& inputs) {
-  bool changed = false;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    TensorType& t = g.value(g.inputs()[i]).type;
-    if (t.isStatic()) continue;
-    t = TensorType::of(inputs[i].dtype(), inputs[i].shape());
-    changed = true;
-  }
-  return changed ? inferTypes(g) : Status::success();
-}
-
 /// The model on OpenCL: the rewrite stage, fusion planned for the target
 /// (and/or one kernel per op), generated kernels, timed by profiling events.
 int runOpenCL(const RunOptions& o, const Graph& original, const std::vector<Tensor>& inputs) {
@@ -160,18 +147,10 @@ int runOpenCL(const RunOptions& o, const Graph& original, const std::vector<Tens
     return 1;
   }
   if (Status st = inferTypes(g); !st) std::cerr << "warning: " << st.error().message << "\n";
-  // Kernels are generated for static shapes: name the first value whose
-  // shape does not follow from the inputs'.
-  Expected<std::vector<NodeRef>> order = g.topologicalOrder();
-  for (NodeRef n : order ? order.value() : g.nodes())
-    for (ValueId v : g.node(n).outputs)
-      if (v != kNoValue && !g.value(v).type.isStatic() && (!g.uses(v).empty() || g.isGraphOutput(v))) {
-        const NodeData& d = g.node(n);
-        std::cerr << fmt::format("error: {}: node '{}' ({}): the shape of `{}` does not follow from the inputs' shapes "
-                                 "(the generated kernels need static shapes; --interpreter runs it anyway)\n",
-                                 o.model, d.name, d.op.str(), g.value(v).name);
-        return 1;
-      }
+  if (Status st = requireStaticShapes(g, "--interpreter runs it anyway"); !st) {
+    std::cerr << "error: " << o.model << ": " << st.error().message << "\n";
+    return 1;
+  }
   fmt::print("device: {} (target profile {}, {} pack{})\n", (*device)->info().name, target->name, packs.size(),
              packs.size() == 1 ? "" : "s");
   std::vector<Measured> runs;

@@ -1,9 +1,12 @@
-/// Loading a model, packs and a target for compile and explain.
+/// Loading a model, packs and a target for the compiling commands; binding
+/// input shapes for the commands that generate kernels.
 #include "Session.h"
 
+#include <fmt/format.h>
 #include <iostream>
 
 #include "fusec/engine/OnnxIO.h"
+#include "fusec/engine/Rewriter.h"
 #include "fusec/grammar/PackLoader.h"
 
 namespace fusec::tools {
@@ -46,6 +49,30 @@ std::unique_ptr<Session> openSession(const std::string& model, const std::vector
   }
   s->graph = std::move(g.value());
   return s;
+}
+
+Status bindInputShapes(Graph& g, const std::vector<Tensor>& inputs) {
+  bool changed = false;
+  for (size_t i = 0; i < inputs.size() && i < g.inputs().size(); ++i) {
+    TensorType& t = g.value(g.inputs()[i]).type;
+    if (t.isStatic()) continue;
+    t = TensorType::of(inputs[i].dtype(), inputs[i].shape());
+    changed = true;
+  }
+  return changed ? inferTypes(g) : Status::success();
+}
+
+Status requireStaticShapes(const Graph& g, const std::string& hint) {
+  Expected<std::vector<NodeRef>> order = g.topologicalOrder();
+  for (NodeRef n : order ? order.value() : g.nodes())
+    for (ValueId v : g.node(n).outputs)
+      if (v != kNoValue && !g.value(v).type.isStatic() && (!g.uses(v).empty() || g.isGraphOutput(v))) {
+        const NodeData& d = g.node(n);
+        return Error{fmt::format("node '{}' ({}): the shape of `{}` does not follow from the inputs' shapes "
+                                 "(the generated kernels need static shapes; {})",
+                                 d.name, d.op.str(), g.value(v).name, hint)};
+      }
+  return Status::success();
 }
 
 }  // namespace fusec::tools

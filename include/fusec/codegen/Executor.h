@@ -9,6 +9,7 @@
 /// launch nothing: their result is a view of their operand's buffer.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,11 +29,14 @@ struct KernelOptions {
 };
 
 /// The nodes of one kernel (topological order) and the kernel's name; an
-/// empty name becomes `k<index>_<last op>`.
+/// empty name becomes `k<index>_<last op>`. `origin` (the family and the
+/// rule that formed the group) goes into the kernel's header comment.
 struct KernelGroup {
   std::vector<NodeRef> nodes;
   std::string name;
-  KernelGroup(std::vector<NodeRef> n, std::string nm = {}) : nodes(std::move(n)), name(std::move(nm)) {}
+  std::string origin;
+  KernelGroup(std::vector<NodeRef> n, std::string nm = {}, std::string from = {})
+      : nodes(std::move(n)), name(std::move(nm)), origin(std::move(from)) {}
 };
 
 /// Device memory, in bytes.
@@ -55,6 +59,11 @@ struct DeviceRun {
   }
 };
 
+/// A lone reshape-like (Reshape, Flatten, Squeeze, Unsqueeze, Identity):
+/// it keeps the bytes and their order, so its result is a view of its
+/// operand's buffer and no kernel runs.
+bool isViewGroup(const Graph& g, const std::vector<NodeRef>& group);
+
 /// The kernel for one group, from the family that covers it: gemm_epilogue
 /// for a MatMul, Gemm or Conv with its epilogue, window for pooling,
 /// row_reduce for a group ending in a row reduction, index_map for one
@@ -64,38 +73,66 @@ Expected<KernelSource> emitKernel(const Graph& g, const std::vector<NodeRef>& gr
                                   const std::string& name, const std::string& comment,
                                   const KernelOptions& options = {});
 
+/// A device buffer of a schedule: a constant (uploaded once), a graph input
+/// (written each run) or an intermediate slot (shared by values whose
+/// lifetimes do not overlap).
+struct ScheduledBuffer {
+  enum class Kind { Constant, Input, Intermediate };
+  Kind kind = Kind::Intermediate;
+  size_t bytes = 0;
+  ValueId value = kNoValue;  ///< the constant or input; for a slot, the first value placed in it
+};
+
+/// A graph laid out for a device before any device is touched: the kernels
+/// in launch order, the buffers they use, and which buffer each kernel
+/// argument and each graph input and output is. Reshape-likes are views:
+/// their value shares its operand's buffer. DeviceProgram runs a schedule;
+/// a deployment bundle writes one out.
+struct Schedule {
+  std::vector<KernelSource> kernels;
+  std::vector<std::vector<size_t>> arguments;  ///< per kernel: the buffer of each argument (inputs, then outputs)
+  std::vector<ScheduledBuffer> buffers;
+  std::vector<std::optional<size_t>> inputBuffers;  ///< per graph input; none when unread and not static
+  std::vector<size_t> outputBuffers;               ///< per graph output
+  MemoryPlan memory;
+};
+
+/// Generates every group's kernel (groups in dependency order) and plans
+/// the buffers by liveness: a slot is reused, best fit, once the last
+/// kernel reading its value has been enqueued (the queue is in order).
+Expected<Schedule> scheduleGraph(const Graph& g, const std::vector<KernelGroup>& groups, const OpCatalog& catalog,
+                                 const KernelOptions& options = {});
+
 class DeviceProgram {
  public:
-  /// Generates and builds every group's kernel (groups in dependency order),
-  /// uploads the constants and plans the buffers. `g` must outlive the program.
+  /// Schedules the graph, builds the kernels, uploads the constants and
+  /// allocates the buffers. `g` must outlive the program.
   static Expected<DeviceProgram> build(Device& device, const Graph& g, const std::vector<KernelGroup>& groups,
                                        const OpCatalog& catalog, const KernelOptions& options = {});
   /// One run on `inputs` (one per graph input).
   Expected<DeviceRun> run(const std::vector<Tensor>& inputs);
 
-  const std::vector<KernelSource>& kernels() const { return kernels_; }
-  const MemoryPlan& memory() const { return memory_; }
+  const Schedule& schedule() const { return schedule_; }
+  const std::vector<KernelSource>& kernels() const { return schedule_.kernels; }
+  const MemoryPlan& memory() const { return schedule_.memory; }
 
  private:
   DeviceProgram(Device& device, const Graph& g) : device_(&device), g_(&g) {}
-  Buffer* bufferOf(ValueId v);
-  ValueId resolve(ValueId v) const;  // the value whose buffer `v` views
 
   Device* device_;
   const Graph* g_;
-  std::vector<KernelSource> kernels_;
-  std::vector<void*> handles_;           // the built kernel of each of kernels_
-  std::map<ValueId, Buffer> constants_;  // and inputs, refreshed per run
-  std::vector<Buffer> slots_;            // planned intermediate buffers
-  std::map<ValueId, size_t> slotOf_;
-  std::map<ValueId, ValueId> views_;     // reshape results -> the value they view
-  MemoryPlan memory_;
+  Schedule schedule_;
+  std::vector<void*> handles_;   // the built kernel of each scheduled kernel
+  std::vector<Buffer> buffers_;  // one per scheduled buffer
 };
 
 /// Builds a program and runs it once.
 Expected<DeviceRun> runOnDevice(Device& device, const Graph& g, const std::vector<KernelGroup>& groups,
                                 const OpCatalog& catalog, const std::vector<Tensor>& inputs,
                                 const KernelOptions& options = {});
+
+/// The header comment of a group's kernel: its name, origin and fused ops.
+std::string kernelComment(const Graph& g, const KernelGroup& group, const std::string& name);
 
 /// The plan's groups, named as the plan names them (`g3_conv_epilogue`).
 std::vector<KernelGroup> planGroups(const Plan& plan);

@@ -1,0 +1,143 @@
+/// Writing a deployment bundle; see Bundle.h and bundle/host.cpp (the reader).
+#include "fusec/codegen/Bundle.h"
+
+#include <fstream>
+#include <sstream>
+
+namespace fusec::codegen {
+namespace fs = std::filesystem;
+namespace {
+
+/// A name as one whitespace-free field of program.txt.
+std::string field(const std::string& name) {
+  std::string out = name.empty() ? "_" : name;
+  for (char& c : out)
+    if (std::isspace(static_cast<unsigned char>(c))) c = '_';
+  return out;
+}
+
+std::string shapeField(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+Status writeFile(const fs::path& path, const void* data, size_t bytes) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes)))
+    return Error{path.string() + ": cannot write"};
+  return Status::success();
+}
+
+Status writeFile(const fs::path& path, const std::string& text) { return writeFile(path, text.data(), text.size()); }
+
+const char* kindName(ScheduledBuffer::Kind k) {
+  switch (k) {
+    case ScheduledBuffer::Kind::Constant: return "constant";
+    case ScheduledBuffer::Kind::Input: return "input";
+    case ScheduledBuffer::Kind::Intermediate: return "intermediate";
+  }
+  return "?";
+}
+
+const char* kCMakeLists = R"(# Builds the host program of a fusec deployment bundle (plain OpenCL).
+cmake_minimum_required(VERSION 3.16)
+project(fusec_bundle CXX)
+set(CMAKE_CXX_STANDARD 17)
+find_package(OpenCL REQUIRED)
+add_executable(fusec-bundle-run host.cpp)
+target_link_libraries(fusec-bundle-run PRIVATE OpenCL::OpenCL)
+)";
+
+std::string readme(const std::string& title, const Graph& g, const Schedule& s) {
+  std::ostringstream os;
+  os << "# fusec deployment bundle: " << title << "\n\n"
+     << s.kernels.size() << " OpenCL C kernels in launch order, " << s.buffers.size()
+     << " device buffers; the host program needs only an OpenCL 1.2 driver and a C++17 compiler.\n\n"
+     << "    c++ -O2 -std=c++17 host.cpp -lOpenCL -o fusec-bundle-run   # or: cmake -S . -B build && cmake --build build\n"
+     << "    ./fusec-bundle-run . --check           # runs the sample inputs, compares with expected/\n"
+     << "    ./fusec-bundle-run . --input x.bin --output-dir out --repeat 10\n\n"
+     << "Inputs and outputs are raw little-endian row-major files (`--input` once per input, in order):\n\n";
+  for (size_t i = 0; i < g.inputs().size(); ++i) {
+    const TensorType& t = g.value(g.inputs()[i]).type;
+    os << "- input " << i << " `" << g.value(g.inputs()[i]).name << "`: " << dtypeName(t.dtype) << " "
+       << shapeField(t.staticShape()) << "\n";
+  }
+  for (size_t i = 0; i < g.outputs().size(); ++i) {
+    const TensorType& t = g.value(g.outputs()[i]).type;
+    os << "- output " << i << " `" << g.value(g.outputs()[i]).name << "`: " << dtypeName(t.dtype) << " "
+       << shapeField(t.staticShape()) << "\n";
+  }
+  os << "\nFiles: `program.txt` (buffers, inputs, outputs and kernels in launch order; each record's fields are\n"
+     << "described in its comment lines), `kernels/*.cl`, `constants.bin` (the weights, at the offsets\n"
+     << "program.txt gives), `inputs/<i>.bin` sample inputs and `expected/<i>.bin` the outputs fusec's\n"
+     << "reference interpreter computed for them, `host.cpp` the host program.\n";
+  return os.str();
+}
+
+}  // namespace
+
+Status writeBundle(const fs::path& dir, const Graph& g, const Schedule& s, const BundleSample& sample,
+                   const std::string& title) {
+  if (sample.inputs.size() != g.inputs().size() || sample.expected.size() != g.outputs().size())
+    return Error{"bundle sample needs one tensor per graph input and output"};
+  for (size_t i = 0; i < g.inputs().size(); ++i)
+    if (!s.inputBuffers[i]) return Error{"input `" + g.value(g.inputs()[i]).name + "` has no static shape"};
+  std::error_code ec;
+  for (const char* sub : {"kernels", "inputs", "expected"}) {
+    fs::create_directories(dir / sub, ec);
+    if (ec) return Error{(dir / sub).string() + ": cannot create folder: " + ec.message()};
+  }
+  std::ostringstream program;
+  program << "fusec-bundle 1\n# " << title << "\n";
+  // Buffers; constants are concatenated into constants.bin.
+  std::string constants;
+  program << "# buffer INDEX constant BYTES OFFSET | buffer INDEX input|intermediate BYTES\n";
+  for (size_t b = 0; b < s.buffers.size(); ++b) {
+    const ScheduledBuffer& sb = s.buffers[b];
+    program << "buffer " << b << " " << kindName(sb.kind);
+    if (sb.kind == ScheduledBuffer::Kind::Constant) {
+      const Tensor& t = *g.value(sb.value).constant;
+      constants.resize((constants.size() + 63) / 64 * 64);  // each constant 64-byte aligned in the file
+      program << " " << t.byteSize() << " " << constants.size();
+      constants.append(reinterpret_cast<const char*>(t.raw()), t.byteSize());
+    } else {
+      program << " " << sb.bytes;
+    }
+    program << "\n";
+  }
+  auto port = [&](const char* record, size_t buffer, const Value& v) {
+    const Shape shape = v.type.staticShape();
+    program << record << " " << buffer << " " << shapeNumel(shape) * static_cast<int64_t>(dtypeSize(v.type.dtype)) << " "
+            << dtypeName(v.type.dtype) << " " << shapeField(shape) << " " << field(v.name) << "\n";
+  };
+  program << "# input|output BUFFER BYTES DTYPE SHAPE NAME\n";
+  for (size_t i = 0; i < g.inputs().size(); ++i) port("input", *s.inputBuffers[i], g.value(g.inputs()[i]));
+  for (size_t i = 0; i < g.outputs().size(); ++i) port("output", s.outputBuffers[i], g.value(g.outputs()[i]));
+  program << "# kernel NAME FILE GLOBAL_SIZE LOCAL_SIZE(0: the driver's choice) BUFFER... (inputs, then outputs)\n";
+  for (size_t k = 0; k < s.kernels.size(); ++k) {
+    const KernelSource& ks = s.kernels[k];
+    const std::string file = "kernels/" + ks.name + ".cl";
+    if (Status st = writeFile(dir / file, ks.source); !st) return st;
+    program << "kernel " << ks.name << " " << file << " " << ks.globalSize << " " << ks.localSize;
+    for (size_t b : s.arguments[k]) program << " " << b;
+    program << "\n";
+  }
+  for (size_t i = 0; i < g.inputs().size(); ++i) {
+    const Tensor& t = sample.inputs[i];
+    if (Status st = writeFile(dir / "inputs" / (std::to_string(i) + ".bin"), t.raw(), t.byteSize()); !st) return st;
+  }
+  for (size_t i = 0; i < g.outputs().size(); ++i) {
+    const Tensor& t = sample.expected[i];
+    if (Status st = writeFile(dir / "expected" / (std::to_string(i) + ".bin"), t.raw(), t.byteSize()); !st) return st;
+  }
+  for (auto [name, text] : {std::pair<const char*, std::string>{"program.txt", program.str()},
+                            {"constants.bin", constants},
+                            {"host.cpp", bundleHostSource()},
+                            {"CMakeLists.txt", kCMakeLists},
+                            {"README.md", readme(title, g, s)}})
+    if (Status st = writeFile(dir / name, text); !st) return st;
+  return Status::success();
+}
+
+}  // namespace fusec::codegen

@@ -1,0 +1,337 @@
+// Host program of a fusec deployment bundle: plain OpenCL 1.2 and the C++17
+// standard library, nothing else. It reads the bundle written by
+// `fusec compile MODEL --emit bundle`:
+//
+//   program.txt      buffers, inputs, outputs and kernels in launch order
+//   kernels/*.cl     one OpenCL C kernel per line `kernel` of program.txt
+//   constants.bin    the weights, at the offsets program.txt gives
+//   inputs/<i>.bin   sample inputs (raw, little-endian, row-major)
+//   expected/<i>.bin what the reference interpreter computed for them
+//
+// builds every kernel, uploads the constants once, runs the kernels back to
+// back on an in-order queue and reports the time of each from profiling
+// events.
+//
+//   build:  c++ -O2 -std=c++17 host.cpp -lOpenCL -o fusec-bundle-run
+//   run:    ./fusec-bundle-run [BUNDLE_DIR] [--input FILE]... [--output-dir DIR]
+//                              [--repeat N] [--check] [--device NAME]
+//
+// Without --input the sample inputs are used; --check compares the outputs
+// with expected/ (float32 within 1e-5 + 1e-3 * |expected|, other types
+// exactly) and exits 1 on a mismatch.
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Failure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void check(cl_int err, const std::string& what) {
+  if (err != CL_SUCCESS) throw Failure(what + " failed (OpenCL error " + std::to_string(err) + ")");
+}
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Failure("cannot open " + path);
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+struct BufferSpec {
+  std::string kind;  // constant, input, intermediate
+  size_t bytes = 0;
+  size_t offset = 0;  // into constants.bin
+};
+
+struct Port {  // a graph input or output
+  std::string name, dtype, shape;
+  size_t buffer = 0, bytes = 0;
+};
+
+struct KernelSpec {
+  std::string name, file;
+  size_t global = 0, local = 0;
+  std::vector<size_t> args;
+};
+
+struct Program {
+  std::vector<BufferSpec> buffers;
+  std::vector<Port> inputs, outputs;
+  std::vector<KernelSpec> kernels;
+};
+
+// program.txt: one record per line, fields separated by spaces; `#` starts
+// a comment line.
+Program parseProgram(const std::string& dir) {
+  std::istringstream text(readFile(dir + "/program.txt"));
+  Program p;
+  std::string line;
+  int lineNo = 0;
+  auto bad = [&](const std::string& why) {
+    return Failure(dir + "/program.txt:" + std::to_string(lineNo) + ": " + why);
+  };
+  while (std::getline(text, line)) {
+    ++lineNo;
+    std::istringstream in(line);
+    std::string record;
+    if (!(in >> record) || record[0] == '#') continue;
+    if (record == "fusec-bundle") {
+      int version = 0;
+      if (!(in >> version) || version != 1) throw bad("bundle format version 1 expected");
+    } else if (record == "buffer") {
+      size_t index = 0;
+      BufferSpec b;
+      if (!(in >> index >> b.kind >> b.bytes) || index != p.buffers.size()) throw bad("malformed buffer");
+      if (b.kind == "constant" && !(in >> b.offset)) throw bad("constant without offset");
+      p.buffers.push_back(b);
+    } else if (record == "input" || record == "output") {
+      Port port;
+      if (!(in >> port.buffer >> port.bytes >> port.dtype >> port.shape >> port.name)) throw bad("malformed " + record);
+      if (port.buffer >= p.buffers.size() || port.bytes > p.buffers[port.buffer].bytes) throw bad("bad buffer");
+      (record == "input" ? p.inputs : p.outputs).push_back(port);
+    } else if (record == "kernel") {
+      KernelSpec k;
+      if (!(in >> k.name >> k.file >> k.global >> k.local)) throw bad("malformed kernel");
+      for (size_t a; in >> a;) {
+        if (a >= p.buffers.size()) throw bad("argument names no buffer");
+        k.args.push_back(a);
+      }
+      p.kernels.push_back(k);
+    } else {
+      throw bad("unknown record `" + record + "`");
+    }
+  }
+  return p;
+}
+
+std::string deviceName(cl_device_id d) {
+  size_t n = 0;
+  clGetDeviceInfo(d, CL_DEVICE_NAME, 0, nullptr, &n);
+  std::string s(n, '\0');
+  clGetDeviceInfo(d, CL_DEVICE_NAME, n, s.data(), nullptr);
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  return s;
+}
+
+cl_device_id pickDevice(const std::string& match) {
+  cl_uint count = 0;
+  if (clGetPlatformIDs(0, nullptr, &count) != CL_SUCCESS || count == 0)
+    throw Failure("no OpenCL platform found; install an OpenCL driver (on Debian: pocl-opencl-icd)");
+  std::vector<cl_platform_id> platforms(count);
+  check(clGetPlatformIDs(count, platforms.data(), nullptr), "clGetPlatformIDs");
+  std::string seen;
+  for (cl_platform_id p : platforms) {
+    cl_uint n = 0;
+    if (clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 0, nullptr, &n) != CL_SUCCESS || n == 0) continue;
+    std::vector<cl_device_id> devices(n);
+    check(clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, n, devices.data(), nullptr), "clGetDeviceIDs");
+    for (cl_device_id d : devices) {
+      const std::string name = deviceName(d);
+      seen += (seen.empty() ? "" : ", ") + name;
+      if (match.empty() || name.find(match) != std::string::npos) return d;
+    }
+  }
+  throw Failure(seen.empty() ? "no OpenCL device found" : "no OpenCL device matches `" + match + "`; there are: " + seen);
+}
+
+// Compares an output with the expected bytes; prints the first mismatch.
+bool sameOutput(const Port& out, const std::string& got, const std::string& want) {
+  if (want.size() != out.bytes) {
+    std::cerr << "error: expected output `" << out.name << "` has " << want.size() << " bytes, not " << out.bytes << "\n";
+    return false;
+  }
+  if (out.dtype != "float") {  // fusec's name for float32
+    if (got == want) return true;
+    std::cerr << "error: output `" << out.name << "` (" << out.dtype << ") differs from the expected bytes\n";
+    return false;
+  }
+  double maxErr = 0;
+  for (size_t i = 0; i < out.bytes / 4; ++i) {
+    float a, b;
+    std::memcpy(&a, got.data() + 4 * i, 4);
+    std::memcpy(&b, want.data() + 4 * i, 4);
+    const double err = std::fabs(static_cast<double>(a) - b);
+    if (std::isnan(a) && std::isnan(b)) continue;
+    if (!(err <= 1e-5 + 1e-3 * std::fabs(b))) {
+      std::cerr << "error: output `" << out.name << "` element " << i << ": " << a << ", expected " << b << "\n";
+      return false;
+    }
+    maxErr = std::max(maxErr, err);
+  }
+  std::printf("check  %-24s matches the expected output (max abs error %.2g)\n", out.name.c_str(), maxErr);
+  return true;
+}
+
+int run(int argc, char** argv) {
+  std::string dir = ".", outDir, device;
+  std::vector<std::string> inputFiles;
+  int repeat = 1;
+  bool compare = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw Failure(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--input") inputFiles.push_back(value());
+    else if (a == "--output-dir") outDir = value();
+    else if (a == "--device") device = value();
+    else if (a == "--repeat") repeat = std::max(1, std::atoi(value().c_str()));
+    else if (a == "--check") compare = true;
+    else if (a == "-h" || a == "--help") {
+      std::printf("usage: %s [BUNDLE_DIR] [--input FILE]... [--output-dir DIR] [--repeat N] [--check] [--device NAME]\n",
+                  argv[0]);
+      return 0;
+    } else if (!a.empty() && a[0] == '-') throw Failure("unknown option " + a);
+    else dir = a;
+  }
+  if (compare && !inputFiles.empty()) throw Failure("--check compares with the sample inputs' outputs; drop --input");
+  const Program p = parseProgram(dir);
+  if (inputFiles.size() > p.inputs.size()) throw Failure("the model takes " + std::to_string(p.inputs.size()) + " inputs");
+
+  cl_device_id dev = pickDevice(device);
+  cl_int err = CL_SUCCESS;
+  cl_context ctx = clCreateContext(nullptr, 1, &dev, nullptr, nullptr, &err);
+  check(err, "clCreateContext");
+  cl_command_queue queue = clCreateCommandQueue(ctx, dev, CL_QUEUE_PROFILING_ENABLE, &err);
+  check(err, "clCreateCommandQueue");
+  std::printf("device: %s\n", deviceName(dev).c_str());
+
+  // Buffers: constants uploaded once, inputs and intermediates allocated.
+  const std::string constants = readFile(dir + "/constants.bin");
+  std::vector<cl_mem> buffers;
+  for (const BufferSpec& b : p.buffers) {
+    if (b.kind == "constant" && b.offset + b.bytes > constants.size()) throw Failure("constants.bin is too short");
+    cl_mem m = clCreateBuffer(ctx, CL_MEM_READ_WRITE, std::max<size_t>(b.bytes, 4), nullptr, &err);
+    check(err, "clCreateBuffer of " + std::to_string(b.bytes) + " bytes");
+    if (b.kind == "constant")
+      check(clEnqueueWriteBuffer(queue, m, CL_TRUE, 0, b.bytes, constants.data() + b.offset, 0, nullptr, nullptr),
+            "constant upload");
+    buffers.push_back(m);
+  }
+
+  // Kernels: one program per file, built once.
+  const auto buildStart = std::chrono::steady_clock::now();
+  std::vector<cl_program> programs;
+  std::vector<cl_kernel> kernels;
+  for (const KernelSpec& k : p.kernels) {
+    const std::string source = readFile(dir + "/" + k.file);
+    const char* src = source.c_str();
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, nullptr, &err);
+    check(err, "clCreateProgramWithSource for " + k.file);
+    if (clBuildProgram(prog, 1, &dev, "-cl-std=CL1.2", nullptr, nullptr) != CL_SUCCESS) {
+      size_t n = 0;
+      clGetProgramBuildInfo(prog, dev, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
+      std::string log(n, '\0');
+      clGetProgramBuildInfo(prog, dev, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
+      throw Failure(k.file + " does not build:\n" + log);
+    }
+    cl_kernel kernel = clCreateKernel(prog, k.name.c_str(), &err);
+    check(err, "clCreateKernel " + k.name);
+    for (cl_uint a = 0; a < k.args.size(); ++a)
+      check(clSetKernelArg(kernel, a, sizeof(cl_mem), &buffers[k.args[a]]), "argument " + std::to_string(a) + " of " + k.name);
+    programs.push_back(prog);
+    kernels.push_back(kernel);
+  }
+  const double buildSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - buildStart).count();
+  std::printf("built %zu kernels in %.2f s\n", kernels.size(), buildSeconds);
+
+  for (size_t i = 0; i < p.inputs.size(); ++i) {
+    const Port& in = p.inputs[i];
+    const std::string file = i < inputFiles.size() ? inputFiles[i] : dir + "/inputs/" + std::to_string(i) + ".bin";
+    const std::string data = readFile(file);
+    if (data.size() != in.bytes)
+      throw Failure(file + ": input `" + in.name + "` (" + in.dtype + " " + in.shape + ") needs " +
+                    std::to_string(in.bytes) + " bytes, the file has " + std::to_string(data.size()));
+    if (in.bytes) check(clEnqueueWriteBuffer(queue, buffers[in.buffer], CL_TRUE, 0, in.bytes, data.data(), 0, nullptr, nullptr),
+                        "input upload");
+  }
+
+  // Runs, timed by profiling events; the best run is reported.
+  std::vector<double> best(kernels.size(), 0);
+  double bestTotal = -1;
+  for (int r = 0; r <= repeat; ++r) {  // run 0 warms up
+    std::vector<cl_event> events(kernels.size(), nullptr);
+    for (size_t k = 0; k < kernels.size(); ++k) {
+      const KernelSpec& spec = p.kernels[k];
+      if (spec.global == 0) continue;  // an empty tensor
+      check(clEnqueueNDRangeKernel(queue, kernels[k], 1, nullptr, &spec.global, spec.local ? &spec.local : nullptr, 0,
+                                   nullptr, &events[k]),
+            "launch of " + spec.name);
+    }
+    check(clFinish(queue), "running the kernels");
+    std::vector<double> times(kernels.size(), 0);
+    double total = 0;
+    for (size_t k = 0; k < kernels.size(); ++k) {
+      if (!events[k]) continue;
+      cl_ulong start = 0, end = 0;
+      clGetEventProfilingInfo(events[k], CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr);
+      clGetEventProfilingInfo(events[k], CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr);
+      clReleaseEvent(events[k]);
+      times[k] = static_cast<double>(end - start) * 1e-9;
+      total += times[k];
+    }
+    if (r > 0 && (bestTotal < 0 || total < bestTotal)) {
+      bestTotal = total;
+      best = times;
+    }
+  }
+  std::printf("%zu kernels launched, device time %.3f ms (best of %d runs, profiling events)\n", kernels.size(),
+              bestTotal * 1e3, repeat);
+  std::vector<size_t> order(kernels.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return best[a] > best[b]; });
+  for (size_t i = 0; i < order.size() && i < 10; ++i)
+    std::printf("  %-44s %9.3f ms\n", p.kernels[order[i]].name.c_str(), best[order[i]] * 1e3);
+
+  bool ok = true;
+  for (size_t i = 0; i < p.outputs.size(); ++i) {
+    const Port& out = p.outputs[i];
+    std::string data(out.bytes, '\0');
+    if (out.bytes)
+      check(clEnqueueReadBuffer(queue, buffers[out.buffer], CL_TRUE, 0, out.bytes, data.data(), 0, nullptr, nullptr),
+            "output download");
+    std::printf("output %-24s %s %s\n", out.name.c_str(), out.dtype.c_str(), out.shape.c_str());
+    if (!outDir.empty()) {
+      const std::string file = outDir + "/" + std::to_string(i) + ".bin";
+      std::ofstream o(file, std::ios::binary);
+      if (!o.write(data.data(), static_cast<std::streamsize>(data.size()))) throw Failure("cannot write " + file);
+    }
+    if (compare) ok = sameOutput(out, data, readFile(dir + "/expected/" + std::to_string(i) + ".bin")) && ok;
+  }
+
+  for (cl_kernel k : kernels) clReleaseKernel(k);
+  for (cl_program prog : programs) clReleaseProgram(prog);
+  for (cl_mem m : buffers) clReleaseMemObject(m);
+  clReleaseCommandQueue(queue);
+  clReleaseContext(ctx);
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const Failure& f) {
+    std::cerr << "error: " << f.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Usage: bundle.sh FUSEC MODEL WORKDIR [compile options...]
+# The deployment bundle, as a user gets it: `fusec compile --emit bundle`,
+# then the bundle's own CMakeLists.txt builds its host program (plain
+# OpenCL, no fusec), which runs the sample inputs and must match the
+# reference interpreter's outputs shipped with them. Also: --input and
+# --output-dir give the same bytes as the sample run, and bad input to the
+# host program is a clear error.
+set -euo pipefail
+fusec=$1 model=$2 work=$3
+shift 3
+rm -rf "$work"
+"$fusec" compile "$model" -o "$work" --emit report,bundle "$@"
+bundle=$work/bundle
+cmake -S "$bundle" -B "$work/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$work/build" >/dev/null
+run=$work/build/fusec-bundle-run
+"$run" "$bundle" --check --repeat 2 --output-dir "$work" | tee "$work/run.log"
+grep -q "matches the expected output" "$work/run.log"
+
+# Inputs given as files: the same outputs, byte for byte (same device, same kernels).
+inputs=()
+for f in $(ls "$bundle/inputs" | sort -n); do inputs+=(--input "$bundle/inputs/$f"); done
+mkdir -p "$work/again"
+"$run" "$bundle" "${inputs[@]}" --output-dir "$work/again" >/dev/null
+for f in "$work"/again/*.bin; do cmp "$f" "$work/$(basename "$f")"; done
+
+# Bad input: exit status 1 and a message naming the problem.
+expect_error() {
+  local pattern=$1
+  shift
+  local status=0
+  err=$("$@" 2>&1 >/dev/null) || status=$?
+  if [ "$status" -ne 1 ] || ! grep -Eq -- "$pattern" <<<"$err"; then
+    echo "expected exit 1 and /$pattern/, got $status: $err"
+    exit 1
+  fi
+}
+head -c 3 "$bundle/inputs/0.bin" >"$work/short.bin"
+expect_error "input .* needs [0-9]+ bytes, the file has 3" "$run" "$bundle" --input "$work/short.bin"
+cp -r "$bundle" "$work/broken"
+echo "kernel k kernels/none.cl 1 0 999" >>"$work/broken/program.txt"
+expect_error "program.txt:[0-9]+: argument names no buffer" "$run" "$work/broken"
+expect_error "no OpenCL device matches" "$run" "$bundle" --device no-such-device
+echo "bundle ok"
