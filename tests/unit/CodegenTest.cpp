@@ -231,3 +231,41 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
     }
   }
 }
+
+TEST_CASE("a schedule views reshapes, reuses dead buffers and keeps outputs") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  // a -> Relu -> Reshape (a view) -> Exp -> Neg -> Sigmoid (y); Relu's and
+  // Exp's buffers die, so Neg and Sigmoid reuse them. `x` is returned as is.
+  Graph g = test::parse(test::model("g (float[4,8] a, float[2] x) => (float[32] y, float[2] x2)", R"(
+    r = Relu (a)
+    shape = Constant <value = int64[1] {32}> ()
+    f = Reshape (r, shape)
+    e = Exp (f)
+    n = Neg (e)
+    y = Sigmoid (n)
+    x2 = Identity (x)
+  )"));
+  Expected<codegen::Schedule> s = codegen::scheduleGraph(g, codegen::singleNodeGroups(g), ops->catalog);
+  REQUIRE_MESSAGE(s.ok(), s.error().message);
+  std::vector<std::string> names;
+  for (const codegen::KernelSource& k : s->kernels) names.push_back(k.name);
+  CHECK(names.size() == 4);  // Relu, Exp, Neg, Sigmoid: no Reshape, Constant or Identity kernel
+  REQUIRE(s->arguments.size() == 4);
+  CHECK(s->arguments[1][0] == s->arguments[0][1]);  // Exp reads Relu's buffer through the view
+  CHECK(s->arguments[2][1] == s->arguments[0][1]);  // Neg reuses Relu's buffer, dead after Exp
+  CHECK(s->arguments[3][1] == s->arguments[1][1]);  // Sigmoid reuses Exp's, dead after Neg
+  CHECK(s->memory.buffers == 2);
+  CHECK(s->memory.peak == 2 * 32 * 4);
+  CHECK(s->memory.withoutReuse == 4 * 32 * 4);
+  REQUIRE(s->inputBuffers.size() == 2);
+  REQUIRE(s->outputBuffers.size() == 2);
+  CHECK(s->outputBuffers[1] == *s->inputBuffers[1]);  // an output that views an input shares its buffer
+  CHECK(s->buffers[*s->inputBuffers[0]].kind == codegen::ScheduledBuffer::Kind::Input);
+
+  std::vector<Tensor> inputs = {randomTensor({4, 8}, 1), randomTensor({2}, 2)};
+  Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, codegen::singleNodeGroups(g), ops->catalog, inputs);
+  REQUIRE_MESSAGE(run.ok(), run.error().message);
+  std::vector<Tensor> reference = test::run(g, inputs);
+  test::checkClose(run->outputs[0], reference[0], 1e-5f);
+  test::checkClose(run->outputs[1], inputs[1], 1e-7f);
+}
