@@ -91,9 +91,12 @@ struct Engine {
 /// Runs one graph the way `engine` says.
 Expected<std::vector<Tensor>> execute(Graph& g, const Engine& engine, const std::vector<Tensor>& inputs) {
   if (!engine.device) return runGraph(g, inputs);
+  // Kernels are generated for static shapes: fold what the shapes decide
+  // (Shape, Size and what follows from them) and infer again.
+  if (Expected<size_t> folded = foldConstants(g); !folded) return folded.error();
+  if (Status st = inferTypes(g); !st) return st.error();
   std::vector<codegen::KernelGroup> groups;
   if (engine.fuse) {
-    if (Status st = inferTypes(g); !st) return st.error();
     groups = codegen::planGroups(planFusion(g, *engine.rules, *engine.target));
   } else {
     groups = codegen::singleNodeGroups(g);

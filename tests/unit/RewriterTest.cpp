@@ -171,3 +171,25 @@ TEST_CASE("constant folding, dead code and common subexpressions") {
   CHECK(eliminateCommonSubexpressions(h) == 1);
   CHECK(h.numNodes() == 2);
 }
+
+TEST_CASE("Shape and Size of static shapes fold, and what follows from them") {
+  Graph g = test::parse(test::model("g (float[2,3,4] x) => (float[6,4] y, int64 n)", R"(
+    s = Shape <end = 2> (x)
+    p = ReduceProd <keepdims = 1> (s)
+    m = Constant <value = int64[1] {-1}> ()
+    shape = Concat <axis = 0> (p, m)
+    y = Reshape (x, shape)
+    n = Size (x)
+  )"));
+  checkSameOutputs(g, [&](Graph& h) {
+    Expected<size_t> folded = foldConstants(h);
+    REQUIRE(folded.ok());
+    CHECK(folded.value() == 4);  // Shape, ReduceProd, Concat, Size
+  });
+  CHECK(g.numNodes() == 1);  // the Reshape, its shape now a constant
+  // A symbolic dim keeps Shape as it is.
+  Graph sym = test::parse(test::model("g (float[N,4] x) => (int64[2] s)", "s = Shape (x)"));
+  Expected<size_t> none = foldConstants(sym);
+  REQUIRE(none.ok());
+  CHECK(none.value() == 0);
+}
