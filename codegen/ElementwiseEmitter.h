@@ -26,7 +26,52 @@ inline std::string floatLiteral(double v) {
   return "(" + s + "f)";
 }
 
-inline std::string cType(DType t) { return t == DType::Bool ? "uchar" : "float"; }
+inline std::string doubleLiteral(double v) {
+  if (!std::isfinite(v)) return floatLiteral(v);
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  std::string s(buf);
+  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
+  return "(" + s + ")";
+}
+
+/// The OpenCL C type holding an element of `t` (bool as uchar); empty for
+/// element types the kernels do not take (strings, float16, bfloat16, ...).
+inline std::string cType(DType t) {
+  switch (t) {
+    case DType::Float32: return "float";
+    case DType::Float64: return "double";
+    case DType::Bool: return "uchar";
+    case DType::Int8: return "char";
+    case DType::UInt8: return "uchar";
+    case DType::Int16: return "short";
+    case DType::UInt16: return "ushort";
+    case DType::Int32: return "int";
+    case DType::UInt32: return "uint";
+    case DType::Int64: return "long";
+    case DType::UInt64: return "ulong";
+    default: return "";
+  }
+}
+
+inline bool isUnsignedType(DType t) {
+  return t == DType::Bool || t == DType::UInt8 || t == DType::UInt16 || t == DType::UInt32 || t == DType::UInt64;
+}
+
+/// The OpenCL limit macros of an integer type: {lowest, highest}.
+inline std::pair<std::string, std::string> integerLimits(DType t) {
+  switch (t) {
+    case DType::Bool: return {"0", "1"};
+    case DType::Int8: return {"CHAR_MIN", "CHAR_MAX"};
+    case DType::UInt8: return {"0", "UCHAR_MAX"};
+    case DType::Int16: return {"SHRT_MIN", "SHRT_MAX"};
+    case DType::UInt16: return {"0", "USHRT_MAX"};
+    case DType::Int32: return {"INT_MIN", "INT_MAX"};
+    case DType::UInt32: return {"0", "UINT_MAX"};
+    case DType::Int64: return {"LONG_MIN", "LONG_MAX"};
+    default: return {"0", "ULONG_MAX"};
+  }
+}
 
 
 class Emitter {
@@ -49,6 +94,7 @@ class Emitter {
     }
     k.globalSize = static_cast<size_t>(shapeNumel(space));
     std::string params, body;
+    doubleAllowed_ = true;  // this kernel's source declares cl_khr_fp64 when it needs it
     if (Status st = emitBody(members, k.inputs, space, "i", params, body); !st) return st.error();
     std::ostringstream out;
     for (size_t o = 0; o < k.outputs.size(); ++o) {
@@ -57,7 +103,9 @@ class Emitter {
       out << "  out" << o << "[i] = " << vars_.at(v) << ";  // " << sanitize(g_.value(v).name) << "\n";
     }
     std::ostringstream src;
-    src << "// " << comment << "\n" << prelude();
+    src << "// " << comment << "\n";
+    if (usesDouble_) src << "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
+    src << prelude();
     src << "__kernel void " << name << "(\n    " << params << ") {\n";
     src << "  const int i = get_global_id(0);\n";
     src << body << out.str() << "}\n";
@@ -68,6 +116,19 @@ class Emitter {
   static std::string prelude() {
     return "#define FUSEC_MIN(a, b) ((isnan(a) || (a) < (b)) ? (a) : (b))\n"
            "#define FUSEC_MAX(a, b) ((isnan(a) || (a) > (b)) ? (a) : (b))\n"
+           "#define FUSEC_IMIN(a, b) ((a) < (b) ? (a) : (b))\n"
+           "#define FUSEC_IMAX(a, b) ((a) > (b) ? (a) : (b))\n"
+           // Integer division and remainder never trap: by zero they give 0
+           // (the interpreter reports an error), and MIN / -1 wraps.
+           "#define FUSEC_SDIV(a, b) ((b) == 0 ? 0 : (b) == -1 ? -(a) : (a) / (b))\n"
+           "#define FUSEC_SMOD(a, b) ((b) == 0 || (b) == -1 ? 0 : (a) % (b))\n"
+           "#define FUSEC_UDIV(a, b) ((b) == 0 ? 0 : (a) / (b))\n"
+           "#define FUSEC_UMOD(a, b) ((b) == 0 ? 0 : (a) % (b))\n"
+           "#define FUSEC_SFLOORDIV(a, b) \\\n"
+           "  (FUSEC_SDIV(a, b) - (FUSEC_SMOD(a, b) != 0 && ((FUSEC_SMOD(a, b) < 0) != ((b) < 0))))\n"
+           "#define FUSEC_SCEILDIV(a, b) \\\n"
+           "  (FUSEC_SDIV(a, b) + (FUSEC_SMOD(a, b) != 0 && ((FUSEC_SMOD(a, b) < 0) == ((b) < 0))))\n"
+           "#define FUSEC_UCEILDIV(a, b) (FUSEC_UDIV(a, b) + (FUSEC_UMOD(a, b) != 0))\n"
            // Straight-line erf (Abramowitz & Stegun 7.1.26, |error| < 1.5e-7):
            // PoCL's erf is a library call that stops vectorization across
            // work-items; this one vectorizes (GELU 13x faster on PoCL).
@@ -99,10 +160,7 @@ class Emitter {
     for (size_t a = 0; a < inputs.size(); ++a) {
       const ValueId v = inputs[a];
       DType t = g_.value(v).type.dtype;
-      if (t != DType::Float32 && t != DType::Bool)
-        return Error{"value `" + g_.value(v).name + "` has element type `" + std::string(dtypeName(t)) +
-                         "`; the generated kernels take float and bool",
-                     true};
+      if (Status st = checkType(v); !st) return st;
       const std::string param = "in" + std::to_string(a + firstParam);
       ps << (a ? ",\n    " : "") << "__global const " << cType(t) << "* restrict " << param;
       Shape s;
@@ -204,7 +262,7 @@ class Emitter {
       } else if (d.inputs.size() > 1 && d.inputs[1] != kNoValue) {
         to = g_.value(d.inputs[1]).type.dtype;
       }
-      if (to != DType::Float32 && to != DType::Bool)
+      if (cType(to).empty())
         return Error{"Cast to `" + std::string(dtypeName(to)) + "` has no pointwise kernel path", true};
     }
     // The catalog states opset-17 semantics. Where older opsets differ,
@@ -228,15 +286,22 @@ class Emitter {
       if (v == kNoValue) continue;
       if (r > 0) return Error{"op `" + d.op.str() + "` with a second result has no pointwise kernel path", true};
       DType t = g_.value(v).type.dtype;
-      if (t != DType::Float32 && t != DType::Bool)
-        return Error{"value `" + g_.value(v).name + "` has element type `" + std::string(dtypeName(t)) +
-                         "`; the pointwise kernels take float and bool",
-                     true};
+      if (Status st = checkType(v); !st) return st;
+      // The dialect of the expression: the result's type, or for a bool
+      // result (comparisons) the first operand's.
+      compute_ = t;
+      if (t == DType::Bool)
+        for (ValueId in : d.inputs)
+          if (in != kNoValue) {
+            compute_ = g_.value(in).type.dtype;
+            break;
+          }
+      if (d.op == "Cast" || d.op == "CastLike") compute_ = t;  // `= input`: the conversion is the assignment
       std::string e;
       if (Status st = expr(*op->semantics, e); !st) return st;
       const std::string var = "v" + std::to_string(v);
       if (t == DType::Bool) e = "(uchar)((" + e + ") ? 1 : 0)";
-      else e = "(float)(" + e + ")";
+      else e = "(" + cType(t) + ")(" + e + ")";
       body << "  const " << cType(t) << " " << var << " = " << e << ";  // " << d.op.str() << " " << sanitize(d.name) << "\n";
       vars_[v] = var;
     }
@@ -253,10 +318,97 @@ class Emitter {
     return out;
   }
 
+  /// Integer (and bool) results are computed in their own type, with
+  /// C's integer arithmetic; everything else in float (double for double).
+  bool integerDialect() const { return isInteger(compute_) || compute_ == DType::Bool; }
+
+  /// A constant in the current dialect: in integer arithmetic an integral
+  /// value is a literal of the compute type and infinities are its limits,
+  /// so no value round-trips through float.
+  Status literal(double v, std::string& out) const {
+    if (!integerDialect()) {
+      out = compute_ == DType::Float64 ? doubleLiteral(v) : floatLiteral(v);
+      return Status::success();
+    }
+    if (std::isnan(v)) return Error{"NaN in integer arithmetic has no kernel path", true};
+    const std::string type = cType(compute_);
+    if (std::isinf(v) || std::abs(v) >= 9.2e18) {
+      const auto [lo, hi] = integerLimits(compute_);
+      out = "((" + type + ")" + (v > 0 ? hi : lo) + ")";
+    } else if (v == std::trunc(v)) {
+      out = "((" + type + ")" + std::to_string(static_cast<int64_t>(v)) + ")";
+    } else {
+      out = floatLiteral(v);  // a fraction: the arithmetic around it is float
+    }
+    return Status::success();
+  }
+
+  /// Integer-dialect calls whose float form would be wrong or not compile.
+  /// Returns false when `op` has no special integer form.
+  bool integerCall(const ScalarExpr& e, const std::vector<std::string>& args, std::string& out) {
+    using K = ScalarExpr::Kind;
+    const bool isUnsigned = isUnsignedType(compute_);
+    if (args.size() != 1) return false;
+    const std::string& x = args[0];
+    if (e.op == "floor" || e.op == "ceil") {
+      // The floor or ceiling of a quotient is floor or ceiling division.
+      const ScalarExpr& q = e.args[0];
+      if (q.kind == K::Binary && q.op == "/") {
+        std::string a, b;
+        if (!expr(q.args[0], a) || !expr(q.args[1], b)) return false;
+        if (e.op == "floor") out = std::string(isUnsigned ? "FUSEC_UDIV(" : "FUSEC_SFLOORDIV(") + a + ", " + b + ")";
+        else out = std::string(isUnsigned ? "FUSEC_UCEILDIV(" : "FUSEC_SCEILDIV(") + a + ", " + b + ")";
+        return true;
+      }
+      out = x;  // an integer is its own floor
+      return true;
+    }
+    if (e.op == "trunc" || e.op == "round") out = x;
+    else if (e.op == "abs") out = isUnsigned ? x : "abs(" + x + ")";
+    else if (e.op == "sign") out = isUnsigned ? "(" + x + " > 0)" : "((" + x + " > 0) - (" + x + " < 0))";
+    else if (e.op == "isnan" || e.op == "isinf") out = "0";
+    else return false;
+    return true;
+  }
+
+  /// An attribute's value (its default when not set).
+  std::optional<double> attrValue(const ScalarExpr& e) const {
+    const AttrSpec& spec = op_->attrs[e.index];
+    const Attribute* a = node_->attr(spec.name);
+    std::optional<Attribute> value = a ? std::optional<Attribute>(*a) : spec.defaultValue;
+    if (!value) return std::nullopt;
+    if (auto* i = std::get_if<int64_t>(&*value)) return static_cast<double>(*i);
+    if (auto* f = std::get_if<float>(&*value)) return *f;
+    return std::nullopt;
+  }
+
+  /// The value of a comparison or logical expression of constants and
+  /// attributes; nullopt when it depends on an operand.
+  std::optional<double> constantValue(const ScalarExpr& e) const {
+    using K = ScalarExpr::Kind;
+    if (e.kind == K::Constant) return e.value;
+    if (e.kind == K::Attr) return attrValue(e);
+    if (e.kind == K::Unary && e.op == "not")
+      if (std::optional<double> x = constantValue(e.args[0])) return *x == 0;
+    if (e.kind != K::Binary) return std::nullopt;
+    static const std::set<std::string> kDecided = {"==", "!=", "<", "<=", ">", ">=", "and", "or"};
+    if (!kDecided.count(e.op)) return std::nullopt;
+    std::optional<double> a = constantValue(e.args[0]), b = constantValue(e.args[1]);
+    if (!a || !b) return std::nullopt;
+    if (e.op == "==") return *a == *b;
+    if (e.op == "!=") return *a != *b;
+    if (e.op == "<") return *a < *b;
+    if (e.op == "<=") return *a <= *b;
+    if (e.op == ">") return *a > *b;
+    if (e.op == ">=") return *a >= *b;
+    if (e.op == "and") return *a != 0 && *b != 0;
+    return *a != 0 || *b != 0;
+  }
+
   Status expr(const ScalarExpr& e, std::string& out) {
     using K = ScalarExpr::Kind;
     switch (e.kind) {
-      case K::Constant: out = floatLiteral(e.value); return Status::success();
+      case K::Constant: return literal(e.value, out);
       case K::Operand: {
         auto v = operand(e.index);
         if (v.empty()) return Error{"a required operand is absent", true};
@@ -264,15 +416,9 @@ class Emitter {
         return Status::success();
       }
       case K::Attr: {
-        const AttrSpec& spec = op_->attrs[e.index];
-        const Attribute* a = node_->attr(spec.name);
-        std::optional<Attribute> value = a ? std::optional<Attribute>(*a) : spec.defaultValue;
-        if (!value) return Error{"attribute `" + spec.name + "` of `" + node_->op.str() + "` is not set", true};
-        double x = 0;
-        if (auto* i = std::get_if<int64_t>(&*value)) x = static_cast<double>(*i);
-        else if (auto* f = std::get_if<float>(&*value)) x = *f;
-        out = floatLiteral(x);
-        return Status::success();
+        std::optional<double> x = attrValue(e);
+        if (!x) return Error{"attribute `" + op_->attrs[e.index].name + "` of `" + node_->op.str() + "` is not set", true};
+        return literal(*x, out);
       }
       case K::Default: {
         const ScalarExpr& first = e.args[0];
@@ -286,16 +432,34 @@ class Emitter {
         return Status::success();
       }
       case K::Binary: {
+        // Conditions on attributes are decided here, not left to the
+        // device compiler (which warns about constant operands of && and ||).
+        if (std::optional<double> c = constantValue(e)) {  // a truth value, as C's int
+          out = *c != 0 ? "1" : "0";
+          return Status::success();
+        }
+        if (e.op == "and" || e.op == "or")
+          for (int side = 0; side < 2; ++side)
+            if (std::optional<double> c = constantValue(e.args[side])) {
+              if ((*c != 0) == (e.op == "and")) return expr(e.args[1 - side], out);  // true and x, false or x
+              out = e.op == "and" ? "0" : "1";
+              return Status::success();
+            }
         std::string a, b;
         if (Status st = expr(e.args[0], a); !st) return st;
         if (Status st = expr(e.args[1], b); !st) return st;
         static const std::map<std::string, std::string> kOps = {{"and", "&&"}, {"or", "||"}};
-        if (e.op == "%") out = "fmod(" + a + ", " + b + ")";
+        const bool isUnsigned = isUnsignedType(compute_);
+        if (integerDialect() && (e.op == "/" || e.op == "%"))
+          out = std::string(isUnsigned ? "FUSEC_U" : "FUSEC_S") + (e.op == "/" ? "DIV(" : "MOD(") + a + ", " + b + ")";
+        else if (e.op == "%") out = "fmod(" + a + ", " + b + ")";
         else out = "(" + a + " " + (kOps.count(e.op) ? kOps.at(e.op) : e.op) + " " + b + ")";
         return Status::success();
       }
       case K::Call: break;
     }
+    if (e.op == "select" && e.args.size() == 3)
+      if (std::optional<double> c = constantValue(e.args[0])) return expr(e.args[*c != 0 ? 1 : 2], out);
     // Calls: reductions over a variadic operand or several arguments first.
     std::vector<std::string> args;
     for (const ScalarExpr& a : e.args) {
@@ -310,9 +474,10 @@ class Emitter {
     if (e.op == "min" || e.op == "max" || e.op == "sum" || e.op == "mean") {
       if (args.empty()) return Error{"`" + e.op + "` of nothing", true};
       std::string acc = args[0];
+      const std::string prefix = integerDialect() ? "FUSEC_I" : "FUSEC_";
       for (size_t i = 1; i < args.size(); ++i) {
-        if (e.op == "min") acc = "FUSEC_MIN(" + acc + ", " + args[i] + ")";
-        else if (e.op == "max") acc = "FUSEC_MAX(" + acc + ", " + args[i] + ")";
+        if (e.op == "min") acc = prefix + "MIN(" + acc + ", " + args[i] + ")";
+        else if (e.op == "max") acc = prefix + "MAX(" + acc + ", " + args[i] + ")";
         else acc = "(" + acc + " + " + args[i] + ")";
       }
       if (e.op == "mean") acc = "(" + acc + " / " + floatLiteral(static_cast<double>(args.size())) + ")";
@@ -330,17 +495,35 @@ class Emitter {
         {"asin", "asin"},   {"acos", "acos"},   {"atan", "atan"},   {"sinh", "sinh"},   {"cosh", "cosh"},
         {"asinh", "asinh"}, {"acosh", "acosh"}, {"atanh", "atanh"}, {"isnan", "isnan"}, {"isinf", "isinf"},
         {"pow", "pow"}};
+    if (integerDialect() && integerCall(e, args, out)) return Status::success();
     auto it = kFunctions.find(e.op);
     if (it == kFunctions.end()) return Error{"function `" + e.op + "` has no OpenCL form", true};
+    // Other functions compute in floating point, whatever the operands.
+    const std::string real = compute_ == DType::Float64 ? "(double)(" : "(float)(";
     out = it->second + "(";
-    for (size_t i = 0; i < args.size(); ++i) out += (i ? ", " : "") + std::string("(float)(") + args[i] + ")";
+    for (size_t i = 0; i < args.size(); ++i) out += (i ? ", " : "") + real + args[i] + ")";
     out += ")";
+    return Status::success();
+  }
+
+  /// Values of types no kernel takes are refused; double only where the
+  /// kernel's source enables cl_khr_fp64 (the pointwise family).
+  Status checkType(ValueId v) {
+    const DType t = g_.value(v).type.dtype;
+    if (cType(t).empty() || (t == DType::Float64 && !doubleAllowed_))
+      return Error{"value `" + g_.value(v).name + "` has element type `" + std::string(dtypeName(t)) +
+                       "`, which the generated kernels do not take" +
+                       (t == DType::Float64 ? " outside pointwise groups" : ""),
+                   true};
+    usesDouble_ |= t == DType::Float64;
     return Status::success();
   }
 
   const Graph& g_;
   const OpCatalog& catalog_;
   Shape space_;
+  DType compute_ = DType::Float32;  // the type the current node computes in
+  bool doubleAllowed_ = false, usesDouble_ = false;
   std::map<ValueId, std::string> vars_;
   const NodeData* node_ = nullptr;
   const OpDef* op_ = nullptr;

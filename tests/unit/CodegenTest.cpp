@@ -269,3 +269,45 @@ TEST_CASE("a schedule views reshapes, reuses dead buffers and keeps outputs") {
   test::checkClose(run->outputs[0], reference[0], 1e-5f);
   test::checkClose(run->outputs[1], inputs[1], 1e-7f);
 }
+
+TEST_CASE("integer kernels compute in their own type, exactly") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  // int64 values beyond float's 24-bit mantissa, negative operands for the
+  // floor-division Mod and truncating Div, limits for Clip without bounds.
+  Graph g = test::parse(test::model("g (int64[6] a, int64[6] b, int32[6] c) => (int64[6] s, int64[6] m, int64[6] f, "
+                                    "int64[6] q, int32[6] r, bool[6] lt)",
+                                    R"(
+    s = Add (a, b)
+    m = Mod (a, b)
+    f = Mod <fmod = 1> (a, b)
+    q = Div (a, b)
+    r = Clip (c)
+    lt = Less (a, b)
+  )"));
+  const int64_t big = (int64_t{1} << 53) + 1;
+  std::vector<Tensor> inputs = {test::ints({6}, {big, -7, 7, -7, 9, 0}), test::ints({6}, {2, 3, -3, -3, 4, 5}),
+                                Tensor::fromVector<int32_t>({6}, {-5, 3, 0, -1, 2147483647, -2147483647})};
+  std::vector<Tensor> reference = test::run(g, inputs);
+  Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, codegen::singleNodeGroups(g), ops->catalog, inputs);
+  REQUIRE_MESSAGE(run.ok(), run.error().message);
+  for (size_t i = 0; i < reference.size(); ++i) {
+    INFO("output " << i);
+    REQUIRE(run->outputs[i].dtype() == reference[i].dtype());
+    for (int64_t k = 0; k < reference[i].numel(); ++k) CHECK(run->outputs[i].scalarAt(k) == reference[i].scalarAt(k));
+  }
+  CHECK(run->outputs[0].data<int64_t>()[0] == big + 2);  // exact, not rounded through float
+  CHECK(run->outputs[1].data<int64_t>()[1] == 2);       // -7 mod 3 takes the divisor's sign
+  CHECK(run->outputs[3].data<int64_t>()[1] == -2);      // -7 / 3 truncates
+
+  // Division by zero never traps the device: the quotient is 0, so the
+  // remainder is the dividend (the interpreter reports an error).
+  Graph z = test::parse(test::model("g (int32[2] a, int32[2] b) => (int32[2] q, int32[2] m)", "q = Div (a, b)\nm = Mod (a, b)"));
+  Expected<codegen::DeviceRun> zero = codegen::runOnDevice(
+      device(), z, codegen::singleNodeGroups(z), ops->catalog,
+      {Tensor::fromVector<int32_t>({2}, {5, -2147483647 - 1}), Tensor::fromVector<int32_t>({2}, {0, -1})});
+  REQUIRE_MESSAGE(zero.ok(), zero.error().message);
+  CHECK(zero->outputs[0].data<int32_t>()[0] == 0);
+  CHECK(zero->outputs[0].data<int32_t>()[1] == -2147483647 - 1);  // INT_MIN / -1 wraps
+  CHECK(zero->outputs[1].data<int32_t>()[0] == 5);
+  CHECK(zero->outputs[1].data<int32_t>()[1] == 0);
+}

@@ -2,7 +2,10 @@
 /// elementwise and broadcast ops, one work-item per element of the output,
 /// composing each member's scalar semantics from the op catalog. Inputs are
 /// read through broadcasting index maps; every value the group's outside
-/// reads is written. float32 and bool (stored as uchar) values.
+/// reads is written. Element types: float32, float64 (cl_khr_fp64), bool
+/// (stored as uchar) and the 8- to 64-bit integers, which compute in their
+/// own type with C's integer arithmetic (division never traps: a quotient
+/// by zero is 0).
 #pragma once
 
 #include <string>
