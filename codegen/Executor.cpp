@@ -7,6 +7,7 @@
 #include "fusec/codegen/Gemm.h"
 #include "fusec/codegen/IndexMap.h"
 #include "fusec/codegen/Pool.h"
+#include "fusec/codegen/Reduce.h"
 #include "fusec/codegen/RowReduce.h"
 
 namespace fusec::codegen {
@@ -38,6 +39,7 @@ Expected<KernelSource> emitKernel(const Graph& g, const std::vector<NodeRef>& gr
   if (isGemmGroup(g, group)) return emitGemm(g, group, catalog, name, comment, options.gemm);
   if (isPoolGroup(g, group)) return emitPool(g, group, catalog, name, comment);
   if (isRowReduction(g, group.back())) return emitRowReduce(g, group, catalog, name, comment);
+  if (isAxisReduction(g, group.back())) return emitReduce(g, group, catalog, name, comment);
   if (group.size() == 1 && isIndexMapOp(g, group.front())) return emitIndexMap(g, group, name, comment);
   return emitPointwise(g, group, catalog, name, comment);
 }

@@ -311,3 +311,43 @@ TEST_CASE("integer kernels compute in their own type, exactly") {
   CHECK(zero->outputs[1].data<int32_t>()[0] == 5);
   CHECK(zero->outputs[1].data<int32_t>()[1] == 0);
 }
+
+TEST_CASE("reductions over any axes, with a fused prologue, and arg reductions match the interpreter") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  // Column and middle-axis reductions (not the innermost: the reduce
+  // family), one with an elementwise prologue in the same kernel.
+  Graph g = test::parse(test::model(
+      "g (float[3,5,4] x, float[4] b) => (float[1,5,4] s, float[3,4] m, float[3,1,1] l, int64[3,4] a, int64[5,4] z)", R"(
+    t = Add (x, b)
+    e = Exp (t)
+    ax = Constant <value = int64[1] {0}> ()
+    s = ReduceSum <keepdims = 1> (e, ax)
+    m = ReduceMax <axes = [1], keepdims = 0> (x)
+    l = ReduceLogSumExp <axes = [1, 2]> (x)
+    a = ArgMax <axis = 1, keepdims = 0, select_last_index = 1> (x)
+    z = ArgMin <axis = 0, keepdims = 0> (x)
+  )", 13));
+  Tensor x = randomTensor({3, 5, 4}, 7);
+  x.data<float>()[4] = x.data<float>()[0] = 5.f;  // a tie along axis 1: select_last_index decides
+  std::vector<Tensor> inputs = {x, randomTensor({4}, 8)};
+  std::vector<Tensor> reference = test::run(g, inputs);
+  Expected<std::vector<NodeRef>> order = g.topologicalOrder();
+  REQUIRE(order.ok());
+  // Add and Exp fused into the ReduceSum's kernel; the rest alone.
+  std::vector<NodeRef> prologue;
+  std::vector<codegen::KernelGroup> groups;
+  for (NodeRef n : order.value()) {
+    const std::string op = g.node(n).op.str();
+    if (op == "Add" || op == "Exp") prologue.push_back(n);
+    else if (op == "ReduceSum") prologue.push_back(n), groups.emplace_back(prologue, "sum_of_exp");
+    else groups.emplace_back(std::vector<NodeRef>{n});
+  }
+  REQUIRE(prologue.size() == 3);
+  Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, groups, ops->catalog, inputs);
+  REQUIRE_MESSAGE(run.ok(), run.error().message);
+  CHECK(run->kernelTimes.size() == 5);
+  for (size_t i = 0; i < 3; ++i) test::checkClose(run->outputs[i], reference[i], 1e-5f);
+  for (size_t i = 3; i < 5; ++i)
+    for (int64_t k = 0; k < reference[i].numel(); ++k) CHECK(run->outputs[i].data<int64_t>()[k] == reference[i].data<int64_t>()[k]);
+  CHECK(run->outputs[3].data<int64_t>()[0] == 1);  // the last of the tied maxima
+}

@@ -66,7 +66,8 @@ bool isViewGroup(const Graph& g, const std::vector<NodeRef>& group);
 
 /// The kernel for one group, from the family that covers it: gemm_epilogue
 /// for a MatMul, Gemm or Conv with its epilogue, window for pooling,
-/// row_reduce for a group ending in a row reduction, index_map for one
+/// row_reduce for a group ending in a row reduction, reduce for one ending
+/// in a reduction over other axes (or ArgMax/ArgMin), index_map for one
 /// data-movement op, pointwise otherwise. `unsupported` errors name what no
 /// family generates.
 Expected<KernelSource> emitKernel(const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog,

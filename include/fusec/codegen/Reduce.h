@@ -1,0 +1,24 @@
+/// OpenCL C for the reduce family: a reduction over any set of axes
+/// (ReduceSum/Mean/Max/Min/Prod/L1/L2/LogSum/LogSumExp/SumSquare, keepdims,
+/// noop_with_empty_axes) or the arg of one axis (ArgMax, ArgMin,
+/// select_last_index), with an optional elementwise prologue recomputed in
+/// the loop. One work-item per output element walks the reduced axes in
+/// nested loops, so neighbouring work-items read neighbouring elements when
+/// the innermost axis is kept (column reductions). Reductions over the
+/// innermost axis alone go to the row_reduce family, which splits a row
+/// across a work-group.
+#pragma once
+
+#include "fusec/codegen/Pointwise.h"
+
+namespace fusec::codegen {
+
+/// Whether `n` is a reduction or arg-reduction this family generates.
+bool isAxisReduction(const Graph& g, NodeRef n);
+
+/// Generates the kernel for `members` (topological order; the reduction
+/// last). Errors are `unsupported` for groups outside the family.
+Expected<KernelSource> emitReduce(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
+                                  const std::string& name, const std::string& comment);
+
+}  // namespace fusec::codegen
