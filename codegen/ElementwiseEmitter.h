@@ -182,7 +182,7 @@ class Emitter {
     const Shape strides = stridesOf(space);
     std::string out;
     for (size_t d = 0; d < space.size(); ++d)
-      out += indent + "const int c" + std::to_string(d) + " = (" + index + " / " + std::to_string(strides[d]) + ") % " +
+      out += indent + "const int c" + std::to_string(d) + " = (" + index + " / " + std::to_string(std::max<int64_t>(strides[d], 1)) + ") % " +
              std::to_string(std::max<int64_t>(space[d], 1)) + ";\n";
     return out;
   }
@@ -394,6 +394,9 @@ class Emitter {
     static const std::set<std::string> kDecided = {"==", "!=", "<", "<=", ">", ">=", "and", "or"};
     if (!kDecided.count(e.op)) return std::nullopt;
     std::optional<double> a = constantValue(e.args[0]), b = constantValue(e.args[1]);
+    // `false and x` and `true or x` are decided by one side.
+    if (e.op == "and" && ((a && *a == 0) || (b && *b == 0))) return 0.0;
+    if (e.op == "or" && ((a && *a != 0) || (b && *b != 0))) return 1.0;
     if (!a || !b) return std::nullopt;
     if (e.op == "==") return *a == *b;
     if (e.op == "!=") return *a != *b;

@@ -44,7 +44,7 @@ class Builder {
     const Shape out = shapeOf(d_.outputs[0]);
     const Shape os = stridesOf(out);
     for (size_t k = 0; k < out.size(); ++k)
-      body << "  const long c" << k << " = (i / " << os[k] << "L) % " << std::max<int64_t>(out[k], 1) << "L;\n";
+      body << "  const long c" << k << " = (i / " << std::max<int64_t>(os[k], 1) << "L) % " << std::max<int64_t>(out[k], 1) << "L;\n";
     const Shape in = shapeOf(d_.inputs[0]);
     const Shape is = stridesOf(in);
     if (op == "Transpose") {
@@ -131,6 +131,31 @@ class Builder {
       body << "  out0[i] = in0[" << off << "];\n";
       return;
     }
+    if (op == "GatherElements") {
+      // The output has the indices' shape; along `axis` the index says where.
+      int64_t axis = d_.attrInt("axis", 0);
+      if (axis < 0) axis += static_cast<int64_t>(in.size());
+      body << "  long g = (long)in1[i];\n";
+      body << "  if (g < 0) g += " << in[static_cast<size_t>(axis)] << "L;\n";
+      std::string off = "0";
+      for (size_t k = 0; k < in.size(); ++k)
+        off += " + " + (static_cast<int64_t>(k) == axis ? std::string("g") : "c" + std::to_string(k)) + " * " +
+               std::to_string(is[k]) + "L";
+      body << "  out0[i] = in0[" << off << "];\n";
+      return;
+    }
+    if (op == "Trilu") {
+      // Keeps the upper (or lower) triangle of the last two axes from
+      // diagonal k; zeros elsewhere.
+      if (in.size() < 2) throw UserError{"Trilu needs a matrix", true};
+      std::string diagonal = "0L";
+      if (runtimeDiagonal_) diagonal = "in1[0]";  // computed: read on the device
+      else if (const std::vector<int64_t> k = constInts(g_, d_, 1); !k.empty()) diagonal = std::to_string(k[0]) + "L";
+      const std::string row = "c" + std::to_string(in.size() - 2), col = "c" + std::to_string(in.size() - 1);
+      const bool upper = d_.attrInt("upper", 1) != 0;
+      body << "  out0[i] = " << col << " - " << row << (upper ? " >= " : " <= ") << diagonal << " ? in0[i] : 0;\n";
+      return;
+    }
     if (op == "DepthToSpace" || op == "SpaceToDepth") {
       const int64_t b = d_.attrInt("blocksize", 1);
       const int64_t C = in[1], H = in[2], W = in[3];
@@ -171,6 +196,7 @@ class Builder {
   }
 
   bool hasFill_ = false;
+  bool runtimeDiagonal_ = false;  // Trilu's k is a buffer
 
  private:
   Shape shapeOf(ValueId v) const {
@@ -184,7 +210,8 @@ class Builder {
 
 const std::set<std::string>& ops() {
   static const std::set<std::string> k = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Expand",
-                                          "Tile", "Slice", "Concat", "Gather", "DepthToSpace", "SpaceToDepth", "Pad"};
+                                          "Tile", "Slice", "Concat", "Gather", "GatherElements", "DepthToSpace",
+                                          "SpaceToDepth", "Pad", "Trilu"};
   return k;
 }
 
@@ -225,10 +252,14 @@ Expected<KernelSource> emitIndexMap(const Graph& g, const std::vector<NodeRef>& 
     for (ValueId v : d.inputs) add(v, type);
   } else {
     add(d.inputs[0], type);
-    if (op == "Gather") {
+    if (op == "Gather" || op == "GatherElements") {
       DType it = g.value(d.inputs[1]).type.dtype;
-      if (it != DType::Int64 && it != DType::Int32) return Error{"Gather indices must be int32 or int64", true};
+      if (it != DType::Int64 && it != DType::Int32) return Error{op + " indices must be int32 or int64", true};
       add(d.inputs[1], it == DType::Int64 ? "long" : "int");
+    }
+    if (op == "Trilu" && d.inputs.size() > 1 && d.inputs[1] != kNoValue && !g.isConstant(d.inputs[1])) {
+      add(d.inputs[1], "long");
+      b.runtimeDiagonal_ = true;
     }
     if (op == "Pad" && d.inputs.size() > 2 && d.inputs[2] != kNoValue) {
       add(d.inputs[2], type);  // the fill value

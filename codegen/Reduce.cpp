@@ -129,7 +129,7 @@ Expected<KernelSource> emitReduce(const Graph& g, const std::vector<NodeRef>& me
   std::string base = "0";
   for (size_t j = 0; j < kept.size(); ++j) {
     const std::string c = "o" + std::to_string(j);
-    src << "  const int " << c << " = (o / " << keptStrides[j] << ") % " << std::max<int64_t>(keptShape[j], 1) << ";\n";
+    src << "  const int " << c << " = (o / " << std::max<int64_t>(keptStrides[j], 1) << ") % " << std::max<int64_t>(keptShape[j], 1) << ";\n";
     base += " + " + c + " * " + std::to_string(strides[kept[j]]);
   }
   src << "  const int base = " << base << ";\n";
