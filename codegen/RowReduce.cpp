@@ -1,6 +1,7 @@
 /// The row_reduce family; see RowReduce.h.
 #include "fusec/codegen/RowReduce.h"
 
+#include <functional>
 #include <sstream>
 
 #include "ElementwiseEmitter.h"
@@ -8,36 +9,42 @@
 namespace fusec::codegen {
 namespace {
 
-constexpr int kLocal = 64;  // work-items per row; a power of two for the tree
+constexpr int kLocal = 64;        // work-items per row; a power of two for the tree
+constexpr int kRegisterRow = 16;  // rows up to kLocal * this stay in registers
 
-/// The reduced axis is the innermost one: `axis` (-1 or rank-1) or `axes`
-/// (attribute or constant operand) naming only it.
-bool innermost(const Graph& g, const NodeData& d, int64_t rank) {
-  auto last = [&](int64_t a) { return a == -1 || a == rank - 1; };
-  if (d.op == "Softmax" || d.op == "LogSoftmax" || d.op == "LayerNormalization") {
-    if (d.op != "LayerNormalization" && g.info.defaultOpset() < 13) return rank == 2 && [&] {
-      const Attribute* a = d.attr("axis");
-      return !a || last(std::get<int64_t>(*a)) || std::get<int64_t>(*a) == 1;
-    }();
-    const Attribute* a = d.attr("axis");
-    return !a || (std::holds_alternative<int64_t>(*a) && last(std::get<int64_t>(*a)));
+/// The length of the contiguous row `d` reduces, from the shape `xs` of
+/// its input; 0 when the reduced elements are not one contiguous row.
+/// Normalizations reduce the trailing axes from `axis` (Softmax and
+/// LogSoftmax before opset 13 flatten there too); reductions name only the
+/// innermost axis; global pools and instance norm reduce each plane.
+int64_t rowLength(const Graph& g, const NodeData& d, const Shape& xs) {
+  const int64_t rank = static_cast<int64_t>(xs.size());
+  auto trailing = [&](int64_t axis) -> int64_t {
+    if (axis < -rank || axis >= rank) return 0;
+    if (axis < 0) axis += rank;
+    int64_t n = 1;
+    for (int64_t a = axis; a < rank; ++a) n *= xs[static_cast<size_t>(a)];
+    return n;
+  };
+  if (d.op == "GlobalAveragePool" || d.op == "GlobalMaxPool" || d.op == "InstanceNormalization")
+    return rank >= 3 ? shapeNumel(xs) / (xs[0] * xs[1]) : 0;
+  if (d.op == "LayerNormalization") return trailing(d.attrInt("axis", -1));
+  if (d.op == "Softmax" || d.op == "LogSoftmax") {
+    if (g.info.defaultOpset() < 13) return trailing(d.attrInt("axis", 1));
+    const int64_t axis = d.attrInt("axis", -1);
+    return axis == -1 || axis == rank - 1 ? xs.back() : 0;
   }
   std::vector<int64_t> axes;
   if (const Attribute* a = d.attr("axes"); a && std::holds_alternative<std::vector<int64_t>>(*a))
     axes = std::get<std::vector<int64_t>>(*a);
   else if (d.inputs.size() > 1 && d.inputs[1] != kNoValue && g.isConstant(d.inputs[1]))
     axes = g.value(d.inputs[1]).constant->toInt64s();
-  else if (rank == 1 && !(d.attr("noop_with_empty_axes") && std::get<int64_t>(*d.attr("noop_with_empty_axes")) != 0))
+  else if (rank == 1 && d.attrInt("noop_with_empty_axes", 0) == 0)
     axes = {0};
-  return axes.size() == 1 && last(axes[0]);
+  return axes.size() == 1 && (axes[0] == -1 || axes[0] == rank - 1) ? xs.back() : 0;
 }
 
 }  // namespace
-
-/// Ops whose rows are the (image, channel) planes of an N, C, spatial... tensor.
-static bool reducesPlanes(const NodeData& d) {
-  return d.op == "GlobalAveragePool" || d.op == "GlobalMaxPool" || d.op == "InstanceNormalization";
-}
 
 bool isRowReduction(const Graph& g, NodeRef n) {
   static const std::set<std::string> kOps = {"Softmax",         "LogSoftmax",       "LayerNormalization", "ReduceSum",
@@ -47,9 +54,7 @@ bool isRowReduction(const Graph& g, NodeRef n) {
   if (!d.domain.empty() || !kOps.count(d.op.str()) || d.inputs.empty() || d.inputs[0] == kNoValue) return false;
   const TensorType& t = g.value(d.inputs[0]).type;
   if (!t.isStatic() || t.dims->empty()) return false;
-  // Global pools and instance norm reduce each (image, channel) plane: contiguous rows.
-  if (reducesPlanes(d)) return t.dims->size() >= 3;
-  return innermost(g, d, static_cast<int64_t>(t.dims->size()));
+  return rowLength(g, d, t.staticShape()) > 0;
 }
 
 Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
@@ -59,15 +64,22 @@ Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>&
   const NodeRef rn = members.back();
   const NodeData& r = g.node(rn);
   const std::string op = r.op.str();
-  for (size_t o = 1; o < r.outputs.size(); ++o)
-    if (r.outputs[o] != kNoValue && (!g.uses(r.outputs[o]).empty() || g.isGraphOutput(r.outputs[o])))
-      return Error{"`" + op + "` with its optional results used has no kernel path", true};
   const ValueId x = r.inputs[0];
   const Shape xs = g.value(x).type.staticShape();
-  // The row: the innermost axis, or a spatial plane.
-  const int64_t n = reducesPlanes(r) ? shapeNumel(xs) / (xs[0] * xs[1]) : xs.back();
+  const int64_t n = rowLength(g, r, xs);
   if (n <= 0) return Error{"an empty row has no kernel path", true};
   const int64_t rows = shapeNumel(xs) / n;
+  // LayerNormalization's optional results: each row's mean and 1/stddev.
+  std::vector<ValueId> stats;
+  for (size_t o = 1; o < r.outputs.size(); ++o) {
+    const ValueId v = r.outputs[o];
+    if (v == kNoValue || (g.uses(v).empty() && !g.isGraphOutput(v))) continue;
+    if (op != "LayerNormalization" || !g.value(v).type.isStatic() || g.value(v).type.dtype != DType::Float32 ||
+        shapeNumel(g.value(v).type.staticShape()) != rows)
+      return Error{"`" + op + "` with its optional results used has no kernel path", true};
+    stats.resize(o, kNoValue);
+    stats[o - 1] = v;
+  }
   const std::vector<NodeRef> prologue(members.begin(), members.end() - 1);
 
   detail::Emitter e(g, catalog);
@@ -108,14 +120,30 @@ Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>&
   k.inputs = inputs;
   k.inputs.insert(k.inputs.end(), extras.begin(), extras.end());
   k.outputs = {y};
-  k.localSize = kLocal;
-  k.globalSize = static_cast<size_t>(rows) * kLocal;
+  for (ValueId v : stats)
+    if (v != kNoValue) k.outputs.push_back(v);
+  // A row is shared by `lanes` work-items (a power of two), few enough
+  // that each holds at most kRegisterRow elements; short rows pack several
+  // to a work-group, so barriers and work-groups are shared by them.
+  int64_t lanes = 1;
+  while (lanes < kLocal && (n + lanes - 1) / lanes > kRegisterRow) lanes *= 2;
+  const int64_t perGroup = kLocal / lanes;
+  const int64_t groups = (rows + perGroup - 1) / perGroup;
+  k.localSize = static_cast<size_t>(kLocal);
+  k.globalSize = static_cast<size_t>(groups * kLocal);
+  // Each work-item loads its `per` elements once (computing the prologue
+  // once), in straight-line code the compiler vectorizes across
+  // work-items; rows too long for registers are walked again in each pass.
+  const int64_t per = (n + lanes - 1) / lanes;
+  const bool inRegisters = per <= kRegisterRow;
+  const bool ragged = rows % perGroup != 0;  // the last group has rows past the end
 
   std::string args;  // the prologue's arguments, as passed from the kernel
   for (size_t a = 0; a < inputs.size(); ++a) args += ", in" + std::to_string(a);
   std::ostringstream src;
   src << "// " << comment << "\n" << detail::Emitter::prelude();
   src << "#define FUSEC_LOCAL " << kLocal << "\n";
+  src << "#define FUSEC_LANES " << lanes << "  // work-items per row\n";
   src << "#define FUSEC_N " << n << "\n";
   src << "// The reduction's input at linear index i (the fused prologue).\n";
   src << "inline float fusec_x(const int i,\n    " << params << ") {\n" << body;
@@ -123,50 +151,98 @@ Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>&
   src << "__kernel __attribute__((reqd_work_group_size(FUSEC_LOCAL, 1, 1))) void " << name << "(\n    " << params;
   for (size_t a = 0; a < extras.size(); ++a)
     src << ",\n    __global const float* restrict in" << inputs.size() + a;
-  src << ",\n    __global float* restrict out0) {\n";
-  src << "  const int row = get_group_id(0), lid = get_local_id(0);\n";
+  for (size_t o = 0; o < k.outputs.size(); ++o) src << ",\n    __global float* restrict out" << o;
+  src << ") {\n";
+  src << "  const int lid = get_local_id(0), lane = lid % FUSEC_LANES;\n";
+  src << "  const int row = get_group_id(0) * " << perGroup << " + lid / FUSEC_LANES;\n";
   src << "  const int base = row * FUSEC_N;\n";
+  if (ragged) src << "  const int live = row < " << rows << ";\n";
   src << "  __local float scratch[FUSEC_LOCAL];\n";
   // A tree reduction of `acc` with `combine`, leaving the result in `var`.
   auto tree = [&](const std::string& var, const std::string& combine) {
     src << "  scratch[lid] = acc;\n  barrier(CLK_LOCAL_MEM_FENCE);\n";
-    src << "  for (int s = FUSEC_LOCAL / 2; s > 0; s >>= 1) {\n";
-    src << "    if (lid < s) scratch[lid] = " << combine << ";\n";
+    src << "  for (int s = FUSEC_LANES / 2; s > 0; s >>= 1) {\n";
+    src << "    if (lane < s) scratch[lid] = " << combine << ";\n";
     src << "    barrier(CLK_LOCAL_MEM_FENCE);\n  }\n";
-    src << "  const float " << var << " = scratch[0];\n  barrier(CLK_LOCAL_MEM_FENCE);\n";
+    src << "  const float " << var << " = scratch[lid - lane];\n  barrier(CLK_LOCAL_MEM_FENCE);\n";
   };
-  const std::string xAt = "fusec_x(base + j" + args + ")";
-  const std::string loop = "  for (int j = lid; j < FUSEC_N; j += FUSEC_LOCAL) ";
+  // Emits `step(v, j)` for every element of this work-item's share of the
+  // row (v its value, j its index in the row). In registers: unrolled over
+  // x0, x1, ...; otherwise a loop that recomputes the prologue.
+  using Step = std::function<std::string(const std::string&, const std::string&)>;
+  auto each = [&](const Step& step) {
+    if (!inRegisters) {
+      src << "  for (int j = lane; j < FUSEC_N" << (ragged ? " && live" : "") << "; j += FUSEC_LANES) { const float v = fusec_x(base + j" << args << "); "
+          << step("v", "j") << " }\n";
+      return;
+    }
+    for (int64_t q = 0; q < per; ++q) {
+      const std::string j = "(lane + " + std::to_string(q * lanes) + ")";
+      std::string guard = (q + 1) * lanes > n ? j + " < FUSEC_N" : "";  // only the last slice can run past the row
+      if (ragged) guard += (guard.empty() ? "" : " && ") + std::string("live");
+      src << "  " << (guard.empty() ? "" : "if (" + guard + ") ") << "{ " << step("x" + std::to_string(q), j) << " }\n";
+    }
+  };
+  if (inRegisters)
+    for (int64_t q = 0; q < per; ++q) {
+      const std::string j = "lane + " + std::to_string(q * lanes);
+      std::string guard = (q + 1) * lanes > n ? j + " < FUSEC_N" : "";
+      if (ragged) guard += (guard.empty() ? "" : " && ") + std::string("live");
+      src << "  const float x" << q << " = " << (guard.empty() ? "" : "(" + guard + ") ? ") << "fusec_x(base + " << j << args
+          << ")" << (guard.empty() ? "" : " : 0.0f") << ";\n";
+    }
   const std::string sumCombine = "scratch[lid] + scratch[lid + s]";
+  const std::string lane0 = ragged ? "lane == 0 && live" : "lane == 0";  // writes a row's single result
   if (op == "Softmax" || op == "LogSoftmax") {
-    src << "  float acc = -INFINITY;\n" << loop << "acc = fmax(acc, " << xAt << ");\n";
+    src << "  float acc = -INFINITY;\n";
+    each([](const std::string& v, const std::string&) { return "acc = fmax(acc, " + v + ");"; });
     tree("mx", "fmax(scratch[lid], scratch[lid + s])");
-    src << "  acc = 0.0f;\n" << loop << "acc += exp(" << xAt << " - mx);\n";
+    src << "  acc = 0.0f;\n";
+    each([](const std::string& v, const std::string&) { return "acc += fusec_exp(" + v + " - mx);"; });
     tree("sum", sumCombine);
-    if (op == "Softmax") src << loop << "out0[base + j] = exp(" << xAt << " - mx) / sum;\n";
-    else src << loop << "out0[base + j] = " << xAt << " - mx - log(sum);\n";
+    if (op == "Softmax") {
+      src << "  const float scale = 1.0f / sum;\n";
+      each([](const std::string& v, const std::string& j) { return "out0[base + " + j + "] = fusec_exp(" + v + " - mx) * scale;"; });
+    } else {
+      src << "  const float shift = mx + log(sum);\n";
+      each([](const std::string& v, const std::string& j) { return "out0[base + " + j + "] = " + v + " - shift;"; });
+    }
   } else if (op == "LayerNormalization" || instance) {
     float eps = 1e-5f;
     if (const Attribute* a = r.attr("epsilon"); a && std::holds_alternative<float>(*a)) eps = std::get<float>(*a);
-    src << "  float acc = 0.0f;\n" << loop << "acc += " << xAt << ";\n";
-    tree("mean", sumCombine);
-    src << "  const float mu = mean / FUSEC_N;\n";
-    src << "  acc = 0.0f;\n" << loop << "{ const float d = " << xAt << " - mu; acc += d * d; }\n";
+    src << "  float acc = 0.0f;\n";
+    each([](const std::string& v, const std::string&) { return "acc += " + v + ";"; });
+    tree("total", sumCombine);
+    src << "  const float mu = total / FUSEC_N;\n";
+    src << "  acc = 0.0f;\n";
+    each([](const std::string& v, const std::string&) { return "const float d = " + v + " - mu; acc += d * d;"; });
     tree("sq", sumCombine);
     src << "  const float inv = rsqrt(sq / FUSEC_N + " << detail::floatLiteral(eps) << ");\n";
-    const std::string at = instance ? "[row % " + std::to_string(xs[1]) + "]" : "[j]";
-    const std::string scale = extras.size() > 0 ? "in" + std::to_string(inputs.size()) + at : "1.0f";
-    const std::string bias = extras.size() > 1 ? "in" + std::to_string(inputs.size() + 1) + at : "0.0f";
-    src << loop << "out0[base + j] = (" << xAt << " - mu) * inv * " << scale << " + " << bias << ";\n";
+    // Scale and bias: per element of the row (LayerNormalization) or per channel.
+    auto param = [&](size_t which, const std::string& j, const char* none) {
+      if (extras.size() <= which) return std::string(none);
+      const std::string p = "in" + std::to_string(inputs.size() + which);
+      return p + (instance ? "[row % " + std::to_string(xs[1]) + "]" : "[" + j + "]");
+    };
+    each([&](const std::string& v, const std::string& j) {
+      return "out0[base + " + j + "] = (" + v + " - mu) * inv * " + param(0, j, "1.0f") + " + " + param(1, j, "0.0f") + ";";
+    });
+    size_t o = 1;
+    for (size_t st = 0; st < stats.size(); ++st)
+      if (stats[st] != kNoValue) src << "  if (" << lane0 << ") out" << o++ << "[row] = " << (st == 0 ? "mu" : "inv") << ";\n";
   } else {
     const bool isMax = op == "ReduceMax" || op == "GlobalMaxPool", isMin = op == "ReduceMin";
     const bool squares = op == "ReduceL2" || op == "ReduceSumSquare";
     src << "  float acc = " << (isMax ? "-INFINITY" : isMin ? "INFINITY" : "0.0f") << ";\n";
-    src << loop << "{ const float v = " << xAt << "; acc = "
-        << (isMax ? "fmax(acc, v)" : isMin ? "fmin(acc, v)" : squares ? "acc + v * v" : "acc + v") << "; }\n";
+    each([&](const std::string& v, const std::string&) {
+      return "acc = " +
+             (isMax ? "fmax(acc, " + v + ")" : isMin ? "fmin(acc, " + v + ")" : squares ? "acc + " + v + " * " + v : "acc + " + v) +
+             ";";
+    });
     tree("total", isMax ? "fmax(scratch[lid], scratch[lid + s])" : isMin ? "fmin(scratch[lid], scratch[lid + s])" : sumCombine);
-    const std::string result = op == "ReduceMean" || op == "GlobalAveragePool" ? "total / FUSEC_N" : op == "ReduceL2" ? "sqrt(total)" : "total";
-    src << "  if (lid == 0) out0[row] = " << result << ";\n";
+    const std::string result =
+        op == "ReduceMean" || op == "GlobalAveragePool" ? "total / FUSEC_N" : op == "ReduceL2" ? "sqrt(total)" : "total";
+    src << "  if (" << lane0 << ") out0[row] = " << result << ";\n";
   }
   src << "}\n";
   k.source = src.str();

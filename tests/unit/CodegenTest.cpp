@@ -351,3 +351,26 @@ TEST_CASE("reductions over any axes, with a fused prologue, and arg reductions m
     for (int64_t k = 0; k < reference[i].numel(); ++k) CHECK(run->outputs[i].data<int64_t>()[k] == reference[i].data<int64_t>()[k]);
   CHECK(run->outputs[3].data<int64_t>()[0] == 1);  // the last of the tied maxima
 }
+
+TEST_CASE("the straight-line exp is accurate over float's whole range") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  Graph g = test::parse(test::model("g (float[4001] x) => (float[4001] y)", "y = Exp (x)"));
+  std::vector<float> xs;
+  for (int i = 0; i <= 4000; ++i) xs.push_back(-100.f + 0.05f * static_cast<float>(i));  // -100 .. 100
+  xs[0] = -INFINITY;
+  xs[4000] = INFINITY;
+  Tensor x = test::floats({4001}, xs);
+  Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, codegen::singleNodeGroups(g), ops->catalog, {x});
+  REQUIRE_MESSAGE(run.ok(), run.error().message);
+  double worst = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double want = std::exp(static_cast<double>(xs[i])), got = run->outputs[0].data<float>()[i];
+    if (want == 0 || std::isinf(want) || want < 1.2e-38 || want > 3.4e38) {
+      CHECK((got == static_cast<float>(want) || (want < 1.2e-38 && got < 1.2e-38)));  // underflow to 0, overflow to inf
+      continue;
+    }
+    worst = std::max(worst, std::abs(got - want) / want);
+  }
+  CHECK(worst < 5e-7);
+  MESSAGE("exp: worst relative error " << worst);
+}

@@ -1,8 +1,13 @@
 /// OpenCL C for the row_reduce family: an optional elementwise prologue
-/// feeding one reduction over the innermost axis (Softmax, LogSoftmax,
-/// LayerNormalization, ReduceSum/Mean/Max/Min/L2/SumSquare). One work-group
-/// per row reduces through a local-memory tree; mean and variance take two
-/// passes over the row, recomputing the prologue instead of storing it.
+/// feeding one reduction over a contiguous row: the innermost axis
+/// (ReduceSum/Mean/Max/Min/L2/SumSquare, Softmax, LogSoftmax), the trailing
+/// axes from `axis` (LayerNormalization, with its optional mean and
+/// inverse-stddev results; Softmax/LogSoftmax before opset 13), or each
+/// (image, channel) plane (global pools, InstanceNormalization). A row is
+/// shared by up to 64 work-items that reduce through a local-memory tree;
+/// short rows pack several to a work-group. Rows of up to 16 elements per
+/// work-item are loaded once into registers (the prologue computed once);
+/// mean and variance take two passes over them.
 #pragma once
 
 #include "fusec/codegen/Pointwise.h"
