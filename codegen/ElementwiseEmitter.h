@@ -94,7 +94,7 @@ class Emitter {
     }
     k.globalSize = static_cast<size_t>(shapeNumel(space));
     std::string params, body;
-    doubleAllowed_ = true;  // this kernel's source declares cl_khr_fp64 when it needs it
+    allowDouble();  // this kernel's source declares cl_khr_fp64 when it needs it
     if (Status st = emitBody(members, k.inputs, space, "i", params, body); !st) return st.error();
     std::ostringstream out;
     for (size_t o = 0; o < k.outputs.size(); ++o) {
@@ -234,6 +234,11 @@ class Emitter {
         return Error{"a " + family + " epilogue result with another shape has no kernel path", true};
     return ep;
   }
+
+  /// Lets double values through emitBody; the caller's source then needs
+  /// the cl_khr_fp64 pragma when usesDouble().
+  void allowDouble() { doubleAllowed_ = true; }
+  bool usesDouble() const { return usesDouble_; }
 
   const std::map<ValueId, std::string>& vars() const { return vars_; }
   /// Makes `v` available under `var` (computed by the surrounding kernel).

@@ -61,7 +61,7 @@ Expected<KernelSource> emitReduce(const Graph& g, const std::vector<NodeRef>& me
   const std::vector<int64_t> axes = *reducedAxes(g, r, rank);
   if (!g.value(y).type.isStatic()) return Error{"value `" + g.value(y).name + "` has no static shape", true};
   const DType xt = g.value(x).type.dtype, yt = g.value(y).type.dtype;
-  if (xt == DType::Float64 || detail::cType(xt).empty() || detail::cType(yt).empty())
+  if (detail::cType(xt).empty() || detail::cType(yt).empty())
     return Error{"`" + op + "` on `" + std::string(dtypeName(xt)) + "` has no kernel path", true};
   int64_t count = 1;
   for (int64_t a : axes) count *= xs[static_cast<size_t>(a)];
@@ -77,6 +77,7 @@ Expected<KernelSource> emitReduce(const Graph& g, const std::vector<NodeRef>& me
   for (ValueId v : boundary.outputs)
     if (v != x) return Error{"a prologue value used outside the group (`" + g.value(v).name + "`) has no kernel path", true};
   detail::Emitter e(g, catalog);
+  e.allowDouble();
   std::string params, body;
   if (Status st = e.emitBody(prologue, inputs, xs, "i", params, body); !st) return st.error();
   const std::string value = e.vars().at(x);
@@ -94,7 +95,8 @@ Expected<KernelSource> emitReduce(const Graph& g, const std::vector<NodeRef>& me
   // The accumulator: integers in 64 bits for sums, products and extremes;
   // float otherwise (the interpreter accumulates in double).
   const bool integerAcc = integer && op != "ReduceL2" && op != "ReduceLogSum" && op != "ReduceLogSumExp";
-  const std::string acc = integerAcc ? (detail::isUnsignedType(xt) ? "ulong" : "long") : "float";
+  const std::string real = xt == DType::Float64 ? "double" : "float";
+  const std::string acc = integerAcc ? (detail::isUnsignedType(xt) ? "ulong" : "long") : real;
   const std::string elem = "(" + acc + ")" + value;
   const auto [lowest, highest] = integer ? detail::integerLimits(xt) : std::pair<std::string, std::string>{"-INFINITY", "INFINITY"};
   std::string init = "0", update, result = "acc";
@@ -123,7 +125,9 @@ Expected<KernelSource> emitReduce(const Graph& g, const std::vector<NodeRef>& me
   k.outputs = {y};
   k.globalSize = static_cast<size_t>(shapeNumel(keptShape));
   std::ostringstream src;
-  src << "// " << comment << "\n" << detail::Emitter::prelude();
+  src << "// " << comment << "\n";
+  if (e.usesDouble() || yt == DType::Float64) src << "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
+  src << detail::Emitter::prelude();
   src << "__kernel void " << name << "(\n    " << params << ",\n    __global " << detail::cType(yt) << "* restrict out0) {\n";
   src << "  const int o = get_global_id(0);\n";
   std::string base = "0";
@@ -154,8 +158,8 @@ Expected<KernelSource> emitReduce(const Graph& g, const std::vector<NodeRef>& me
     return l.str();
   };
   if (op == "ReduceLogSumExp") {  // the largest element first, for a stable sum
-    src << "  float peak = -INFINITY;\n" << loop("peak = fmax(peak, " + elem + ");");
-    src << "  if (isinf(peak)) peak = 0.0f;\n";
+    src << "  " << real << " peak = -INFINITY;\n" << loop("peak = fmax(peak, " + elem + ");");
+    src << "  if (isinf(peak)) peak = 0;\n";
   }
   if (arg) src << "  " << detail::cType(xt) << " best = 0;\n";
   src << "  " << (arg ? "long" : acc) << " acc = " << init << ";\n" << loop(update);
