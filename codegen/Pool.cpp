@@ -11,13 +11,101 @@ namespace fusec::codegen {
 bool isPoolGroup(const Graph& g, const std::vector<NodeRef>& members) {
   if (members.empty()) return false;
   const NodeData& d = g.node(members.front());
-  return d.domain.empty() && (d.op == "MaxPool" || d.op == "AveragePool");
+  return d.domain.empty() && (d.op == "MaxPool" || d.op == "AveragePool" || d.op == "ConvTranspose");
 }
+
+namespace {
+
+/// ConvTranspose as a gather: each output element sums, over its group's
+/// input channels and the kernel taps, the input positions i with
+/// o + padBegin = i * stride + t * dilation; bias and the elementwise
+/// epilogue follow.
+Expected<KernelSource> emitConvTranspose(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
+                                         const std::string& name, const std::string& comment) {
+  const NodeData& d = g.node(members.front());
+  const ValueId x = d.inputs[0], y = d.outputs[0];
+  const bool hasBias = d.inputs.size() > 2 && d.inputs[2] != kNoValue;
+  std::vector<ValueId> operands = {x, d.inputs.size() > 1 ? d.inputs[1] : kNoValue};
+  if (hasBias) operands.push_back(d.inputs[2]);
+  for (ValueId v : operands) {
+    if (v == kNoValue) return Error{"ConvTranspose needs a weight", true};
+    if (!g.value(v).type.isStatic() || g.value(v).type.dtype != DType::Float32)
+      return Error{"ConvTranspose on `" + g.value(v).name + "` (not float with a static shape) has no kernel path", true};
+  }
+  if (!g.value(y).type.isStatic()) return Error{"value `" + g.value(y).name + "` has no static shape", true};
+  const Shape xs = g.value(x).type.staticShape(), ws = g.value(operands[1]).type.staticShape(),
+              ys = g.value(y).type.staticShape();
+  if (xs.size() < 3 || ws.size() != xs.size()) return Error{"ConvTranspose needs input and weight of one rank >= 3", true};
+  const int64_t group = d.attrInt("group", 1), C = xs[1];
+  if (group <= 0 || C % group != 0 || ws[0] != C) return Error{"ConvTranspose weight does not match its input", true};
+  const int64_t Cg = C / group, Mg = ws[1];
+  const Shape spatial(xs.begin() + 2, xs.end()), kernel(ws.begin() + 2, ws.end());
+  Expected<WindowGeometry> w = transposedWindowGeometry(d, spatial, kernel);
+  if (!w) return Error{"ConvTranspose `" + d.name + "`: " + w.error().message, true};
+  const size_t k = spatial.size();
+
+  detail::Emitter e(g, catalog);
+  Expected<detail::Emitter::Epilogue> epi = e.epilogue(members, y, "ConvTranspose");
+  if (!epi) return epi.error();
+  KernelSource ks;
+  ks.name = name;
+  ks.inputs = operands;
+  ks.inputs.insert(ks.inputs.end(), epi->inputs.begin(), epi->inputs.end());
+  ks.outputs = epi->outputs;
+  ks.globalSize = static_cast<size_t>(shapeNumel(ys));
+  e.bind(y, "acc");
+  std::string epiParams, epiBody;
+  if (Status st = e.emitBody(epi->members, epi->inputs, ys, "i", epiParams, epiBody, operands.size(), false); !st)
+    return st.error();
+
+  std::ostringstream src;
+  src << "// " << comment << "\n" << detail::Emitter::prelude();
+  src << "__kernel void " << name << "(\n    __global const float* restrict in0,\n    __global const float* restrict in1";
+  if (hasBias) src << ",\n    __global const float* restrict in2";
+  if (!epiParams.empty()) src << ",\n    " << epiParams;
+  for (size_t o = 0; o < ks.outputs.size(); ++o) src << ",\n    __global float* restrict out" << o;
+  src << ") {\n  const int i = get_global_id(0);\n";
+  src << detail::Emitter::coordinates(ys, "i", "  ");
+  src << "  const int gi = c1 / " << Mg << ", mg = c1 % " << Mg << ";\n";
+  src << "  float acc = " << (hasBias ? "in2[c1]" : "0.0f") << ";\n";
+  src << "  for (int ci = 0; ci < " << Cg << "; ++ci) {\n";
+  src << "    const __global float* plane = in0 + (c0 * " << C << " + gi * " << Cg << " + ci) * " << w->inSize() << ";\n";
+  src << "    const __global float* taps = in1 + ((gi * " << Cg << " + ci) * " << Mg << " + mg) * " << w->kernelSize()
+      << ";\n";
+  std::string indent = "    ", at = "0", tap = "0";
+  for (size_t q = 0; q < k; ++q) {
+    const std::string c = "c" + std::to_string(q + 2), t = "t" + std::to_string(q), p = "p" + std::to_string(q),
+                      kk = "k" + std::to_string(q);
+    src << indent << "for (int " << kk << " = 0; " << kk << " < " << kernel[q] << "; ++" << kk << ") {\n";
+    indent += "  ";
+    src << indent << "const int " << t << " = " << c << " + " << w->padBegin[q] << " - " << kk << " * " << w->dilations[q]
+        << ";\n";
+    src << indent << "if (" << t << " < 0 || " << t << " % " << w->strides[q] << " != 0) continue;\n";
+    src << indent << "const int " << p << " = " << t << " / " << w->strides[q] << ";\n";
+    src << indent << "if (" << p << " >= " << spatial[q] << ") continue;\n";
+    at = "(" + at + ") * " + std::to_string(spatial[q]) + " + " + p;
+    tap = "(" + tap + ") * " + std::to_string(kernel[q]) + " + " + kk;
+  }
+  src << indent << "acc += plane[" << at << "] * taps[" << tap << "];\n";
+  for (size_t q = k; q-- > 0;) {
+    indent.resize(indent.size() - 2);
+    src << indent << "}\n";
+  }
+  src << "  }\n" << epiBody;
+  for (size_t o = 0; o < ks.outputs.size(); ++o)
+    src << "  out" << o << "[i] = " << (ks.outputs[o] == y ? std::string("acc") : e.vars().at(ks.outputs[o])) << ";\n";
+  src << "}\n";
+  ks.source = src.str();
+  return ks;
+}
+
+}  // namespace
 
 Expected<KernelSource> emitPool(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
                                 const std::string& name, const std::string& comment) {
   if (!isPoolGroup(g, members)) return Error{"group `" + name + "` does not start with a pooling op", true};
   const NodeData& d = g.node(members.front());
+  if (d.op == "ConvTranspose") return emitConvTranspose(g, members, catalog, name, comment);
   const bool isMax = d.op == "MaxPool";
   const ValueId x = d.inputs[0], y = d.outputs[0];
   for (ValueId v : {x, y})

@@ -66,4 +66,54 @@ Expected<WindowGeometry> windowGeometry(const NodeData& node, const Shape& inSpa
   return g;
 }
 
+Expected<WindowGeometry> transposedWindowGeometry(const NodeData& node, const Shape& inSpatial, const Shape& kernel) {
+  const size_t k = inSpatial.size();
+  if (kernel.size() != k)
+    return Error{"the kernel has " + std::to_string(kernel.size()) + " dims but the input has " + std::to_string(k) +
+                 " spatial dims"};
+  WindowGeometry g;
+  g.in = inSpatial;
+  g.kernel = kernel;
+  Expected<std::vector<int64_t>> strides = intsAttr(node, "strides", k, 1);
+  Expected<std::vector<int64_t>> dilations = intsAttr(node, "dilations", k, 1);
+  Expected<std::vector<int64_t>> pads = intsAttr(node, "pads", 2 * k, 0);
+  Expected<std::vector<int64_t>> outPad = intsAttr(node, "output_padding", k, 0);
+  for (auto* e : {&strides, &dilations, &pads, &outPad})
+    if (!*e) return e->error();
+  g.strides = strides.value();
+  g.dilations = dilations.value();
+  std::string autoPad = "NOTSET";
+  if (const Attribute* a = node.attr("auto_pad"); a && std::holds_alternative<std::string>(*a))
+    autoPad = std::get<std::string>(*a);
+  std::vector<int64_t> outputShape;
+  if (const Attribute* a = node.attr("output_shape"); a && std::holds_alternative<std::vector<int64_t>>(*a))
+    outputShape = std::get<std::vector<int64_t>>(*a);
+  if (outputShape.size() == k + 2) outputShape.erase(outputShape.begin(), outputShape.begin() + 2);
+  if (!outputShape.empty() && outputShape.size() != k)
+    return Error{"attribute `output_shape` must have " + std::to_string(k) + " values"};
+  g.out.resize(k);
+  g.padBegin.resize(k);
+  g.padEnd.resize(k);
+  for (size_t i = 0; i < k; ++i) {
+    if (g.strides[i] <= 0 || g.dilations[i] <= 0) return Error{"strides and dilations must be positive"};
+    const int64_t extent = (kernel[i] - 1) * g.dilations[i] + 1;
+    const int64_t full = g.strides[i] * (inSpatial[i] - 1) + outPad.value()[i] + extent;
+    g.padBegin[i] = pads.value()[i];
+    g.padEnd[i] = pads.value()[i + k];
+    if (!outputShape.empty() || autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+      const int64_t target = !outputShape.empty() ? outputShape[i] : inSpatial[i] * g.strides[i];
+      // May be negative (output_shape beyond the full extent).
+      const int64_t total = full - target;
+      const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
+      g.padBegin[i] = autoPad == "SAME_UPPER" ? half : total - half;
+      g.padEnd[i] = total - g.padBegin[i];
+    } else if (autoPad == "VALID") {
+      g.padBegin[i] = g.padEnd[i] = 0;
+    }
+    g.out[i] = full - g.padBegin[i] - g.padEnd[i];
+    if (g.out[i] <= 0) return Error{"output size would be empty"};
+  }
+  return g;
+}
+
 }  // namespace fusec

@@ -168,36 +168,11 @@ void convTranspose(KernelContext& ctx) {
   const size_t k = static_cast<size_t>(x.rank() - 2);
   Shape inSpatial(x.shape().begin() + 2, x.shape().end());
   Shape kernel(w.shape().begin() + 2, w.shape().end());
-  Shape strides = attrOr(ctx, "strides", k, 1), dilations = attrOr(ctx, "dilations", k, 1);
-  Shape outPad = attrOr(ctx, "output_padding", k, 0);
-  Shape pads = attrOr(ctx, "pads", 2 * k, 0);
-  const std::string autoPad = ctx.attrString("auto_pad", "NOTSET");
-  Shape outSpatial(k);
-  Shape outputShape = ctx.attrInts("output_shape");
-  if (!outputShape.empty() && outputShape.size() == k + 2)
-    outputShape.erase(outputShape.begin(), outputShape.begin() + 2);
-  for (size_t i = 0; i < k; ++i) {
-    const int64_t extent = (kernel[i] - 1) * dilations[i] + 1;
-    const int64_t full = strides[i] * (inSpatial[i] - 1) + outPad[i] + extent;
-    if (!outputShape.empty() || autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
-      int64_t target = !outputShape.empty() ? outputShape[i] : inSpatial[i] * strides[i];
-      // May be negative (output_shape beyond the full extent); halves round
-      // down, as ONNX's reference does.
-      const int64_t total = full - target;
-      const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
-      if (autoPad == "SAME_UPPER") {
-        pads[i] = half;
-        pads[i + k] = total - half;
-      } else {
-        pads[i] = total - half;
-        pads[i + k] = half;
-      }
-    } else if (autoPad == "VALID") {
-      pads[i] = pads[i + k] = 0;
-    }
-    outSpatial[i] = full - pads[i] - pads[i + k];
-    if (outSpatial[i] <= 0) ctx.fail("output size would be empty");
-  }
+  Expected<WindowGeometry> tg = transposedWindowGeometry(ctx.node(), inSpatial, kernel);
+  if (!tg) ctx.fail(tg.error().message);
+  const Shape &strides = tg->strides, &dilations = tg->dilations, &outSpatial = tg->out;
+  Shape pads = tg->padBegin;
+  pads.insert(pads.end(), tg->padEnd.begin(), tg->padEnd.end());
   // The transpose scatters over an un-padded output grid, then crops the pads.
   ConvGeometry g;
   g.kernel = kernel;

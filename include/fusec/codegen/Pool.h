@@ -2,7 +2,10 @@
 /// AveragePool over 1 to 3 spatial dims, float32, with strides, pads,
 /// dilations, ceil_mode and count_include_pad as ONNX defines them; one
 /// work-item per output element looping over its window, followed by a
-/// fused elementwise epilogue. Global pools are row reductions (RowReduce.h).
+/// fused elementwise epilogue. ConvTranspose (grouped, strided, dilated,
+/// padded, output_padding/output_shape/auto_pad, with bias) is the same
+/// shape of kernel: each output element gathers the input positions its
+/// window reaches. Global pools are row reductions (RowReduce.h).
 #pragma once
 
 #include "fusec/codegen/Pointwise.h"

@@ -21,4 +21,11 @@ struct WindowGeometry {
 Expected<WindowGeometry> windowGeometry(const NodeData& node, const Shape& inSpatial, const Shape& kernel,
                                         bool ceilMode);
 
+/// The window of a ConvTranspose over input spatial dims `inSpatial`: `out`
+/// is the output's spatial size and output position o takes input position
+/// i through kernel tap t where o + padBegin = i * stride + t * dilation.
+/// From `strides`, `dilations`, `pads`, `output_padding`, `output_shape`
+/// and `auto_pad` (halves of odd totals round down, as ONNX's reference).
+Expected<WindowGeometry> transposedWindowGeometry(const NodeData& node, const Shape& inSpatial, const Shape& kernel);
+
 }  // namespace fusec
