@@ -211,7 +211,60 @@ class Builder {
 const std::set<std::string>& ops() {
   static const std::set<std::string> k = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Expand",
                                           "Tile", "Slice", "Concat", "Gather", "GatherElements", "DepthToSpace",
-                                          "SpaceToDepth", "Pad", "Trilu"};
+                                          "SpaceToDepth", "Pad", "Trilu", "Split"};
+  return k;
+}
+
+/// Split as one kernel over its input: each element goes to the result
+/// whose slice along `axis` holds it (the results' static shapes say where
+/// each slice ends, whichever of `split`, the split operand or
+/// num_outputs gave them).
+Expected<KernelSource> emitSplit(const Graph& g, const NodeData& d, const std::string& name, const std::string& comment) {
+  const ValueId x = d.inputs[0];
+  const TensorType& xt = g.value(x).type;
+  const std::string type = bitsType(xt.dtype);
+  if (type.empty()) return Error{"element type `" + std::string(dtypeName(xt.dtype)) + "` has no kernel path", true};
+  if (!xt.isStatic()) return Error{"value `" + g.value(x).name + "` has no static shape", true};
+  const Shape xs = xt.staticShape();
+  int64_t axis = d.attrInt("axis", 0);
+  if (axis < 0) axis += static_cast<int64_t>(xs.size());
+  if (axis < 0 || axis >= static_cast<int64_t>(xs.size())) return Error{"Split axis out of range", true};
+  KernelSource k;
+  k.name = name;
+  k.inputs = {x};
+  k.globalSize = static_cast<size_t>(shapeNumel(xs));
+  std::ostringstream body, params;
+  const Shape st = stridesOf(xs);
+  for (size_t q = 0; q < xs.size(); ++q)
+    body << "  const long c" << q << " = (i / " << std::max<int64_t>(st[q], 1) << "L) % " << std::max<int64_t>(xs[q], 1)
+         << "L;\n";
+  int64_t start = 0;
+  for (ValueId v : d.outputs) {
+    if (v == kNoValue) continue;
+    if (!g.value(v).type.isStatic()) return Error{"value `" + g.value(v).name + "` has no static shape", true};
+    const Shape os = g.value(v).type.staticShape();
+    if (os.size() != xs.size()) return Error{"Split results must have the input's rank", true};
+    const int64_t len = os[static_cast<size_t>(axis)];
+    const Shape ost = stridesOf(os);
+    std::string off = "0";
+    for (size_t q = 0; q < os.size(); ++q) {
+      const std::string c = "c" + std::to_string(q);
+      off += " + " + (static_cast<int64_t>(q) == axis ? "(" + c + " - " + std::to_string(start) + "L)" : c) + " * " +
+             std::to_string(ost[q]) + "L";
+    }
+    const size_t o = k.outputs.size();
+    body << "  " << (o ? "else " : "") << "if (c" << axis << " < " << start + len << "L) out" << o << "[" << off
+         << "] = in0[i];\n";
+    params << ",\n    __global " << type << "* restrict out" << o;
+    k.outputs.push_back(v);
+    start += len;
+  }
+  if (start != xs[static_cast<size_t>(axis)]) return Error{"Split results do not cover the input", true};
+  std::ostringstream src;
+  src << "// " << comment << "\n";
+  src << "__kernel void " << name << "(\n    __global const " << type << "* restrict in0" << params.str() << ") {\n";
+  src << "  const long i = get_global_id(0);\n" << body.str() << "}\n";
+  k.source = src.str();
   return k;
 }
 
@@ -227,6 +280,7 @@ Expected<KernelSource> emitIndexMap(const Graph& g, const std::vector<NodeRef>& 
   if (members.size() != 1 || !isIndexMapOp(g, members[0]))
     return Error{"group `" + name + "`: index_map kernels take one data-movement op so far", true};
   const NodeData& d = g.node(members[0]);
+  if (d.op == "Split") return emitSplit(g, d, name, comment);
   if (d.outputs.size() != 1 || d.outputs[0] == kNoValue)
     return Error{"`" + d.op.str() + "` with several results has no kernel path", true};
   const ValueId out = d.outputs[0];
