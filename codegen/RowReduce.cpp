@@ -29,7 +29,7 @@ int64_t rowLength(const Graph& g, const NodeData& d, const Shape& xs) {
   if (d.op == "GlobalAveragePool" || d.op == "GlobalMaxPool" || d.op == "InstanceNormalization")
     return rank >= 3 ? shapeNumel(xs) / (xs[0] * xs[1]) : 0;
   if (d.op == "LayerNormalization") return trailing(d.attrInt("axis", -1));
-  if (d.op == "Softmax" || d.op == "LogSoftmax") {
+  if (d.op == "Softmax" || d.op == "LogSoftmax" || d.op == "Hardmax") {
     if (g.info.defaultOpset() < 13) return trailing(d.attrInt("axis", 1));
     const int64_t axis = d.attrInt("axis", -1);
     return axis == -1 || axis == rank - 1 ? xs.back() : 0;
@@ -47,7 +47,7 @@ int64_t rowLength(const Graph& g, const NodeData& d, const Shape& xs) {
 }  // namespace
 
 bool isRowReduction(const Graph& g, NodeRef n) {
-  static const std::set<std::string> kOps = {"Softmax",         "LogSoftmax",       "LayerNormalization", "ReduceSum",
+  static const std::set<std::string> kOps = {"Softmax", "LogSoftmax", "Hardmax", "LayerNormalization", "ReduceSum",
                                              "ReduceMean",      "ReduceMax",        "ReduceMin",          "ReduceL2",
                                              "ReduceSumSquare", "GlobalAveragePool", "GlobalMaxPool", "InstanceNormalization"};
   const NodeData& d = g.node(n);
@@ -207,6 +207,15 @@ Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>&
       src << "  const float shift = mx + log(sum);\n";
       each([](const std::string& v, const std::string& j) { return "out0[base + " + j + "] = " + v + " - shift;"; });
     }
+  } else if (op == "Hardmax") {
+    // 1 at the first maximum of the row: the maximum, then its least index.
+    src << "  float acc = -INFINITY;\n";
+    each([](const std::string& v, const std::string&) { return "acc = fmax(acc, " + v + ");"; });
+    tree("mx", "fmax(scratch[lid], scratch[lid + s])");
+    src << "  acc = FUSEC_N;\n";
+    each([](const std::string& v, const std::string& j) { return "if (" + v + " == mx) acc = fmin(acc, (float)" + j + ");"; });
+    tree("first", "fmin(scratch[lid], scratch[lid + s])");
+    each([](const std::string&, const std::string& j) { return "out0[base + " + j + "] = " + j + " == (int)first ? 1.0f : 0.0f;"; });
   } else if (op == "LayerNormalization" || instance) {
     float eps = 1e-5f;
     if (const Attribute* a = r.attr("epsilon"); a && std::holds_alternative<float>(*a)) eps = std::get<float>(*a);
