@@ -178,17 +178,30 @@ class Builder {
       return;
     }
     if (op == "Pad") {
-      const Attribute* mode = d_.attr("mode");
-      if (mode && std::get<std::string>(*mode) != "constant") throw UserError{"only constant Pad has a kernel path", true};
+      const Attribute* modeAttr = d_.attr("mode");
+      const std::string mode = modeAttr ? std::get<std::string>(*modeAttr) : "constant";
+      if (mode != "constant" && mode != "edge" && mode != "reflect" && mode != "wrap")
+        throw UserError{"Pad mode `" + mode + "` has no kernel path", true};
       if (g_.info.defaultOpset() < 11) throw UserError{"Pad before opset 11 has no kernel path", true};
       std::vector<int64_t> pads = constInts(g_, d_, 1);
       if (d_.inputs.size() > 3 && d_.inputs[3] != kNoValue) throw UserError{"Pad with axes has no kernel path", true};
       std::string inside = "1", off = "0";
       for (size_t k = 0; k < in.size(); ++k) {
-        const std::string p = "(c" + std::to_string(k) + " - " + std::to_string(pads[k]) + "L)";
-        inside += " && " + p + " >= 0 && " + p + " < " + std::to_string(in[k]) + "L";
+        const std::string p = "p" + std::to_string(k), dim = std::to_string(in[k]) + "L";
+        body << "  long " << p << " = c" << k << " - " << pads[k] << "L;\n";
+        // Outside the input: the fill value, or the position it mirrors.
+        if (mode == "edge") body << "  " << p << " = clamp(" << p << ", 0L, " << dim << " - 1);\n";
+        if (mode == "reflect" && in[k] > 1)
+          body << "  " << p << " = " << p << " < 0 ? -" << p << " : " << p << " >= " << dim << " ? 2 * (" << dim
+               << " - 1) - " << p << " : " << p << ";\n";
+        if (mode == "wrap") body << "  " << p << " = ((" << p << " % " << dim << ") + " << dim << ") % " << dim << ";\n";
+        if (mode == "constant") inside += " && " + p + " >= 0 && " + p + " < " + dim;
         off += " + " + p + " * " + std::to_string(is[k]) + "L";
       }
+      if (mode == "reflect")
+        for (size_t k = 0; k < in.size(); ++k)
+          if (pads[k] >= in[k] || pads[k + in.size()] >= in[k])
+            throw UserError{"reflect Pad wider than the input has no kernel path", true};
       body << "  out0[i] = (" << inside << ") ? in0[" << off << "] : " << (hasFill_ ? "in1[0]" : "0") << ";\n";
       return;
     }

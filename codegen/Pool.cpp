@@ -111,9 +111,15 @@ Expected<KernelSource> emitPool(const Graph& g, const std::vector<NodeRef>& memb
   for (ValueId v : {x, y})
     if (!g.value(v).type.isStatic() || g.value(v).type.dtype != DType::Float32)
       return Error{d.op.str() + " on `" + g.value(v).name + "` (not float with a static shape) has no kernel path", true};
-  for (size_t o = 1; o < d.outputs.size(); ++o)
-    if (d.outputs[o] != kNoValue && (!g.uses(d.outputs[o]).empty() || g.isGraphOutput(d.outputs[o])))
-      return Error{"MaxPool with its Indices result used has no kernel path", true};
+  // MaxPool's Indices: the flattened input offset of each maximum.
+  ValueId indices = kNoValue;
+  if (isMax && d.outputs.size() > 1 && d.outputs[1] != kNoValue &&
+      (!g.uses(d.outputs[1]).empty() || g.isGraphOutput(d.outputs[1]))) {
+    indices = d.outputs[1];
+    for (NodeRef m : members)
+      if (std::find(g.node(m).inputs.begin(), g.node(m).inputs.end(), indices) != g.node(m).inputs.end())
+        return Error{"MaxPool's Indices read inside its group has no kernel path", true};
+  }
   const Shape xs = g.value(x).type.staticShape(), ys = g.value(y).type.staticShape();
   if (xs.size() < 3 || xs.size() > 5) return Error{d.op.str() + " over other than 1 to 3 spatial dims has no kernel path", true};
   const Attribute* ka = d.attr("kernel_shape");
@@ -133,25 +139,33 @@ Expected<KernelSource> emitPool(const Graph& g, const std::vector<NodeRef>& memb
   ks.inputs = {x};
   ks.inputs.insert(ks.inputs.end(), epi->inputs.begin(), epi->inputs.end());
   ks.outputs = epi->outputs;
+  if (indices != kNoValue) ks.outputs.push_back(indices);
   ks.globalSize = static_cast<size_t>(shapeNumel(ys));
   e.bind(y, "acc");
   std::string epiParams, epiBody;
   if (Status st = e.emitBody(epi->members, epi->inputs, ys, "i", epiParams, epiBody, 1, false); !st) return st.error();
+  const bool columnMajor = d.attrInt("storage_order", 0) != 0;
 
   std::ostringstream src;
   src << "// " << comment << "\n" << detail::Emitter::prelude();
   src << "__kernel void " << name << "(\n    __global const float* restrict in0";
   if (!epiParams.empty()) src << ",\n    " << epiParams;
-  for (size_t o = 0; o < ks.outputs.size(); ++o) src << ",\n    __global float* restrict out" << o;
+  for (size_t o = 0; o < ks.outputs.size(); ++o)
+    src << ",\n    __global " << (ks.outputs[o] == indices ? "long" : "float") << "* restrict out" << o;
   src << ") {\n  const int i = get_global_id(0);\n";
   src << detail::Emitter::coordinates(ys, "i", "  ");
+  if (indices != kNoValue) src << "  long best = -1;\n";
   src << "  const __global float* plane = in0 + (c0 * " << xs[1] << " + c1) * " << w->inSize() << ";\n";
   src << "  float acc = " << (isMax ? "-INFINITY" : "0.0f") << ";\n  int count = 0;\n";
-  std::string offset = "0";
-  int64_t stride = 1;
+  std::string offset = "0", columnOffset = "0";
+  int64_t stride = 1, columnStride = 1;
   for (size_t q = k; q-- > 0;) {
     offset = "p" + std::to_string(q) + " * " + std::to_string(stride) + " + " + offset;
     stride *= spatial[q];
+  }
+  for (size_t q = 0; q < k; ++q) {  // storage_order = 1: the first spatial axis varies fastest
+    columnOffset += " + p" + std::to_string(q) + " * " + std::to_string(columnStride);
+    columnStride *= spatial[q];
   }
   std::string indent = "  ";
   for (size_t q = 0; q < k; ++q) {
@@ -173,7 +187,9 @@ Expected<KernelSource> emitPool(const Graph& g, const std::vector<NodeRef>& memb
   if (includePad) src << indent << "++count;\n";
   src << indent << "if (" << inside << ") {\n";
   src << indent << "  const float v = plane[" << offset << "];\n";
-  if (isMax) src << indent << "  acc = fmax(acc, v);\n";
+  if (isMax && indices != kNoValue)
+    src << indent << "  if (v > acc || best < 0) { acc = v; best = " << (columnMajor ? columnOffset : offset) << "; }\n";
+  else if (isMax) src << indent << "  acc = fmax(acc, v);\n";
   else src << indent << "  acc += v;\n" << (includePad ? "" : indent + "  ++count;\n");
   src << indent << "}\n";
   for (size_t q = k; q-- > 0;) {
@@ -183,8 +199,13 @@ Expected<KernelSource> emitPool(const Graph& g, const std::vector<NodeRef>& memb
   if (!isMax) src << "  acc = count ? acc / count : 0.0f;\n";
   else src << "  (void)count;\n";
   src << epiBody;
-  for (size_t o = 0; o < ks.outputs.size(); ++o)
-    src << "  out" << o << "[i] = " << (ks.outputs[o] == y ? std::string("acc") : e.vars().at(ks.outputs[o])) << ";\n";
+  for (size_t o = 0; o < ks.outputs.size(); ++o) {
+    std::string v = ks.outputs[o] == y ? std::string("acc") : "";
+    if (ks.outputs[o] == indices)
+      v = "best < 0 ? -1 : (c0 * " + std::to_string(xs[1]) + "L + c1) * " + std::to_string(w->inSize()) + "L + best";
+    else if (v.empty()) v = e.vars().at(ks.outputs[o]);
+    src << "  out" << o << "[i] = " << v << ";\n";
+  }
   src << "}\n";
   ks.source = src.str();
   return ks;

@@ -227,16 +227,16 @@ bool nondeterministic(const NodeData& d) {
   return d.op.str().rfind("Random", 0) == 0 || d.op == "Bernoulli" || d.op == "Multinomial";
 }
 
-/// Folds one node if all its operands are constants, or if it is a Shape or
-/// Size of a value with a static shape (its result depends on no data; it
-/// is computed on a stand-in of that shape). Returns true if folded.
+/// Folds one node if all its operands are constants, or if it is a Shape,
+/// Size or EyeLike of a value with a static shape (its result depends on no
+/// data; it is computed on a stand-in of that shape). Returns true if folded.
 Expected<bool> foldNode(Graph& g, NodeRef n) {
   const NodeData& d = g.node(n);
   if (!d.domain.empty() || !interpreterSupports(d.op.str()) || d.outputs.empty()) return false;
   if (nondeterministic(d)) return false;
   std::vector<const Tensor*> operands;
   std::optional<Tensor> standIn;
-  if ((d.op == "Shape" || d.op == "Size") && d.inputs.size() == 1 && d.inputs[0] != kNoValue &&
+  if ((d.op == "Shape" || d.op == "Size" || d.op == "EyeLike") && d.inputs.size() == 1 && d.inputs[0] != kNoValue &&
       !g.isConstant(d.inputs[0]) && g.value(d.inputs[0]).type.isStatic() &&
       g.value(d.inputs[0]).type.dtype != DType::String) {
     const TensorType& t = g.value(d.inputs[0]).type;

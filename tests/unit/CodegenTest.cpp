@@ -390,3 +390,18 @@ TEST_CASE("a grouped, strided ConvTranspose with bias and a fused activation mat
   CHECK(run->kernelTimes.size() == 1);
   test::checkClose(run->outputs[0], reference[0], 1e-5f);
 }
+
+TEST_CASE("Pad's edge, reflect and wrap modes match the interpreter") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  for (const char* mode : {"constant", "edge", "reflect", "wrap"}) {
+    INFO("mode " << mode);
+    Graph g = test::parse(test::model("g (float[2,3,4] x) => (float[4,5,8] y)",
+                                      std::string("pads = Constant <value = int64[6] {1, 0, 2, 1, 2, 2}> ()\n"
+                                                  "y = Pad <mode = \"") + mode + "\"> (x, pads)", 19));
+    std::vector<Tensor> inputs = {randomTensor({2, 3, 4}, 4)};
+    std::vector<Tensor> reference = test::run(g, inputs);
+    Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, codegen::singleNodeGroups(g), ops->catalog, inputs);
+    REQUIRE_MESSAGE(run.ok(), run.error().message);
+    test::checkClose(run->outputs[0], reference[0], 1e-7f);
+  }
+}
