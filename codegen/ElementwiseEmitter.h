@@ -16,24 +16,20 @@
 namespace fusec::codegen::detail {
 
 
-inline std::string floatLiteral(double v) {
+/// A C literal of `v` with enough digits to round-trip (9 for float, 17
+/// for double); infinities and NaN as OpenCL's float macros.
+inline std::string realLiteral(double v, int digits, const char* suffix) {
   if (std::isnan(v)) return "NAN";
   if (std::isinf(v)) return v > 0 ? "INFINITY" : "(-INFINITY)";
   char buf[40];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
+  std::snprintf(buf, sizeof buf, "%.*g", digits, v);
   std::string s(buf);
   if (s.find_first_of(".eE") == std::string::npos) s += ".0";
-  return "(" + s + "f)";
+  return "(" + s + suffix + ")";
 }
 
-inline std::string doubleLiteral(double v) {
-  if (!std::isfinite(v)) return floatLiteral(v);
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  std::string s(buf);
-  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
-  return "(" + s + ")";
-}
+inline std::string floatLiteral(double v) { return realLiteral(v, 9, "f"); }
+inline std::string doubleLiteral(double v) { return realLiteral(v, 17, ""); }
 
 /// The OpenCL C type holding an element of `t` (bool as uchar); empty for
 /// element types the kernels do not take (strings, float16, bfloat16, ...).
@@ -240,6 +236,7 @@ class Emitter {
   void allowDouble() { doubleAllowed_ = true; }
   bool usesDouble() const { return usesDouble_; }
 
+  const Graph& graph() const { return g_; }
   const std::map<ValueId, std::string>& vars() const { return vars_; }
   /// Makes `v` available under `var` (computed by the surrounding kernel).
   void bind(ValueId v, const std::string& var) { vars_[v] = var; }

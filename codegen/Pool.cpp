@@ -16,6 +16,31 @@ bool isPoolGroup(const Graph& g, const std::vector<NodeRef>& members) {
 
 namespace {
 
+/// A window kernel's frame: one work-item per element of `y` (the first
+/// member's result, computed into `acc`), its operands, then the fused
+/// elementwise epilogue's (parameters and statements).
+struct WindowKernel {
+  KernelSource source;
+  std::string epilogueParams, epilogueBody;
+};
+
+Expected<WindowKernel> windowKernel(detail::Emitter& e, const std::vector<NodeRef>& members, ValueId y,
+                                    const std::vector<ValueId>& operands, const std::string& name, const std::string& family) {
+  Expected<detail::Emitter::Epilogue> epi = e.epilogue(members, y, family);
+  if (!epi) return epi.error();
+  WindowKernel w;
+  w.source.name = name;
+  w.source.inputs = operands;
+  w.source.inputs.insert(w.source.inputs.end(), epi->inputs.begin(), epi->inputs.end());
+  w.source.outputs = epi->outputs;
+  const Shape ys = e.graph().value(y).type.staticShape();
+  w.source.globalSize = static_cast<size_t>(shapeNumel(ys));
+  e.bind(y, "acc");
+  if (Status st = e.emitBody(epi->members, epi->inputs, ys, "i", w.epilogueParams, w.epilogueBody, operands.size(), false); !st)
+    return st.error();
+  return w;
+}
+
 /// ConvTranspose as a gather: each output element sums, over its group's
 /// input channels and the kernel taps, the input positions i with
 /// o + padBegin = i * stride + t * dilation; bias and the elementwise
@@ -45,18 +70,10 @@ Expected<KernelSource> emitConvTranspose(const Graph& g, const std::vector<NodeR
   const size_t k = spatial.size();
 
   detail::Emitter e(g, catalog);
-  Expected<detail::Emitter::Epilogue> epi = e.epilogue(members, y, "ConvTranspose");
-  if (!epi) return epi.error();
-  KernelSource ks;
-  ks.name = name;
-  ks.inputs = operands;
-  ks.inputs.insert(ks.inputs.end(), epi->inputs.begin(), epi->inputs.end());
-  ks.outputs = epi->outputs;
-  ks.globalSize = static_cast<size_t>(shapeNumel(ys));
-  e.bind(y, "acc");
-  std::string epiParams, epiBody;
-  if (Status st = e.emitBody(epi->members, epi->inputs, ys, "i", epiParams, epiBody, operands.size(), false); !st)
-    return st.error();
+  Expected<WindowKernel> wk = windowKernel(e, members, y, operands, name, "ConvTranspose");
+  if (!wk) return wk.error();
+  KernelSource& ks = wk->source;
+  const std::string &epiParams = wk->epilogueParams, &epiBody = wk->epilogueBody;
 
   std::ostringstream src;
   src << "// " << comment << "\n" << detail::Emitter::prelude();
@@ -132,18 +149,11 @@ Expected<KernelSource> emitPool(const Graph& g, const std::vector<NodeRef>& memb
   const size_t k = spatial.size();
 
   detail::Emitter e(g, catalog);
-  Expected<detail::Emitter::Epilogue> epi = e.epilogue(members, y, "pooling");
-  if (!epi) return epi.error();
-  KernelSource ks;
-  ks.name = name;
-  ks.inputs = {x};
-  ks.inputs.insert(ks.inputs.end(), epi->inputs.begin(), epi->inputs.end());
-  ks.outputs = epi->outputs;
+  Expected<WindowKernel> wk = windowKernel(e, members, y, {x}, name, "pooling");
+  if (!wk) return wk.error();
+  KernelSource& ks = wk->source;
   if (indices != kNoValue) ks.outputs.push_back(indices);
-  ks.globalSize = static_cast<size_t>(shapeNumel(ys));
-  e.bind(y, "acc");
-  std::string epiParams, epiBody;
-  if (Status st = e.emitBody(epi->members, epi->inputs, ys, "i", epiParams, epiBody, 1, false); !st) return st.error();
+  const std::string &epiParams = wk->epilogueParams, &epiBody = wk->epilogueBody;
   const bool columnMajor = d.attrInt("storage_order", 0) != 0;
 
   std::ostringstream src;

@@ -15,27 +15,44 @@ Expected<std::vector<int64_t>> intsAttr(const NodeData& node, const char* name, 
   return *v;
 }
 
-}  // namespace
+/// What both windows read: the shapes, strides, dilations, pads, auto_pad.
+struct WindowAttrs {
+  WindowGeometry geometry;  // in, kernel, strides, dilations set
+  std::vector<int64_t> pads;
+  std::string autoPad = "NOTSET";
+};
 
-Expected<WindowGeometry> windowGeometry(const NodeData& node, const Shape& inSpatial, const Shape& kernel,
-                                        bool ceilMode) {
+Expected<WindowAttrs> windowAttrs(const NodeData& node, const Shape& inSpatial, const Shape& kernel) {
   const size_t k = inSpatial.size();
   if (kernel.size() != k)
     return Error{"the kernel has " + std::to_string(kernel.size()) + " dims but the input has " + std::to_string(k) +
                  " spatial dims"};
-  WindowGeometry g;
-  g.in = inSpatial;
-  g.kernel = kernel;
+  WindowAttrs w;
+  w.geometry.in = inSpatial;
+  w.geometry.kernel = kernel;
   Expected<std::vector<int64_t>> strides = intsAttr(node, "strides", k, 1);
   Expected<std::vector<int64_t>> dilations = intsAttr(node, "dilations", k, 1);
   Expected<std::vector<int64_t>> pads = intsAttr(node, "pads", 2 * k, 0);
   for (auto* e : {&strides, &dilations, &pads})
     if (!*e) return e->error();
-  g.strides = strides.value();
-  g.dilations = dilations.value();
-  std::string autoPad = "NOTSET";
+  w.geometry.strides = strides.value();
+  w.geometry.dilations = dilations.value();
+  w.pads = pads.value();
   if (const Attribute* a = node.attr("auto_pad"); a && std::holds_alternative<std::string>(*a))
-    autoPad = std::get<std::string>(*a);
+    w.autoPad = std::get<std::string>(*a);
+  return w;
+}
+
+}  // namespace
+
+Expected<WindowGeometry> windowGeometry(const NodeData& node, const Shape& inSpatial, const Shape& kernel,
+                                        bool ceilMode) {
+  Expected<WindowAttrs> attrs = windowAttrs(node, inSpatial, kernel);
+  if (!attrs) return attrs.error();
+  const size_t k = inSpatial.size();
+  WindowGeometry g = attrs->geometry;
+  const std::vector<int64_t>& pads = attrs->pads;
+  const std::string& autoPad = attrs->autoPad;
   g.out.resize(k);
   g.padBegin.resize(k);
   g.padEnd.resize(k);
@@ -49,8 +66,8 @@ Expected<WindowGeometry> windowGeometry(const NodeData& node, const Shape& inSpa
       g.padBegin[i] = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
       g.padEnd[i] = total - g.padBegin[i];
     } else if (autoPad == "VALID" || autoPad == "NOTSET") {
-      g.padBegin[i] = autoPad == "VALID" ? 0 : pads.value()[i];
-      g.padEnd[i] = autoPad == "VALID" ? 0 : pads.value()[i + k];
+      g.padBegin[i] = autoPad == "VALID" ? 0 : pads[i];
+      g.padEnd[i] = autoPad == "VALID" ? 0 : pads[i + k];
       const int64_t span = inSpatial[i] + g.padBegin[i] + g.padEnd[i] - extent;
       if (span < 0)
         return Error{"kernel extent " + std::to_string(extent) + " does not fit spatial size " +
@@ -67,24 +84,14 @@ Expected<WindowGeometry> windowGeometry(const NodeData& node, const Shape& inSpa
 }
 
 Expected<WindowGeometry> transposedWindowGeometry(const NodeData& node, const Shape& inSpatial, const Shape& kernel) {
+  Expected<WindowAttrs> attrs = windowAttrs(node, inSpatial, kernel);
+  if (!attrs) return attrs.error();
   const size_t k = inSpatial.size();
-  if (kernel.size() != k)
-    return Error{"the kernel has " + std::to_string(kernel.size()) + " dims but the input has " + std::to_string(k) +
-                 " spatial dims"};
-  WindowGeometry g;
-  g.in = inSpatial;
-  g.kernel = kernel;
-  Expected<std::vector<int64_t>> strides = intsAttr(node, "strides", k, 1);
-  Expected<std::vector<int64_t>> dilations = intsAttr(node, "dilations", k, 1);
-  Expected<std::vector<int64_t>> pads = intsAttr(node, "pads", 2 * k, 0);
+  WindowGeometry g = attrs->geometry;
+  const std::vector<int64_t>& pads = attrs->pads;
+  const std::string& autoPad = attrs->autoPad;
   Expected<std::vector<int64_t>> outPad = intsAttr(node, "output_padding", k, 0);
-  for (auto* e : {&strides, &dilations, &pads, &outPad})
-    if (!*e) return e->error();
-  g.strides = strides.value();
-  g.dilations = dilations.value();
-  std::string autoPad = "NOTSET";
-  if (const Attribute* a = node.attr("auto_pad"); a && std::holds_alternative<std::string>(*a))
-    autoPad = std::get<std::string>(*a);
+  if (!outPad) return outPad.error();
   std::vector<int64_t> outputShape;
   if (const Attribute* a = node.attr("output_shape"); a && std::holds_alternative<std::vector<int64_t>>(*a))
     outputShape = std::get<std::vector<int64_t>>(*a);
@@ -98,8 +105,8 @@ Expected<WindowGeometry> transposedWindowGeometry(const NodeData& node, const Sh
     if (g.strides[i] <= 0 || g.dilations[i] <= 0) return Error{"strides and dilations must be positive"};
     const int64_t extent = (kernel[i] - 1) * g.dilations[i] + 1;
     const int64_t full = g.strides[i] * (inSpatial[i] - 1) + outPad.value()[i] + extent;
-    g.padBegin[i] = pads.value()[i];
-    g.padEnd[i] = pads.value()[i + k];
+    g.padBegin[i] = pads[i];
+    g.padEnd[i] = pads[i + k];
     if (!outputShape.empty() || autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
       const int64_t target = !outputShape.empty() ? outputShape[i] : inSpatial[i] * g.strides[i];
       // May be negative (output_shape beyond the full extent).
