@@ -11,7 +11,8 @@ namespace fusec::codegen {
 bool isPoolGroup(const Graph& g, const std::vector<NodeRef>& members) {
   if (members.empty()) return false;
   const NodeData& d = g.node(members.front());
-  return d.domain.empty() && (d.op == "MaxPool" || d.op == "AveragePool" || d.op == "ConvTranspose");
+  return d.domain.empty() &&
+         (d.op == "MaxPool" || d.op == "AveragePool" || d.op == "ConvTranspose" || d.op == "BatchNormalization");
 }
 
 namespace {
@@ -116,6 +117,52 @@ Expected<KernelSource> emitConvTranspose(const Graph& g, const std::vector<NodeR
   return ks;
 }
 
+/// BatchNormalization in inference mode: a per-channel affine map of each
+/// element (channel = axis 1), then the epilogue.
+Expected<KernelSource> emitBatchNorm(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
+                                     const std::string& name, const std::string& comment) {
+  const NodeData& d = g.node(members.front());
+  for (size_t o = 1; o < d.outputs.size(); ++o)
+    if (d.outputs[o] != kNoValue && (!g.uses(d.outputs[o]).empty() || g.isGraphOutput(d.outputs[o])))
+      return Error{"BatchNormalization in training mode has no kernel path", true};
+  if (d.attrInt("training_mode", 0) != 0) return Error{"BatchNormalization in training mode has no kernel path", true};
+  if (d.attrInt("spatial", 1) == 0) return Error{"BatchNormalization with spatial = 0 has no kernel path", true};
+  if (d.inputs.size() != 5) return Error{"BatchNormalization needs scale, bias, mean and variance", true};
+  const ValueId y = d.outputs[0];
+  for (ValueId v : d.inputs)
+    if (v == kNoValue || !g.value(v).type.isStatic() || g.value(v).type.dtype != DType::Float32)
+      return Error{"BatchNormalization on other than float with static shapes has no kernel path", true};
+  const Shape xs = g.value(d.inputs[0]).type.staticShape();
+  if (xs.size() < 2) return Error{"BatchNormalization needs a channel axis", true};
+  for (size_t k = 1; k < 5; ++k)
+    if (shapeNumel(g.value(d.inputs[k]).type.staticShape()) != xs[1])
+      return Error{"BatchNormalization with parameters not per channel has no kernel path", true};
+  float eps = 1e-5f;
+  if (const Attribute* a = d.attr("epsilon"); a && std::holds_alternative<float>(*a)) eps = std::get<float>(*a);
+
+  detail::Emitter e(g, catalog);
+  Expected<WindowKernel> wk = windowKernel(e, members, y, d.inputs, name, "BatchNormalization");
+  if (!wk) return wk.error();
+  KernelSource& ks = wk->source;
+  const Shape ys = g.value(y).type.staticShape();
+  std::ostringstream src;
+  src << "// " << comment << "\n" << detail::Emitter::prelude();
+  src << "__kernel void " << name << "(";
+  for (size_t k = 0; k < 5; ++k) src << (k ? "," : "") << "\n    __global const float* restrict in" << k;
+  if (!wk->epilogueParams.empty()) src << ",\n    " << wk->epilogueParams;
+  for (size_t o = 0; o < ks.outputs.size(); ++o) src << ",\n    __global float* restrict out" << o;
+  src << ") {\n  const int i = get_global_id(0);\n";
+  src << detail::Emitter::coordinates(ys, "i", "  ");
+  src << "  const float acc = (in0[i] - in3[c1]) * rsqrt(in4[c1] + " << detail::floatLiteral(eps)
+      << ") * in1[c1] + in2[c1];\n";
+  src << wk->epilogueBody;
+  for (size_t o = 0; o < ks.outputs.size(); ++o)
+    src << "  out" << o << "[i] = " << (ks.outputs[o] == y ? std::string("acc") : e.vars().at(ks.outputs[o])) << ";\n";
+  src << "}\n";
+  ks.source = src.str();
+  return ks;
+}
+
 }  // namespace
 
 Expected<KernelSource> emitPool(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
@@ -123,6 +170,7 @@ Expected<KernelSource> emitPool(const Graph& g, const std::vector<NodeRef>& memb
   if (!isPoolGroup(g, members)) return Error{"group `" + name + "` does not start with a pooling op", true};
   const NodeData& d = g.node(members.front());
   if (d.op == "ConvTranspose") return emitConvTranspose(g, members, catalog, name, comment);
+  if (d.op == "BatchNormalization") return emitBatchNorm(g, members, catalog, name, comment);
   const bool isMax = d.op == "MaxPool";
   const ValueId x = d.inputs[0], y = d.outputs[0];
   for (ValueId v : {x, y})

@@ -5,7 +5,9 @@
 /// fused elementwise epilogue. ConvTranspose (grouped, strided, dilated,
 /// padded, output_padding/output_shape/auto_pad, with bias) is the same
 /// shape of kernel: each output element gathers the input positions its
-/// window reaches. Global pools are row reductions (RowReduce.h).
+/// window reaches. BatchNormalization in inference mode (a per-channel
+/// affine map) uses the same frame. Global pools are row reductions
+/// (RowReduce.h).
 #pragma once
 
 #include "fusec/codegen/Pointwise.h"
