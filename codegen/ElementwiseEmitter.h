@@ -293,7 +293,18 @@ class Emitter {
     // attributes before 11, PRelu's slope was per channel before 7, and
     // before 7 binary ops broadcast by `broadcast`/`axis` attributes.
     const int64_t opset = g_.info.defaultOpset();
-    if ((d.op == "Clip" && opset < 11) || (d.op == "PRelu" && opset < 7) || d.attr("broadcast") || d.attr("axis"))
+    // Legacy broadcasting aligns B at `axis` of A; without one (or with the
+    // axis that aligns B's last dim with A's) it is numpy's suffix rule.
+    bool legacyAxis = false;
+    if (d.attr("axis") && d.attrInt("broadcast", 0) != 0 && d.inputs.size() == 2 && d.inputs[0] != kNoValue &&
+        d.inputs[1] != kNoValue) {
+      const TensorType &a = g_.value(d.inputs[0]).type, &b = g_.value(d.inputs[1]).type;
+      legacyAxis = !a.dims || !b.dims ||
+                   d.attrInt("axis", 0) != static_cast<int64_t>(a.dims->size()) - static_cast<int64_t>(b.dims->size());
+    } else if (d.attr("axis") && opset < 7) {
+      legacyAxis = true;
+    }
+    if ((d.op == "Clip" && opset < 11) || (d.op == "PRelu" && opset < 7) || legacyAxis)
       return Error{"`" + d.op.str() + "` at opset " + std::to_string(opset) +
                        " has semantics the catalog does not describe; no kernel path",
                    true};

@@ -4,6 +4,8 @@
 #include <set>
 #include <sstream>
 
+#include "ElementwiseEmitter.h"
+
 namespace fusec::codegen {
 namespace {
 
@@ -182,9 +184,19 @@ class Builder {
       const std::string mode = modeAttr ? std::get<std::string>(*modeAttr) : "constant";
       if (mode != "constant" && mode != "edge" && mode != "reflect" && mode != "wrap")
         throw UserError{"Pad mode `" + mode + "` has no kernel path", true};
-      if (g_.info.defaultOpset() < 11) throw UserError{"Pad before opset 11 has no kernel path", true};
-      std::vector<int64_t> pads = constInts(g_, d_, 1);
+      // Before opset 11 the pads and the fill value are attributes.
+      const bool legacy = g_.info.defaultOpset() < 11;
+      std::vector<int64_t> pads = legacy ? intsAttr(d_, "pads") : constInts(g_, d_, 1);
+      if (pads.size() != 2 * in.size()) throw UserError{"Pad needs two pads per axis", true};
       if (d_.inputs.size() > 3 && d_.inputs[3] != kNoValue) throw UserError{"Pad with axes has no kernel path", true};
+      std::string fill = hasFill_ ? "in1[0]" : "0";
+      if (legacy) {
+        float value = 0;
+        if (const Attribute* a = d_.attr("value"); a && std::holds_alternative<float>(*a)) value = std::get<float>(*a);
+        if (g_.value(d_.outputs[0]).type.dtype != DType::Float32 && value != 0)
+          throw UserError{"a legacy Pad fill value on other than float has no kernel path", true};
+        fill = "as_uint(" + detail::floatLiteral(value) + ")";  // the fill's bits, like the copied elements
+      }
       std::string inside = "1", off = "0";
       for (size_t k = 0; k < in.size(); ++k) {
         const std::string p = "p" + std::to_string(k), dim = std::to_string(in[k]) + "L";
@@ -202,7 +214,7 @@ class Builder {
         for (size_t k = 0; k < in.size(); ++k)
           if (pads[k] >= in[k] || pads[k + in.size()] >= in[k])
             throw UserError{"reflect Pad wider than the input has no kernel path", true};
-      body << "  out0[i] = (" << inside << ") ? in0[" << off << "] : " << (hasFill_ ? "in1[0]" : "0") << ";\n";
+      body << "  out0[i] = (" << inside << ") ? in0[" << off << "] : " << fill << ";\n";
       return;
     }
     throw UserError{"op `" + op + "` has no index_map kernel path", true};
