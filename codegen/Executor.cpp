@@ -36,7 +36,11 @@ bool isViewGroup(const Graph& g, const std::vector<NodeRef>& group) {
 
 Expected<KernelSource> emitKernel(const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog,
                                   const std::string& name, const std::string& comment, const KernelOptions& options) {
-  if (isGemmGroup(g, group)) return emitGemm(g, group, catalog, name, comment, options.gemm);
+  if (isGemmGroup(g, group)) {
+    // Convs the tiled GEMM cannot take (3-D and beyond) are gathered directly.
+    Expected<KernelSource> k = emitGemm(g, group, catalog, name, comment, options.gemm);
+    if (k || !k.error().unsupported || !isPoolGroup(g, group)) return k;
+  }
   if (isPoolGroup(g, group)) return emitPool(g, group, catalog, name, comment);
   if (isRowReduction(g, group.back())) return emitRowReduce(g, group, catalog, name, comment);
   if (isAxisReduction(g, group.back())) return emitReduce(g, group, catalog, name, comment);

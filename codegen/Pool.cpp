@@ -12,7 +12,8 @@ bool isPoolGroup(const Graph& g, const std::vector<NodeRef>& members) {
   if (members.empty()) return false;
   const NodeData& d = g.node(members.front());
   return d.domain.empty() &&
-         (d.op == "MaxPool" || d.op == "AveragePool" || d.op == "ConvTranspose" || d.op == "BatchNormalization");
+         (d.op == "MaxPool" || d.op == "AveragePool" || d.op == "Conv" || d.op == "ConvTranspose" ||
+          d.op == "BatchNormalization");
 }
 
 namespace {
@@ -42,36 +43,43 @@ Expected<WindowKernel> windowKernel(detail::Emitter& e, const std::vector<NodeRe
   return w;
 }
 
-/// ConvTranspose as a gather: each output element sums, over its group's
-/// input channels and the kernel taps, the input positions i with
-/// o + padBegin = i * stride + t * dilation; bias and the elementwise
-/// epilogue follow.
-Expected<KernelSource> emitConvTranspose(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
-                                         const std::string& name, const std::string& comment) {
+/// Conv and ConvTranspose as a gather: each output element sums, over its
+/// group's input channels and the kernel taps, the input positions its
+/// window reaches (Conv: i = o * stride - padBegin + t * dilation;
+/// ConvTranspose: o + padBegin = i * stride + t * dilation); bias and the
+/// elementwise epilogue follow. Any number of spatial dims; the gemm family
+/// takes the Convs it can tile.
+Expected<KernelSource> emitDirectConv(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
+                                      const std::string& name, const std::string& comment) {
   const NodeData& d = g.node(members.front());
+  const bool transposed = d.op == "ConvTranspose";
+  const std::string op = d.op.str();
   const ValueId x = d.inputs[0], y = d.outputs[0];
   const bool hasBias = d.inputs.size() > 2 && d.inputs[2] != kNoValue;
   std::vector<ValueId> operands = {x, d.inputs.size() > 1 ? d.inputs[1] : kNoValue};
   if (hasBias) operands.push_back(d.inputs[2]);
   for (ValueId v : operands) {
-    if (v == kNoValue) return Error{"ConvTranspose needs a weight", true};
+    if (v == kNoValue) return Error{op + " needs a weight", true};
     if (!g.value(v).type.isStatic() || g.value(v).type.dtype != DType::Float32)
-      return Error{"ConvTranspose on `" + g.value(v).name + "` (not float with a static shape) has no kernel path", true};
+      return Error{op + " on `" + g.value(v).name + "` (not float with a static shape) has no kernel path", true};
   }
   if (!g.value(y).type.isStatic()) return Error{"value `" + g.value(y).name + "` has no static shape", true};
   const Shape xs = g.value(x).type.staticShape(), ws = g.value(operands[1]).type.staticShape(),
               ys = g.value(y).type.staticShape();
-  if (xs.size() < 3 || ws.size() != xs.size()) return Error{"ConvTranspose needs input and weight of one rank >= 3", true};
+  if (xs.size() < 3 || ws.size() != xs.size()) return Error{op + " needs input and weight of one rank >= 3", true};
+  // Weights: ConvTranspose [C, M/group, k...]; Conv [M, C/group, k...].
   const int64_t group = d.attrInt("group", 1), C = xs[1];
-  if (group <= 0 || C % group != 0 || ws[0] != C) return Error{"ConvTranspose weight does not match its input", true};
-  const int64_t Cg = C / group, Mg = ws[1];
+  if (group <= 0 || C % group != 0 || (transposed ? ws[0] != C : ws[1] != C / group || ws[0] % group != 0))
+    return Error{op + " weight does not match its input", true};
+  const int64_t Cg = C / group, Mg = transposed ? ws[1] : ws[0] / group;
   const Shape spatial(xs.begin() + 2, xs.end()), kernel(ws.begin() + 2, ws.end());
-  Expected<WindowGeometry> w = transposedWindowGeometry(d, spatial, kernel);
-  if (!w) return Error{"ConvTranspose `" + d.name + "`: " + w.error().message, true};
+  Expected<WindowGeometry> w =
+      transposed ? transposedWindowGeometry(d, spatial, kernel) : windowGeometry(d, spatial, kernel, false);
+  if (!w) return Error{op + " `" + d.name + "`: " + w.error().message, true};
   const size_t k = spatial.size();
 
   detail::Emitter e(g, catalog);
-  Expected<WindowKernel> wk = windowKernel(e, members, y, operands, name, "ConvTranspose");
+  Expected<WindowKernel> wk = windowKernel(e, members, y, operands, name, op);
   if (!wk) return wk.error();
   KernelSource& ks = wk->source;
   const std::string &epiParams = wk->epilogueParams, &epiBody = wk->epilogueBody;
@@ -88,18 +96,27 @@ Expected<KernelSource> emitConvTranspose(const Graph& g, const std::vector<NodeR
   src << "  float acc = " << (hasBias ? "in2[c1]" : "0.0f") << ";\n";
   src << "  for (int ci = 0; ci < " << Cg << "; ++ci) {\n";
   src << "    const __global float* plane = in0 + (c0 * " << C << " + gi * " << Cg << " + ci) * " << w->inSize() << ";\n";
-  src << "    const __global float* taps = in1 + ((gi * " << Cg << " + ci) * " << Mg << " + mg) * " << w->kernelSize()
-      << ";\n";
+  if (transposed)
+    src << "    const __global float* taps = in1 + ((gi * " << Cg << " + ci) * " << Mg << " + mg) * " << w->kernelSize()
+        << ";\n";
+  else
+    src << "    const __global float* taps = in1 + (c1 * " << Cg << " + ci) * " << w->kernelSize() << ";\n";
   std::string indent = "    ", at = "0", tap = "0";
   for (size_t q = 0; q < k; ++q) {
     const std::string c = "c" + std::to_string(q + 2), t = "t" + std::to_string(q), p = "p" + std::to_string(q),
                       kk = "k" + std::to_string(q);
     src << indent << "for (int " << kk << " = 0; " << kk << " < " << kernel[q] << "; ++" << kk << ") {\n";
     indent += "  ";
-    src << indent << "const int " << t << " = " << c << " + " << w->padBegin[q] << " - " << kk << " * " << w->dilations[q]
-        << ";\n";
-    src << indent << "if (" << t << " < 0 || " << t << " % " << w->strides[q] << " != 0) continue;\n";
-    src << indent << "const int " << p << " = " << t << " / " << w->strides[q] << ";\n";
+    if (transposed) {
+      src << indent << "const int " << t << " = " << c << " + " << w->padBegin[q] << " - " << kk << " * " << w->dilations[q]
+          << ";\n";
+      src << indent << "if (" << t << " < 0 || " << t << " % " << w->strides[q] << " != 0) continue;\n";
+      src << indent << "const int " << p << " = " << t << " / " << w->strides[q] << ";\n";
+    } else {
+      src << indent << "const int " << p << " = " << c << " * " << w->strides[q] << " - " << w->padBegin[q] << " + " << kk
+          << " * " << w->dilations[q] << ";\n";
+      src << indent << "if (" << p << " < 0) continue;\n";
+    }
     src << indent << "if (" << p << " >= " << spatial[q] << ") continue;\n";
     at = "(" + at + ") * " + std::to_string(spatial[q]) + " + " + p;
     tap = "(" + tap + ") * " + std::to_string(kernel[q]) + " + " + kk;
@@ -169,7 +186,7 @@ Expected<KernelSource> emitPool(const Graph& g, const std::vector<NodeRef>& memb
                                 const std::string& name, const std::string& comment) {
   if (!isPoolGroup(g, members)) return Error{"group `" + name + "` does not start with a pooling op", true};
   const NodeData& d = g.node(members.front());
-  if (d.op == "ConvTranspose") return emitConvTranspose(g, members, catalog, name, comment);
+  if (d.op == "Conv" || d.op == "ConvTranspose") return emitDirectConv(g, members, catalog, name, comment);
   if (d.op == "BatchNormalization") return emitBatchNorm(g, members, catalog, name, comment);
   const bool isMax = d.op == "MaxPool";
   const ValueId x = d.inputs[0], y = d.outputs[0];

@@ -65,7 +65,9 @@ struct DeviceRun {
 bool isViewGroup(const Graph& g, const std::vector<NodeRef>& group);
 
 /// The kernel for one group, from the family that covers it: gemm_epilogue
-/// for a MatMul, Gemm or Conv with its epilogue, window for pooling,
+/// for a MatMul, Gemm or Conv with its epilogue (Convs it cannot tile, 3-D
+/// and beyond, fall back to the window family's direct gather), window for
+/// pooling, ConvTranspose and inference BatchNormalization,
 /// row_reduce for a group ending in a row reduction, reduce for one ending
 /// in a reduction over other axes (or ArgMax/ArgMin), index_map for one
 /// data-movement op, pointwise otherwise. `unsupported` errors name what no

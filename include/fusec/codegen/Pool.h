@@ -2,10 +2,11 @@
 /// AveragePool over 1 to 3 spatial dims, float32, with strides, pads,
 /// dilations, ceil_mode and count_include_pad as ONNX defines them; one
 /// work-item per output element looping over its window, followed by a
-/// fused elementwise epilogue. ConvTranspose (grouped, strided, dilated,
-/// padded, output_padding/output_shape/auto_pad, with bias) is the same
-/// shape of kernel: each output element gathers the input positions its
-/// window reaches. BatchNormalization in inference mode (a per-channel
+/// fused elementwise epilogue. Conv and ConvTranspose (grouped, strided,
+/// dilated, padded, any number of spatial dims; output_padding,
+/// output_shape, auto_pad; with bias) are the same shape of kernel: each
+/// output element gathers the input positions its window reaches. (Convs
+/// the gemm family can tile go there instead.) BatchNormalization in inference mode (a per-channel
 /// affine map) uses the same frame. Global pools are row reductions
 /// (RowReduce.h).
 #pragma once
