@@ -20,7 +20,7 @@ namespace {
 codegen::Device& device() {
   static std::unique_ptr<codegen::Device> dev = [] {
     Expected<std::unique_ptr<codegen::Device>> d = codegen::Device::open();
-    REQUIRE_MESSAGE(d.ok(), d.error().message);
+    REQUIRE_MESSAGE(d.ok(), test::why(d));
     return std::move(d.value());
   }();
   return *dev;
@@ -55,12 +55,12 @@ TEST_CASE("a fused pointwise group runs as one kernel and matches the interprete
   std::vector<Tensor> reference = test::run(g, inputs);
 
   Expected<codegen::DeviceRun> unfused = codegen::runOnDevice(device(), g, codegen::singleNodeGroups(g), ops->catalog, inputs);
-  REQUIRE_MESSAGE(unfused.ok(), unfused.error().message);
+  REQUIRE_MESSAGE(unfused.ok(), test::why(unfused));
   CHECK(unfused->kernelTimes.size() == 7);
   Expected<std::vector<NodeRef>> order = g.topologicalOrder();
   REQUIRE(order.ok());
   Expected<codegen::DeviceRun> fused = codegen::runOnDevice(device(), g, {order.value()}, ops->catalog, inputs);
-  REQUIRE_MESSAGE(fused.ok(), fused.error().message);
+  REQUIRE_MESSAGE(fused.ok(), test::why(fused));
   CHECK(fused->kernelTimes.size() == 1);
   for (size_t i = 0; i < reference.size(); ++i) {
     test::checkClose(unfused->outputs[i], reference[i], 1e-5f);
@@ -75,7 +75,7 @@ TEST_CASE("generated kernels are readable and valid SPIR-V") {
   REQUIRE(order.ok());
   Expected<codegen::KernelSource> k = codegen::emitPointwise(g, order.value(), ops->catalog, "g0_pointwise",
                                                              "group g0 (rule elementwise_chain): Add, Relu, Exp, Neg, Mul, Clip, Sigmoid");
-  REQUIRE_MESSAGE(k.ok(), k.error().message);
+  REQUIRE_MESSAGE(k.ok(), test::why(k));
   CHECK(k->source.find("// group g0 (rule elementwise_chain)") == 0);
   CHECK(k->source.find("__kernel void g0_pointwise(") != std::string::npos);
   CHECK(k->inputs.size() == 3);
@@ -83,7 +83,7 @@ TEST_CASE("generated kernels are readable and valid SPIR-V") {
   CHECK(k->globalSize == 32);
   INFO(k->source);
   Expected<codegen::SpirvModule> spv = codegen::compileToSpirv(k->source, k->name);
-  REQUIRE_MESSAGE(spv.ok(), spv.error().message);
+  REQUIRE_MESSAGE(spv.ok(), test::why(spv));
   CHECK(spv->words.size() > 5);
   CHECK(spv->words[0] == 0x07230203u);  // SPIR-V magic
   // A source that does not compile names the kernel and quotes the compiler.
@@ -132,16 +132,16 @@ g (float[6,100] x, float[6,100] skip, float[100] gamma, float[100] beta, float[6
   std::vector<codegen::KernelGroup> groups = codegen::planGroups(plan);
   CHECK(groups.size() == 3);  // add+layernorm, mul+add+softmax, reducemean
   Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, groups, core->catalog, inputs);
-  REQUIRE_MESSAGE(run.ok(), run.error().message);
+  REQUIRE_MESSAGE(run.ok(), test::why(run));
   CHECK(run->kernelTimes.size() == 3);
   for (size_t i = 0; i < reference.size(); ++i) test::checkClose(run->outputs[i], reference[i], 1e-4f);
   // Every one of them is valid SPIR-V.
   for (const Group& grp : plan.groups) {
     Expected<codegen::KernelSource> k = codegen::emitRowReduce(g, grp.nodes, core->catalog, grp.name, grp.name);
-    REQUIRE_MESSAGE(k.ok(), k.error().message);
+    REQUIRE_MESSAGE(k.ok(), test::why(k));
     INFO(k->source);
     Expected<codegen::SpirvModule> spv = codegen::compileToSpirv(k->source, k->name);
-    CHECK_MESSAGE(spv.ok(), spv.error().message);
+    CHECK_MESSAGE(spv.ok(), test::why(spv));
   }
 }
 
@@ -159,14 +159,14 @@ g (float[2,3,4] x, int64[2] idx = {2, -1}, int64[6] pads = {0, 1, 0, 0, 1, 0}) =
   std::vector<Tensor> inputs = {randomTensor({2, 3, 4}, 9)};
   std::vector<Tensor> reference = test::run(g, inputs);
   Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, codegen::singleNodeGroups(g), ops->catalog, inputs);
-  REQUIRE_MESSAGE(run.ok(), run.error().message);
+  REQUIRE_MESSAGE(run.ok(), test::why(run));
   for (size_t i = 0; i < reference.size(); ++i) CHECK(run->outputs[i] == reference[i]);  // bit-exact
   for (NodeRef n : g.nodes()) {
     Expected<codegen::KernelSource> k = codegen::emitIndexMap(g, {n}, "k_" + g.node(n).op.str(), g.node(n).op.str());
-    REQUIRE_MESSAGE(k.ok(), k.error().message);
+    REQUIRE_MESSAGE(k.ok(), test::why(k));
     INFO(k->source);
     Expected<codegen::SpirvModule> spv = codegen::compileToSpirv(k->source, k->name);
-    CHECK_MESSAGE(spv.ok(), spv.error().message);
+    CHECK_MESSAGE(spv.ok(), test::why(spv));
   }
 }
 
@@ -206,7 +206,7 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
   Plan plan = planFusion(g, *core, target.value());
   std::vector<codegen::KernelGroup> groups = codegen::planGroups(plan);
   Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, groups, core->catalog, inputs);
-  REQUIRE_MESSAGE(run.ok(), run.error().message);
+  REQUIRE_MESSAGE(run.ok(), test::why(run));
   for (size_t i = 0; i < reference.size(); ++i) {
     INFO(g.value(g.outputs()[i]).name);
     test::checkClose(run->outputs[i], reference[i], 1e-4f);
@@ -217,16 +217,16 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
   for (codegen::GemmTiling t : {codegen::GemmTiling{1, 4, 0, 0}, codegen::GemmTiling{5, 8, 3, 7}}) {
     INFO("tiling " << t.rows << "x" << t.width << " local " << t.localRows << " depth " << t.depth);
     Expected<codegen::DeviceRun> tiled = codegen::runOnDevice(device(), g, groups, core->catalog, inputs, {t});
-    REQUIRE_MESSAGE(tiled.ok(), tiled.error().message);
+    REQUIRE_MESSAGE(tiled.ok(), test::why(tiled));
     for (size_t i = 0; i < reference.size(); ++i) test::checkClose(tiled->outputs[i], reference[i], 1e-4f);
     for (const codegen::KernelGroup& grp : groups) {
       if (!codegen::isGemmGroup(g, grp.nodes)) continue;
       Expected<codegen::KernelSource> k = codegen::emitGemm(g, grp.nodes, core->catalog, "k", "k", t);
-      REQUIRE_MESSAGE(k.ok(), k.error().message);
+      REQUIRE_MESSAGE(k.ok(), test::why(k));
       INFO(k->source);
       if (t.rows == 5) {
         Expected<codegen::SpirvModule> spv = codegen::compileToSpirv(k->source, k->name);
-        CHECK_MESSAGE(spv.ok(), spv.error().message);
+        CHECK_MESSAGE(spv.ok(), test::why(spv));
       }
     }
   }
@@ -246,7 +246,7 @@ TEST_CASE("a schedule views reshapes, reuses dead buffers and keeps outputs") {
     x2 = Identity (x)
   )"));
   Expected<codegen::Schedule> s = codegen::scheduleGraph(g, codegen::singleNodeGroups(g), ops->catalog);
-  REQUIRE_MESSAGE(s.ok(), s.error().message);
+  REQUIRE_MESSAGE(s.ok(), test::why(s));
   std::vector<std::string> names;
   for (const codegen::KernelSource& k : s->kernels) names.push_back(k.name);
   CHECK(names.size() == 4);  // Relu, Exp, Neg, Sigmoid: no Reshape, Constant or Identity kernel
@@ -264,7 +264,7 @@ TEST_CASE("a schedule views reshapes, reuses dead buffers and keeps outputs") {
 
   std::vector<Tensor> inputs = {randomTensor({4, 8}, 1), randomTensor({2}, 2)};
   Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, codegen::singleNodeGroups(g), ops->catalog, inputs);
-  REQUIRE_MESSAGE(run.ok(), run.error().message);
+  REQUIRE_MESSAGE(run.ok(), test::why(run));
   std::vector<Tensor> reference = test::run(g, inputs);
   test::checkClose(run->outputs[0], reference[0], 1e-5f);
   test::checkClose(run->outputs[1], inputs[1], 1e-7f);
@@ -289,7 +289,7 @@ TEST_CASE("integer kernels compute in their own type, exactly") {
                                 Tensor::fromVector<int32_t>({6}, {-5, 3, 0, -1, 2147483647, -2147483647})};
   std::vector<Tensor> reference = test::run(g, inputs);
   Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, codegen::singleNodeGroups(g), ops->catalog, inputs);
-  REQUIRE_MESSAGE(run.ok(), run.error().message);
+  REQUIRE_MESSAGE(run.ok(), test::why(run));
   for (size_t i = 0; i < reference.size(); ++i) {
     INFO("output " << i);
     REQUIRE(run->outputs[i].dtype() == reference[i].dtype());
@@ -305,7 +305,7 @@ TEST_CASE("integer kernels compute in their own type, exactly") {
   Expected<codegen::DeviceRun> zero = codegen::runOnDevice(
       device(), z, codegen::singleNodeGroups(z), ops->catalog,
       {Tensor::fromVector<int32_t>({2}, {5, -2147483647 - 1}), Tensor::fromVector<int32_t>({2}, {0, -1})});
-  REQUIRE_MESSAGE(zero.ok(), zero.error().message);
+  REQUIRE_MESSAGE(zero.ok(), test::why(zero));
   CHECK(zero->outputs[0].data<int32_t>()[0] == 0);
   CHECK(zero->outputs[0].data<int32_t>()[1] == -2147483647 - 1);  // INT_MIN / -1 wraps
   CHECK(zero->outputs[1].data<int32_t>()[0] == 5);
@@ -344,7 +344,7 @@ TEST_CASE("reductions over any axes, with a fused prologue, and arg reductions m
   }
   REQUIRE(prologue.size() == 3);
   Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, groups, ops->catalog, inputs);
-  REQUIRE_MESSAGE(run.ok(), run.error().message);
+  REQUIRE_MESSAGE(run.ok(), test::why(run));
   CHECK(run->kernelTimes.size() == 5);
   for (size_t i = 0; i < 3; ++i) test::checkClose(run->outputs[i], reference[i], 1e-5f);
   for (size_t i = 3; i < 5; ++i)
@@ -361,7 +361,7 @@ TEST_CASE("the straight-line exp is accurate over float's whole range") {
   xs[4000] = INFINITY;
   Tensor x = test::floats({4001}, xs);
   Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, codegen::singleNodeGroups(g), ops->catalog, {x});
-  REQUIRE_MESSAGE(run.ok(), run.error().message);
+  REQUIRE_MESSAGE(run.ok(), test::why(run));
   double worst = 0;
   for (size_t i = 0; i < xs.size(); ++i) {
     const double want = std::exp(static_cast<double>(xs[i])), got = run->outputs[0].data<float>()[i];
@@ -386,7 +386,7 @@ TEST_CASE("a grouped, strided ConvTranspose with bias and a fused activation mat
   Expected<std::vector<NodeRef>> order = g.topologicalOrder();
   REQUIRE(order.ok());
   Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, {order.value()}, ops->catalog, inputs);
-  REQUIRE_MESSAGE(run.ok(), run.error().message);
+  REQUIRE_MESSAGE(run.ok(), test::why(run));
   CHECK(run->kernelTimes.size() == 1);
   test::checkClose(run->outputs[0], reference[0], 1e-5f);
 }
@@ -401,7 +401,7 @@ TEST_CASE("Pad's edge, reflect and wrap modes match the interpreter") {
     std::vector<Tensor> inputs = {randomTensor({2, 3, 4}, 4)};
     std::vector<Tensor> reference = test::run(g, inputs);
     Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, codegen::singleNodeGroups(g), ops->catalog, inputs);
-    REQUIRE_MESSAGE(run.ok(), run.error().message);
+    REQUIRE_MESSAGE(run.ok(), test::why(run));
     test::checkClose(run->outputs[0], reference[0], 1e-7f);
   }
 }

@@ -13,6 +13,7 @@
 
 #include "FileCheck.h"
 #include "FrontEndRoundTrip.h"
+#include "TestUtil.h"
 #include "fusec/engine/OnnxIO.h"
 #include "fusec/engine/Planner.h"
 #include "fusec/engine/Rewriter.h"
@@ -169,9 +170,9 @@ TEST_CASE("golden: rewrite and fusion plans") {
       diags.print(err);
       REQUIRE_MESSAGE(loaded.rules, err.str());
       Expected<Graph> g = importOnnxBuffer(model, file.string());
-      REQUIRE_MESSAGE(g.ok(), g.error().message);
+      REQUIRE_MESSAGE(g.ok(), test::why(g));
       Expected<RewriteStats> rw = runRewritePipeline(g.value(), *loaded.rules, &target.value());
-      REQUIRE_MESSAGE(rw.ok(), rw.error().message);
+      REQUIRE_MESSAGE(rw.ok(), test::why(rw));
       REQUIRE(inferTypes(g.value()).ok());
       Plan plan = planFusion(g.value(), *loaded.rules, target.value());
       std::string out = exportOnnxText(buildFusedGraph(g.value(), plan));

@@ -114,7 +114,7 @@ TEST_CASE("binary and text round trips are lossless on the ONNX node test models
     if (!textSyntaxCanSay(g.value())) continue;
     const std::string text = exportOnnxText(g.value());
     Expected<Graph> fromText = importOnnxBuffer(text, e.path().string() + " (as text)");
-    REQUIRE_MESSAGE(fromText.ok(), fromText.error().message);
+    REQUIRE_MESSAGE(fromText.ok(), test::why(fromText));
     CHECK(exportOnnxText(fromText.value()) == text);
     ++checkedText;
   }

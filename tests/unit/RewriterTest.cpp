@@ -78,7 +78,7 @@ TEST_CASE("BatchNorm folds into Conv: new weights computed at compile time, outp
     g.addOutput(y);
     checkSameOutputs(g, [&](Graph& h) {
       Expected<RewriteStats> stats = rewriteToFixpoint(h, *set, nullptr);
-      REQUIRE_MESSAGE(stats.ok(), stats.error().message);
+      REQUIRE_MESSAGE(stats.ok(), test::why(stats));
       CHECK(stats->fired["fold_bn_into_conv"] == 1);
       CHECK_FALSE(stats->capHit);
       CHECK(stats->nodesFolded > 0);

@@ -73,7 +73,7 @@ TEST_CASE("scalar semantics agree with the interpreter for every elementwise op"
     NodeRef n = g.addNodeWithNewOutputs(name, inputs, op.results.size(), attrs, "node");
     g.addOutput(g.node(n).outputs[0]);
     Expected<std::vector<Tensor>> out = runGraph(g, data);
-    REQUIRE_MESSAGE(out.ok(), out.error().message);
+    REQUIRE_MESSAGE(out.ok(), test::why(out));
     const Tensor& y = out.value()[0];
     for (int64_t i = 0; i < kN; ++i) {
       std::vector<std::vector<double>> operands(op.params.size());

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "TestUtil.h"
 #include "fusec/engine/RuleSet.h"
 #include "fusec/engine/Target.h"
 
@@ -23,7 +24,7 @@ TEST_CASE("shipped target profiles load, and the measured one is this machine's"
   for (const auto& e : fs::directory_iterator(fs::path(FUSEC_SOURCE_DIR) / "rules/targets")) {
     INFO(e.path().string());
     Expected<Target> t = loadTarget(e.path().string());
-    REQUIRE_MESSAGE(t.ok(), t.error().message);
+    REQUIRE_MESSAGE(t.ok(), test::why(t));
     CHECK(t->peakFlopsFp32 > 0);
     CHECK(t->energyPerByte > 0);
     CHECK_FALSE(t->defaultPacks.empty());
@@ -45,7 +46,7 @@ TEST_CASE("shipped target profiles load, and the measured one is this machine's"
   const fs::path shared = fs::path(FUSEC_SOURCE_DIR) / "../shared/targets/pocl-cpu.toml";
   if (fs::exists(shared)) {
     Expected<Target> raw = loadTarget(shared.string());
-    REQUIRE_MESSAGE(raw.ok(), raw.error().message);
+    REQUIRE_MESSAGE(raw.ok(), test::why(raw));
     CHECK(raw->peakFlopsFp32 == cpu->peakFlopsFp32);
   }
 }

@@ -25,6 +25,14 @@ inline Graph parse(const std::string& text, const ImportOptions& options = {}) {
 
 /// A one-graph model around a node list; `signature` declares inputs and outputs.
 /// `extraImports` adds opset imports, e.g. `, "vendor" : 1`.
+/// The error message of a failed Expected/Status, empty on success: for
+/// REQUIRE_MESSAGE(x.ok(), why(x)), whose message doctest also formats
+/// for passing assertions (with -s).
+template <class E>
+std::string why(const E& e) {
+  return e.ok() ? std::string() : e.error().message;
+}
+
 inline std::string model(const std::string& signature, const std::string& body, int opset = 17,
                          const std::string& extraImports = "") {
   return "<ir_version: 8, opset_import: [\"\" : " + std::to_string(opset) + extraImports + "]>\n" +
