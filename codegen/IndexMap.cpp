@@ -236,7 +236,7 @@ class Builder {
 const std::set<std::string>& ops() {
   static const std::set<std::string> k = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Expand",
                                           "Tile", "Slice", "Concat", "Gather", "GatherElements", "DepthToSpace",
-                                          "SpaceToDepth", "Pad", "Trilu", "Split"};
+                                          "SpaceToDepth", "Pad", "Trilu", "Split", "CumSum"};
   return k;
 }
 
@@ -293,6 +293,60 @@ Expected<KernelSource> emitSplit(const Graph& g, const NodeData& d, const std::s
   return k;
 }
 
+/// CumSum: each element sums the elements before it (or after it, with
+/// `reverse`) along the axis, itself included unless `exclusive`. The axis
+/// is a constant or read on the device (an int32/int64 scalar operand).
+Expected<KernelSource> emitCumSum(const Graph& g, const NodeData& d, const std::string& name, const std::string& comment) {
+  const ValueId x = d.inputs[0], y = d.outputs[0];
+  const TensorType& xt = g.value(x).type;
+  const std::string type = detail::cType(xt.dtype);
+  if (type.empty() || xt.dtype == DType::Bool)
+    return Error{"CumSum on `" + std::string(dtypeName(xt.dtype)) + "` has no kernel path", true};
+  if (!xt.isStatic() || xt.dims->empty()) return Error{"CumSum needs a static shape of rank >= 1", true};
+  if (d.inputs.size() < 2 || d.inputs[1] == kNoValue) return Error{"CumSum needs an axis", true};
+  const Shape xs = xt.staticShape(), st = stridesOf(xs);
+  const int64_t rank = static_cast<int64_t>(xs.size());
+  KernelSource k;
+  k.name = name;
+  k.inputs = {x};
+  k.outputs = {y};
+  k.globalSize = static_cast<size_t>(shapeNumel(xs));
+  std::ostringstream src;
+  src << "// " << comment << "\n";
+  if (xt.dtype == DType::Float64) src << "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
+  src << "__kernel void " << name << "(\n    __global const " << type << "* restrict in0";
+  std::string axis;
+  const ValueId a = d.inputs[1];
+  if (g.isConstant(a)) {
+    std::vector<int64_t> v = g.value(a).constant->toInt64s();
+    if (v.size() != 1 || v[0] < -rank || v[0] >= rank) return Error{"CumSum axis out of range", true};
+    axis = std::to_string(v[0] < 0 ? v[0] + rank : v[0]);
+  } else {
+    const DType at = g.value(a).type.dtype;
+    if (at != DType::Int64 && at != DType::Int32) return Error{"CumSum axis must be int32 or int64", true};
+    src << ",\n    __global const " << (at == DType::Int64 ? "long" : "int") << "* restrict in1";
+    k.inputs.push_back(a);
+    axis = "(int)(in1[0] < 0 ? in1[0] + " + std::to_string(rank) + " : in1[0])";
+  }
+  src << ",\n    __global " << type << "* restrict out0) {\n";
+  src << "  const long i = get_global_id(0);\n";
+  src << "  const long dims[" << rank << "] = {";
+  for (int64_t q = 0; q < rank; ++q) src << (q ? ", " : "") << xs[static_cast<size_t>(q)];
+  src << "}, strides[" << rank << "] = {";
+  for (int64_t q = 0; q < rank; ++q) src << (q ? ", " : "") << st[static_cast<size_t>(q)];
+  src << "};\n";
+  src << "  const int axis = " << axis << ";\n";
+  src << "  const long n = dims[axis], stride = strides[axis], c = (i / stride) % n, first = i - c * stride;\n";
+  const bool reverse = d.attrInt("reverse", 0) != 0, exclusive = d.attrInt("exclusive", 0) != 0;
+  const std::string from = reverse ? "c" + std::string(exclusive ? " + 1" : "") : "0";
+  const std::string to = reverse ? "n" : "c" + std::string(exclusive ? "" : " + 1");
+  src << "  " << type << " acc = 0;\n";
+  src << "  for (long j = " << from << "; j < " << to << "; ++j) acc += in0[first + j * stride];\n";
+  src << "  out0[i] = acc;\n}\n";
+  k.source = src.str();
+  return k;
+}
+
 }  // namespace
 
 bool isIndexMapOp(const Graph& g, NodeRef n) {
@@ -306,6 +360,7 @@ Expected<KernelSource> emitIndexMap(const Graph& g, const std::vector<NodeRef>& 
     return Error{"group `" + name + "`: index_map kernels take one data-movement op so far", true};
   const NodeData& d = g.node(members[0]);
   if (d.op == "Split") return emitSplit(g, d, name, comment);
+  if (d.op == "CumSum") return emitCumSum(g, d, name, comment);
   if (d.outputs.size() != 1 || d.outputs[0] == kNoValue)
     return Error{"`" + d.op.str() + "` with several results has no kernel path", true};
   const ValueId out = d.outputs[0];

@@ -109,7 +109,8 @@ Expected<KernelSource> emitReduce(const Graph& g, const std::vector<NodeRef>& me
   if (op == "ReduceProd") init = "1", update = "acc *= " + elem + ";";
   if (op == "ReduceMax") init = lowest, update = "acc = " + elem + " > acc ? " + elem + " : acc;";
   if (op == "ReduceMin") init = highest, update = "acc = " + elem + " < acc ? " + elem + " : acc;";
-  if (op == "ReduceLogSumExp") update = "acc += exp(" + elem + " - peak);", result = "log(acc) + peak";
+  if (op == "ReduceLogSumExp")
+    update = "acc += " + std::string(real == "float" ? "fusec_exp(" : "exp(") + elem + " - peak);", result = "log(acc) + peak";
   if (arg) {
     // The first (or with select_last_index the last) extreme along the axis.
     const bool last = r.attrInt("select_last_index", 0) != 0;

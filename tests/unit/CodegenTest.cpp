@@ -94,13 +94,13 @@ TEST_CASE("generated kernels are readable and valid SPIR-V") {
 
 TEST_CASE("ops outside the pointwise family say so") {
   std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
-  Graph g = test::parse(test::model("g (float[2,5] x) => (float[2,5] y)",
-                                    "axis = Constant <value = int64 {1}> ()\ny = CumSum (x, axis)"));
-  Expected<codegen::DeviceRun> run =
-      codegen::runOnDevice(device(), g, codegen::singleNodeGroups(g), ops->catalog, {randomTensor({2, 5}, 1)});
+  Graph g = test::parse(
+      test::model("g (float[2,3] a, float[3,4] b) => (float[2,4] y)", "y = Einsum <equation = \"ij,jk->ik\"> (a, b)"));
+  Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, codegen::singleNodeGroups(g), ops->catalog,
+                                                          {randomTensor({2, 3}, 1), randomTensor({3, 4}, 2)});
   REQUIRE_FALSE(run.ok());
   CHECK(run.error().unsupported);
-  CHECK(run.error().message == "op `CumSum` has no pointwise kernel path");
+  CHECK(run.error().message == "op `Einsum` has no pointwise kernel path");
   // A kernel that does not build shows the OpenCL build log and the source.
   Expected<void*> k = device().kernel("__kernel void oops(__global float* x) { x[0] = undefined_thing; }", "oops");
   REQUIRE_FALSE(k.ok());
@@ -403,5 +403,21 @@ TEST_CASE("Pad's edge, reflect and wrap modes match the interpreter") {
     Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, codegen::singleNodeGroups(g), ops->catalog, inputs);
     REQUIRE_MESSAGE(run.ok(), test::why(run));
     test::checkClose(run->outputs[0], reference[0], 1e-7f);
+  }
+}
+
+TEST_CASE("CumSum along a middle axis, reversed and exclusive, matches the interpreter") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  for (const char* attrs : {"", "<exclusive = 1>", "<reverse = 1>", "<exclusive = 1, reverse = 1>"}) {
+    INFO("attributes " << attrs);
+    Graph g = test::parse(test::model("g (int32[3,4,5] x) => (int32[3,4,5] y)",
+                                      std::string("axis = Constant <value = int64 {-2}> ()\ny = CumSum ") + attrs + " (x, axis)"));
+    std::vector<int32_t> values(60);
+    for (int i = 0; i < 60; ++i) values[static_cast<size_t>(i)] = (i * 7) % 11 - 5;
+    std::vector<Tensor> inputs = {Tensor::fromVector<int32_t>({3, 4, 5}, values)};
+    std::vector<Tensor> reference = test::run(g, inputs);
+    Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, codegen::singleNodeGroups(g), ops->catalog, inputs);
+    REQUIRE_MESSAGE(run.ok(), test::why(run));
+    for (int64_t k = 0; k < 60; ++k) CHECK(run->outputs[0].data<int32_t>()[k] == reference[0].data<int32_t>()[k]);
   }
 }
