@@ -236,7 +236,7 @@ class Builder {
 const std::set<std::string>& ops() {
   static const std::set<std::string> k = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Expand",
                                           "Tile", "Slice", "Concat", "Gather", "GatherElements", "DepthToSpace",
-                                          "SpaceToDepth", "Pad", "Trilu", "Split", "CumSum"};
+                                          "SpaceToDepth", "Pad", "Trilu", "Split", "CumSum", "Resize"};
   return k;
 }
 
@@ -347,6 +347,113 @@ Expected<KernelSource> emitCumSum(const Graph& g, const NodeData& d, const std::
   return k;
 }
 
+/// Resize, nearest or linear, as the interpreter defines it: per output
+/// coordinate a source coordinate (coordinate_transformation_mode, in
+/// double, as ONNX's reference computes it), then the nearest element
+/// (nearest_mode) or the 2^rank corners around it with linear weights.
+/// Scales come from `sizes` (out / in) or the scales operand, constant or
+/// read on the device.
+Expected<KernelSource> emitResize(const Graph& g, const NodeData& d, const std::string& name, const std::string& comment) {
+  const ValueId x = d.inputs[0], y = d.outputs[0];
+  const TensorType &xt = g.value(x).type, &yt = g.value(y).type;
+  if (xt.dtype != DType::Float32 || !xt.isStatic() || !yt.isStatic())
+    return Error{"Resize on other than float with static shapes has no kernel path", true};
+  const int64_t opset = g.info.defaultOpset();
+  auto attr = [&](const char* key, const char* def) {
+    const Attribute* a = d.attr(key);
+    return a && std::holds_alternative<std::string>(*a) ? std::get<std::string>(*a) : std::string(def);
+  };
+  const std::string mode = attr("mode", "nearest");
+  const std::string ctm = attr("coordinate_transformation_mode", opset < 11 ? "asymmetric" : "half_pixel");
+  const std::string nearestMode = attr("nearest_mode", opset < 11 ? "floor" : "round_prefer_floor");
+  if (mode != "nearest" && mode != "linear") return Error{"Resize mode `" + mode + "` has no kernel path", true};
+  static const std::set<std::string> kModes = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+                                               "tf_half_pixel_for_nn"};
+  if (!kModes.count(ctm)) return Error{"Resize coordinate_transformation_mode `" + ctm + "` has no kernel path", true};
+  if (d.attr("axes") || d.attrInt("antialias", 0) != 0)
+    return Error{"Resize with axes or antialias has no kernel path", true};
+  const Shape xs = xt.staticShape(), ys = yt.staticShape();
+  const size_t r = xs.size();
+  if (ys.size() != r) return Error{"Resize changes the rank", true};
+  KernelSource k;
+  k.name = name;
+  k.inputs = {x};
+  k.outputs = {y};
+  k.globalSize = static_cast<size_t>(shapeNumel(ys));
+  // The scale of each axis: a constant, or an element of a scales buffer.
+  std::vector<std::string> scale(r);
+  const size_t scalesIdx = opset < 11 ? 1 : 2;
+  const bool hasSizes = opset >= 11 && d.inputs.size() > 3 && d.inputs[3] != kNoValue;
+  const ValueId scalesV = d.inputs.size() > scalesIdx ? d.inputs[scalesIdx] : kNoValue;
+  std::string params;
+  if (hasSizes || scalesV == kNoValue || (g.value(scalesV).type.isStatic() && shapeNumel(g.value(scalesV).type.staticShape()) == 0)) {
+    for (size_t a = 0; a < r; ++a)
+      scale[a] = detail::doubleLiteral(static_cast<float>(ys[a]) / static_cast<float>(xs[a]));
+  } else if (g.isConstant(scalesV)) {
+    const std::vector<float> v = g.value(scalesV).constant->toFloats();
+    if (v.size() != r) return Error{"Resize scales must have one value per axis", true};
+    for (size_t a = 0; a < r; ++a) scale[a] = detail::doubleLiteral(v[a]);
+  } else {
+    if (g.value(scalesV).type.dtype != DType::Float32) return Error{"Resize scales must be float", true};
+    params = ",\n    __global const float* restrict in1";
+    k.inputs.push_back(scalesV);
+    for (size_t a = 0; a < r; ++a) scale[a] = "(double)in1[" + std::to_string(a) + "]";
+  }
+  std::ostringstream src;
+  src << "// " << comment << "\n#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
+  src << "__kernel void " << name << "(\n    __global const float* restrict in0" << params
+      << ",\n    __global float* restrict out0) {\n";
+  src << "  const long i = get_global_id(0);\n";
+  const Shape os = stridesOf(ys), is = stridesOf(xs);
+  for (size_t a = 0; a < r; ++a) {
+    const std::string c = "c" + std::to_string(a), v = "v" + std::to_string(a), n = std::to_string(xs[a]);
+    const double in = static_cast<double>(xs[a]), out = static_cast<double>(ys[a]);
+    src << "  const long " << c << " = (i / " << std::max<int64_t>(os[a], 1) << "L) % " << std::max<int64_t>(ys[a], 1)
+        << "L;\n";
+    const std::string xo = "(double)" + c, s = scale[a];
+    std::string e;
+    if (ctm == "half_pixel") e = "(" + xo + " + 0.5) / " + s + " - 0.5";
+    else if (ctm == "pytorch_half_pixel") e = out > 1 ? "(" + xo + " + 0.5) / " + s + " - 0.5" : "0.0";
+    else if (ctm == "align_corners") e = out == 1 ? "0.0" : xo + " * " + detail::doubleLiteral(in - 1) + " / (" + s + " * " + detail::doubleLiteral(in) + " - 1.0)";
+    else if (ctm == "asymmetric") e = xo + " / " + s;
+    else e = "(" + xo + " + 0.5) / " + s;
+    src << "  double " << v << " = " << e << ";\n";
+    if (mode == "nearest") {
+      std::string pick;
+      if (nearestMode == "floor") pick = "floor(" + v + ")";
+      else if (nearestMode == "ceil") pick = "ceil(" + v + ")";
+      else if (nearestMode == "round_prefer_ceil") pick = "(" + v + " - floor(" + v + ") == 0.5 ? floor(" + v + ") + 1.0 : round(" + v + "))";
+      else pick = "(" + v + " - floor(" + v + ") == 0.5 ? floor(" + v + ") : round(" + v + "))";
+      src << "  const long lo" << a << " = clamp((long)" << pick << ", 0L, " << n << "L - 1), hi" << a << " = lo" << a
+          << ";\n  const double w" << a << " = 0.0;\n";
+    } else {
+      src << "  " << v << " = clamp(" << v << ", 0.0, " << detail::doubleLiteral(in - 1) << ");\n";
+      src << "  const long lo" << a << " = (long)floor(" << v << "), hi" << a << " = min(lo" << a << " + 1, " << n
+          << "L - 1);\n  const double w" << a << " = " << v << " - (double)lo" << a << ";\n";
+    }
+  }
+  if (mode == "nearest") {
+    std::string off = "0";
+    for (size_t a = 0; a < r; ++a) off += " + lo" + std::to_string(a) + " * " + std::to_string(is[a]) + "L";
+    src << "  out0[i] = in0[" << off << "];\n}\n";
+  } else {
+    src << "  double acc = 0.0;\n";
+    for (size_t corner = 0; corner < (size_t{1} << r); ++corner) {
+      std::string w = "1.0", off = "0";
+      for (size_t a = 0; a < r; ++a) {
+        const bool high = (corner >> a) & 1;
+        const std::string sa = std::to_string(a);
+        w += high ? " * w" + sa : " * (1.0 - w" + sa + ")";
+        off += std::string(" + ") + (high ? "hi" : "lo") + sa + " * " + std::to_string(is[a]) + "L";
+      }
+      src << "  acc += " << w << " * (double)in0[" << off << "];\n";
+    }
+    src << "  out0[i] = (float)acc;\n}\n";
+  }
+  k.source = src.str();
+  return k;
+}
+
 }  // namespace
 
 bool isIndexMapOp(const Graph& g, NodeRef n) {
@@ -361,6 +468,7 @@ Expected<KernelSource> emitIndexMap(const Graph& g, const std::vector<NodeRef>& 
   const NodeData& d = g.node(members[0]);
   if (d.op == "Split") return emitSplit(g, d, name, comment);
   if (d.op == "CumSum") return emitCumSum(g, d, name, comment);
+  if (d.op == "Resize") return emitResize(g, d, name, comment);
   if (d.outputs.size() != 1 || d.outputs[0] == kNoValue)
     return Error{"`" + d.op.str() + "` with several results has no kernel path", true};
   const ValueId out = d.outputs[0];

@@ -421,3 +421,20 @@ TEST_CASE("CumSum along a middle axis, reversed and exclusive, matches the inter
     for (int64_t k = 0; k < 60; ++k) CHECK(run->outputs[0].data<int32_t>()[k] == reference[0].data<int32_t>()[k]);
   }
 }
+
+TEST_CASE("Resize with constant scales, nearest and linear, matches the interpreter") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  for (const char* attrs : {"<mode = \"nearest\">", "<mode = \"linear\">",
+                            "<mode = \"linear\", coordinate_transformation_mode = \"align_corners\">",
+                            "<mode = \"nearest\", coordinate_transformation_mode = \"asymmetric\", nearest_mode = \"ceil\">"}) {
+    INFO("attributes " << attrs);
+    Graph g = test::parse(test::model("g (float[1,2,3,5] x) => (float[1,2,7,4] y)",
+                                      std::string("scales = Constant <value = float[4] {1.0, 1.0, 2.5, 0.8}> ()\n"
+                                                  "y = Resize ") + attrs + " (x, , scales)", 13));
+    std::vector<Tensor> inputs = {randomTensor({1, 2, 3, 5}, 9)};
+    std::vector<Tensor> reference = test::run(g, inputs);
+    Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, codegen::singleNodeGroups(g), ops->catalog, inputs);
+    REQUIRE_MESSAGE(run.ok(), test::why(run));
+    test::checkClose(run->outputs[0], reference[0], 1e-6f);
+  }
+}
