@@ -12,7 +12,8 @@ namespace {
 const std::set<std::string>& reduceOps() {
   static const std::set<std::string> kOps = {"ReduceSum", "ReduceMean",   "ReduceMax",    "ReduceMin",
                                              "ReduceProd", "ReduceL1",    "ReduceL2",     "ReduceLogSum",
-                                             "ReduceLogSumExp", "ReduceSumSquare", "ArgMax", "ArgMin"};
+                                             "ReduceLogSumExp", "ReduceSumSquare", "ArgMax", "ArgMin",
+                                             "Softmax", "LogSoftmax", "Hardmax"};
   return kOps;
 }
 
@@ -21,7 +22,11 @@ const std::set<std::string>& reduceOps() {
 std::optional<std::vector<int64_t>> reducedAxes(const Graph& g, const NodeData& d, int64_t rank) {
   std::vector<int64_t> axes;
   const bool arg = d.op == "ArgMax" || d.op == "ArgMin";
-  if (arg) {
+  if (d.op == "Softmax" || d.op == "LogSoftmax" || d.op == "Hardmax") {
+    // One axis from opset 13 (before, they flatten: row_reduce's rows).
+    if (g.info.defaultOpset() < 13) return std::nullopt;
+    axes = {d.attrInt("axis", -1)};
+  } else if (arg) {
     axes = {d.attrInt("axis", 0)};
   } else if (d.inputs.size() > 1 && d.inputs[1] != kNoValue) {
     if (!g.isConstant(d.inputs[1])) return std::nullopt;
@@ -55,6 +60,7 @@ Expected<KernelSource> emitReduce(const Graph& g, const std::vector<NodeRef>& me
   const NodeData& r = g.node(members.back());
   const std::string op = r.op.str();
   const bool arg = op == "ArgMax" || op == "ArgMin";
+  const bool normalize = op == "Softmax" || op == "LogSoftmax" || op == "Hardmax";  // a result per element
   const ValueId x = r.inputs[0], y = r.outputs[0];
   const Shape xs = g.value(x).type.staticShape();
   const int64_t rank = static_cast<int64_t>(xs.size());
@@ -66,6 +72,8 @@ Expected<KernelSource> emitReduce(const Graph& g, const std::vector<NodeRef>& me
   int64_t count = 1;
   for (int64_t a : axes) count *= xs[static_cast<size_t>(a)];
   if (arg && count == 0) return Error{"the arg of an empty axis has no value", true};
+  if (normalize && (xt != DType::Float32 || yt != DType::Float32))
+    return Error{"`" + op + "` on other than float has no kernel path", true};
   const bool integer = isInteger(xt);
   if (integer && count == 0 && (op == "ReduceMax" || op == "ReduceMin"))
     return Error{"reducing an empty integer tensor has no value", true};
@@ -161,6 +169,22 @@ Expected<KernelSource> emitReduce(const Graph& g, const std::vector<NodeRef>& me
   if (op == "ReduceLogSumExp") {  // the largest element first, for a stable sum
     src << "  " << real << " peak = -INFINITY;\n" << loop("peak = fmax(peak, " + elem + ");");
     src << "  if (isinf(peak)) peak = 0;\n";
+  }
+  if (normalize) {
+    // Along its axis: the maximum, then the sum of exponentials (or the
+    // first maximum's index), then every element's result.
+    src << "  float peak = -INFINITY;\n" << loop("peak = fmax(peak, " + elem + ");");
+    if (op == "Hardmax") {
+      src << "  int first = -1;\n" << loop("if (first < 0 && " + elem + " == peak) first = r0;");
+      src << loop("out0[i] = r0 == first ? 1.0f : 0.0f;") << "}\n";
+    } else {
+      src << "  float sum = 0.0f;\n" << loop("sum += fusec_exp(" + elem + " - peak);");
+      src << (op == "Softmax" ? loop("out0[i] = fusec_exp(" + elem + " - peak) / sum;")
+                              : loop("out0[i] = " + elem + " - peak - log(sum);"))
+          << "}\n";
+    }
+    k.source = src.str();
+    return k;
   }
   if (arg) src << "  " << detail::cType(xt) << " best = 0;\n";
   src << "  " << (arg ? "long" : acc) << " acc = " << init << ";\n" << loop(update);

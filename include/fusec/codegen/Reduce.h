@@ -1,8 +1,9 @@
 /// OpenCL C for the reduce family: a reduction over any set of axes
 /// (ReduceSum/Mean/Max/Min/Prod/L1/L2/LogSum/LogSumExp/SumSquare, keepdims,
 /// noop_with_empty_axes) or the arg of one axis (ArgMax, ArgMin,
-/// select_last_index), with an optional elementwise prologue recomputed in
-/// the loop. One work-item per output element walks the reduced axes in
+/// select_last_index), or Softmax/LogSoftmax/Hardmax over a non-innermost
+/// axis (opset 13: one work-item per line of the axis writes the line),
+/// with an optional elementwise prologue recomputed in the loop. One work-item per output element walks the reduced axes in
 /// nested loops, so neighbouring work-items read neighbouring elements when
 /// the innermost axis is kept (column reductions). Reductions over the
 /// innermost axis alone go to the row_reduce family, which splits a row
