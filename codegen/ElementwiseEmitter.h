@@ -194,13 +194,17 @@ class Emitter {
     return Status::success();
   }
 
-  /// Declarations of the coordinates c0, c1, ... of linear index `index` in `space`.
-  static std::string coordinates(const Shape& space, const std::string& index, const std::string& indent) {
+  /// Declarations of the coordinates c0, c1, ... of linear index `index` in
+  /// `space`, as `type` (int, or long with L literals).
+  static std::string coordinates(const Shape& space, const std::string& index, const std::string& indent,
+                                 const std::string& type = "int") {
     const Shape strides = stridesOf(space);
+    const std::string suffix = type == "long" ? "L" : "";
     std::string out;
     for (size_t d = 0; d < space.size(); ++d)
-      out += indent + "const int c" + std::to_string(d) + " = (" + index + " / " + std::to_string(std::max<int64_t>(strides[d], 1)) + ") % " +
-             std::to_string(std::max<int64_t>(space[d], 1)) + ";\n";
+      out += indent + "const " + type + " c" + std::to_string(d) + " = (" + index + " / " +
+             std::to_string(std::max<int64_t>(strides[d], 1)) + suffix + ") % " +
+             std::to_string(std::max<int64_t>(space[d], 1)) + suffix + ";\n";
     return out;
   }
 

@@ -44,9 +44,7 @@ class Builder {
       return;
     }
     const Shape out = shapeOf(d_.outputs[0]);
-    const Shape os = stridesOf(out);
-    for (size_t k = 0; k < out.size(); ++k)
-      body << "  const long c" << k << " = (i / " << std::max<int64_t>(os[k], 1) << "L) % " << std::max<int64_t>(out[k], 1) << "L;\n";
+    body << detail::Emitter::coordinates(out, "i", "  ", "long");
     const Shape in = shapeOf(d_.inputs[0]);
     const Shape is = stridesOf(in);
     if (op == "Transpose") {
@@ -259,10 +257,7 @@ Expected<KernelSource> emitSplit(const Graph& g, const NodeData& d, const std::s
   k.inputs = {x};
   k.globalSize = static_cast<size_t>(shapeNumel(xs));
   std::ostringstream body, params;
-  const Shape st = stridesOf(xs);
-  for (size_t q = 0; q < xs.size(); ++q)
-    body << "  const long c" << q << " = (i / " << std::max<int64_t>(st[q], 1) << "L) % " << std::max<int64_t>(xs[q], 1)
-         << "L;\n";
+  body << detail::Emitter::coordinates(xs, "i", "  ", "long");
   int64_t start = 0;
   for (ValueId v : d.outputs) {
     if (v == kNoValue) continue;
@@ -404,12 +399,11 @@ Expected<KernelSource> emitResize(const Graph& g, const NodeData& d, const std::
   src << "__kernel void " << name << "(\n    __global const float* restrict in0" << params
       << ",\n    __global float* restrict out0) {\n";
   src << "  const long i = get_global_id(0);\n";
-  const Shape os = stridesOf(ys), is = stridesOf(xs);
+  const Shape is = stridesOf(xs);
+  src << detail::Emitter::coordinates(ys, "i", "  ", "long");
   for (size_t a = 0; a < r; ++a) {
     const std::string c = "c" + std::to_string(a), v = "v" + std::to_string(a), n = std::to_string(xs[a]);
     const double in = static_cast<double>(xs[a]), out = static_cast<double>(ys[a]);
-    src << "  const long " << c << " = (i / " << std::max<int64_t>(os[a], 1) << "L) % " << std::max<int64_t>(ys[a], 1)
-        << "L;\n";
     const std::string xo = "(double)" + c, s = scale[a];
     std::string e;
     if (ctm == "half_pixel") e = "(" + xo + " + 0.5) / " + s + " - 0.5";

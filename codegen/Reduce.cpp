@@ -17,6 +17,8 @@ const std::set<std::string>& reduceOps() {
   return kOps;
 }
 
+}  // namespace
+
 /// The reduced axes, normalized and sorted; nullopt when they are not known
 /// at generation time (a computed `axes` operand) or out of range.
 std::optional<std::vector<int64_t>> reducedAxes(const Graph& g, const NodeData& d, int64_t rank) {
@@ -43,8 +45,6 @@ std::optional<std::vector<int64_t>> reducedAxes(const Graph& g, const NodeData& 
   }
   return std::vector<int64_t>(out.begin(), out.end());
 }
-
-}  // namespace
 
 bool isAxisReduction(const Graph& g, NodeRef n) {
   const NodeData& d = g.node(n);

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "ElementwiseEmitter.h"
+#include "fusec/codegen/Reduce.h"
 
 namespace fusec::codegen {
 namespace {
@@ -29,19 +30,10 @@ int64_t rowLength(const Graph& g, const NodeData& d, const Shape& xs) {
   if (d.op == "GlobalAveragePool" || d.op == "GlobalMaxPool" || d.op == "InstanceNormalization")
     return rank >= 3 ? shapeNumel(xs) / (xs[0] * xs[1]) : 0;
   if (d.op == "LayerNormalization") return trailing(d.attrInt("axis", -1));
-  if (d.op == "Softmax" || d.op == "LogSoftmax" || d.op == "Hardmax") {
-    if (g.info.defaultOpset() < 13) return trailing(d.attrInt("axis", 1));
-    const int64_t axis = d.attrInt("axis", -1);
-    return axis == -1 || axis == rank - 1 ? xs.back() : 0;
-  }
-  std::vector<int64_t> axes;
-  if (const Attribute* a = d.attr("axes"); a && std::holds_alternative<std::vector<int64_t>>(*a))
-    axes = std::get<std::vector<int64_t>>(*a);
-  else if (d.inputs.size() > 1 && d.inputs[1] != kNoValue && g.isConstant(d.inputs[1]))
-    axes = g.value(d.inputs[1]).constant->toInt64s();
-  else if (rank == 1 && d.attrInt("noop_with_empty_axes", 0) == 0)
-    axes = {0};
-  return axes.size() == 1 && (axes[0] == -1 || axes[0] == rank - 1) ? xs.back() : 0;
+  if ((d.op == "Softmax" || d.op == "LogSoftmax" || d.op == "Hardmax") && g.info.defaultOpset() < 13)
+    return trailing(d.attrInt("axis", 1));
+  const std::optional<std::vector<int64_t>> axes = reducedAxes(g, d, rank);
+  return axes && *axes == std::vector<int64_t>{rank - 1} ? xs.back() : 0;
 }
 
 }  // namespace

@@ -10,9 +10,20 @@
 /// across a work-group.
 #pragma once
 
+#include <optional>
+#include <vector>
+
 #include "fusec/codegen/Pointwise.h"
 
 namespace fusec::codegen {
+
+/// The axes `d` reduces over an input of rank `rank`, normalized and
+/// sorted: Reduce*'s `axes` (attribute or constant operand; empty means
+/// all unless noop_with_empty_axes), ArgMax/ArgMin's and, from opset 13,
+/// Softmax/LogSoftmax/Hardmax's `axis`. nullopt when they are not known at
+/// generation time (a computed operand), out of range, or (softmax before
+/// opset 13) not one axis.
+std::optional<std::vector<int64_t>> reducedAxes(const Graph& g, const NodeData& d, int64_t rank);
 
 /// Whether `n` is a reduction or arg-reduction this family generates.
 bool isAxisReduction(const Graph& g, NodeRef n);
