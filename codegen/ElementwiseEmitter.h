@@ -50,6 +50,36 @@ inline std::string cType(DType t) {
   }
 }
 
+/// 16-bit floats are stored as such and computed in float: float16 through
+/// OpenCL 1.2's vload_half/vstore_half (no cl_khr_fp16 needed), bfloat16 as
+/// the upper half of a float's bits.
+inline bool isHalfStorage(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
+
+/// The type a value is computed in: its C type, float for 16-bit floats.
+inline DType computeType(DType t) { return isHalfStorage(t) ? DType::Float32 : t; }
+
+/// The C type of a buffer element of `t` (half, or ushort for bfloat16).
+inline std::string storageType(DType t) {
+  if (t == DType::Float16) return "half";
+  if (t == DType::BFloat16) return "ushort";
+  return cType(t);
+}
+
+/// Reading element `index` of buffer `param` of `t` as a computed value.
+inline std::string loadElement(DType t, const std::string& param, const std::string& index) {
+  if (t == DType::Float16) return "vload_half(" + index + ", " + param + ")";
+  if (t == DType::BFloat16) return "as_float((uint)" + param + "[" + index + "] << 16)";
+  return param + "[" + index + "]";
+}
+
+/// Writing computed value `var` to element `index` of buffer `param` of
+/// `t`; 16-bit floats round to nearest even, as the interpreter does.
+inline std::string storeElement(DType t, const std::string& param, const std::string& index, const std::string& var) {
+  if (t == DType::Float16) return "vstore_half_rte(" + var + ", " + index + ", " + param + ");";
+  if (t == DType::BFloat16) return param + "[" + index + "] = fusec_to_bfloat16(" + var + ");";
+  return param + "[" + index + "] = " + var + ";";
+}
+
 inline bool isUnsignedType(DType t) {
   return t == DType::Bool || t == DType::UInt8 || t == DType::UInt16 || t == DType::UInt32 || t == DType::UInt64;
 }
@@ -91,17 +121,31 @@ class Emitter {
     k.globalSize = static_cast<size_t>(shapeNumel(space));
     std::string params, body;
     allowDouble();  // this kernel's source declares cl_khr_fp64 when it needs it
+    halfAllowed_ = true;  // and stores 16-bit floats itself
     if (Status st = emitBody(members, k.inputs, space, "i", params, body); !st) return st.error();
     std::ostringstream out;
     for (size_t o = 0; o < k.outputs.size(); ++o) {
       const ValueId v = k.outputs[o];
-      params += ",\n    __global " + cType(g_.value(v).type.dtype) + "* restrict out" + std::to_string(o);
-      out << "  out" << o << "[i] = " << vars_.at(v) << ";  // " << sanitize(g_.value(v).name) << "\n";
+      const DType t = g_.value(v).type.dtype;
+      params += ",\n    __global " + storageType(t) + "* restrict out" + std::to_string(o);
+      out << "  " << storeElement(t, "out" + std::to_string(o), "i", vars_.at(v)) << "  // " << sanitize(g_.value(v).name)
+          << "\n";
     }
     std::ostringstream src;
     src << "// " << comment << "\n";
     if (usesDouble_) src << "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
     src << prelude();
+    if (usesBfloat16_)
+      src << "inline ushort fusec_to_bfloat16(const float f) {  // round to nearest even\n"
+             "  const uint u = as_uint(f);\n"
+             "  return isnan(f) ? (ushort)((u >> 16) | 0x40) : (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);\n"
+             "}\n";
+    if (usesFloat16_)  // without cl_khr_fp16 a half is only ever a buffer element
+      src << "inline float fusec_round_half(const float f) {  // to the nearest float16, even on ties\n"
+             "  ushort h;\n"
+             "  vstore_half_rte(f, 0, (__private half*)&h);\n"
+             "  return vload_half(0, (const __private half*)&h);\n"
+             "}\n";
     src << "__kernel void " << name << "(\n    " << params << ") {\n";
     src << "  const int i = get_global_id(0);\n";
     src << body << out.str() << "}\n";
@@ -179,12 +223,12 @@ class Emitter {
       DType t = g_.value(v).type.dtype;
       if (Status st = checkType(v); !st) return st;
       const std::string param = "in" + std::to_string(a + firstParam);
-      ps << (a ? ",\n    " : "") << "__global const " << cType(t) << "* restrict " << param;
+      ps << (a ? ",\n    " : "") << "__global const " << storageType(t) << "* restrict " << param;
       Shape s;
       (void)staticShape(v, s);
       const std::string var = "v" + std::to_string(v);
-      body << "  const " << cType(t) << " " << var << " = " << param << "[" << offset(s, index) << "];  // "
-           << sanitize(g_.value(v).name) << "\n";
+      body << "  const " << cType(computeType(t)) << " " << var << " = " << loadElement(t, param, offset(s, index))
+           << ";  // " << sanitize(g_.value(v).name) << "\n";
       vars_[v] = var;
     }
     for (NodeRef n : members)
@@ -289,7 +333,7 @@ class Emitter {
       } else if (d.inputs.size() > 1 && d.inputs[1] != kNoValue) {
         to = g_.value(d.inputs[1]).type.dtype;
       }
-      if (cType(to).empty())
+      if (cType(computeType(to)).empty() || (isHalfStorage(to) && !halfAllowed_))
         return Error{"Cast to `" + std::string(dtypeName(to)) + "` has no pointwise kernel path", true};
     }
     // The catalog states opset-17 semantics. Where older opsets differ,
@@ -323,7 +367,7 @@ class Emitter {
       const ValueId v = d.outputs[r];
       if (v == kNoValue) continue;
       if (r > 0) return Error{"op `" + d.op.str() + "` with a second result has no pointwise kernel path", true};
-      DType t = g_.value(v).type.dtype;
+      const DType t = computeType(g_.value(v).type.dtype);
       if (Status st = checkType(v); !st) return st;
       // The dialect of the expression: the result's type, or for a bool
       // result (comparisons) the first operand's.
@@ -331,15 +375,21 @@ class Emitter {
       if (t == DType::Bool)
         for (ValueId in : d.inputs)
           if (in != kNoValue) {
-            compute_ = g_.value(in).type.dtype;
+            compute_ = computeType(g_.value(in).type.dtype);
             break;
           }
       if (d.op == "Cast" || d.op == "CastLike") compute_ = t;  // `= input`: the conversion is the assignment
       std::string e;
       if (Status st = expr(*op->semantics, e); !st) return st;
       const std::string var = "v" + std::to_string(v);
+      const DType stored = g_.value(v).type.dtype;
       if (t == DType::Bool) e = "(uchar)((" + e + ") ? 1 : 0)";
       else e = "(" + cType(t) + ")(" + e + ")";
+      // A 16-bit float result holds a value of its type also where the
+      // group's next member reads it from a register.
+      if (stored == DType::Float16) e = "fusec_round_half(" + e + ")";
+      if (stored == DType::BFloat16) e = "as_float((uint)fusec_to_bfloat16(" + e + ") << 16)";
+      usesFloat16_ |= stored == DType::Float16;
       body << "  const " << cType(t) << " " << var << " = " << e << ";  // " << d.op.str() << " " << sanitize(d.name) << "\n";
       vars_[v] = var;
     }
@@ -551,12 +601,14 @@ class Emitter {
   /// kernel's source enables cl_khr_fp64 (the pointwise family).
   Status checkType(ValueId v) {
     const DType t = g_.value(v).type.dtype;
-    if (cType(t).empty() || (t == DType::Float64 && !doubleAllowed_))
+    const bool unsupported = isHalfStorage(t) ? !halfAllowed_ : cType(t).empty();
+    if (unsupported || (t == DType::Float64 && !doubleAllowed_))
       return Error{"value `" + g_.value(v).name + "` has element type `" + std::string(dtypeName(t)) +
                        "`, which the generated kernels do not take" +
-                       (t == DType::Float64 ? " outside pointwise groups" : ""),
+                       (t == DType::Float64 || isHalfStorage(t) ? " outside pointwise groups" : ""),
                    true};
     usesDouble_ |= t == DType::Float64;
+    usesBfloat16_ |= t == DType::BFloat16;
     return Status::success();
   }
 
@@ -565,6 +617,7 @@ class Emitter {
   Shape space_;
   DType compute_ = DType::Float32;  // the type the current node computes in
   bool doubleAllowed_ = false, usesDouble_ = false;
+  bool halfAllowed_ = false, usesBfloat16_ = false, usesFloat16_ = false;  // 16-bit floats: pointwise groups only
   std::map<ValueId, std::string> vars_;
   const NodeData* node_ = nullptr;
   const OpDef* op_ = nullptr;

@@ -2,6 +2,8 @@
 /// unfused runs agree with the interpreter; kernels are valid SPIR-V.
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <cstring>
 #include <random>
 
 #include "TestUtil.h"
@@ -310,6 +312,43 @@ TEST_CASE("integer kernels compute in their own type, exactly") {
   CHECK(zero->outputs[0].data<int32_t>()[1] == -2147483647 - 1);  // INT_MIN / -1 wraps
   CHECK(zero->outputs[1].data<int32_t>()[0] == 5);
   CHECK(zero->outputs[1].data<int32_t>()[1] == 0);
+}
+
+TEST_CASE("16-bit floats are stored as such, computed in float and rounded to nearest even") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  Graph g = test::parse(test::model("g (float16[5] a, float[5] b, float[5] x) => (float16[5] s, bfloat16[5] r, float[5] w)",
+                                    R"(
+    af = Cast <to = 1> (a)
+    sf = Add (af, b)
+    s = Cast <to = 10> (sf)
+    r = Cast <to = 16> (x)
+    h = Cast <to = 10> (x)
+    w = Cast <to = 1> (h)
+  )"));
+  // 1 + 2^-8 lies halfway between two bfloat16 values, 1 + 3 * 2^-8
+  // too: nearest even rounds the first down and the second up. 65520 is
+  // float16's halfway point to infinity; 1e-7 is a float16 subnormal.
+  const float ulp = 1.0f / 256;
+  Tensor x = Tensor::fromVector<float>({5}, {1 + ulp, 1 + 3 * ulp, 65520.0f, 1e-7f, -2.5f});
+  std::vector<Tensor> inputs = {x.castTo(DType::Float16), Tensor::fromVector<float>({5}, {0.5f, 1, -1, 2, 0}),
+                                x};
+  std::vector<Tensor> reference = test::run(g, inputs);
+  Expected<std::vector<NodeRef>> order = g.topologicalOrder();
+  REQUIRE(order.ok());
+  for (const std::vector<codegen::KernelGroup>& groups : {codegen::singleNodeGroups(g), std::vector<codegen::KernelGroup>{order.value()}}) {
+    Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, groups, ops->catalog, inputs);
+    REQUIRE_MESSAGE(run.ok(), test::why(run));
+    for (size_t i = 0; i < reference.size(); ++i) {
+      INFO("output " << i << ", " << groups.size() << " groups");
+      REQUIRE(run->outputs[i].dtype() == reference[i].dtype());
+      REQUIRE(run->outputs[i].byteSize() == reference[i].byteSize());
+      CHECK(std::memcmp(run->outputs[i].raw(), reference[i].raw(), reference[i].byteSize()) == 0);
+    }
+    CHECK(run->outputs[1].scalarAt(0) == 1.0);
+    CHECK(run->outputs[1].scalarAt(1) == 1 + 4 * ulp);
+    CHECK(std::isinf(run->outputs[2].scalarAt(2)));
+    CHECK(run->outputs[2].scalarAt(3) > 0);
+  }
 }
 
 TEST_CASE("reductions over any axes, with a fused prologue, and arg reductions match the interpreter") {
