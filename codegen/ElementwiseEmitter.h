@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -209,6 +210,8 @@ class Emitter {
                   const std::string& index, std::string& params, std::string& bodyText, size_t firstParam = 0,
                   bool declareCoords = true) {
     space_ = space;
+    std::map<ValueId, Shape> legacyShapes;
+    if (Status st = legacyBroadcasts(members, inputs, legacyShapes); !st) return st;
     std::ostringstream body;
     bool needCoords = false;
     for (ValueId v : inputs) {
@@ -226,6 +229,7 @@ class Emitter {
       ps << (a ? ",\n    " : "") << "__global const " << storageType(t) << "* restrict " << param;
       Shape s;
       (void)staticShape(v, s);
+      if (auto it = legacyShapes.find(v); it != legacyShapes.end()) s = it->second;
       const std::string var = "v" + std::to_string(v);
       body << "  const " << cType(computeType(t)) << " " << var << " = " << loadElement(t, param, offset(s, index))
            << ";  // " << sanitize(g_.value(v).name) << "\n";
@@ -235,6 +239,40 @@ class Emitter {
       if (Status st = emitNode(n, body); !st) return st;
     params = ps.str();
     bodyText = body.str();
+    return Status::success();
+  }
+
+  /// Before opset 7 a 1-D PRelu slope of X's channel count is per channel
+  /// (axis 1), not aligned with X's last axis as numpy would. Such a slope
+  /// is loaded as if it had shape [C, 1, ...]; that needs it to be an input
+  /// of the kernel that no other member reads the numpy way.
+  Status legacyBroadcasts(const std::vector<NodeRef>& members, const std::vector<ValueId>& inputs,
+                          std::map<ValueId, Shape>& shapes) const {
+    if (g_.info.defaultOpset() >= 7) return Status::success();
+    for (NodeRef n : members) {
+      const NodeData& d = g_.node(n);
+      if (d.op != "PRelu" || d.inputs.size() < 2 || d.inputs[0] == kNoValue || d.inputs[1] == kNoValue) continue;
+      const TensorType &x = g_.value(d.inputs[0]).type, &slope = g_.value(d.inputs[1]).type;
+      if (!x.isStatic() || !slope.isStatic()) continue;
+      const Shape xs = x.staticShape(), ss = slope.staticShape();
+      if (ss.size() != 1 || xs.size() < 2 || ss[0] != xs[1] || ss[0] == 1) continue;
+      Shape perChannel(xs.size() - 1, 1);
+      perChannel[0] = ss[0];
+      shapes[d.inputs[1]] = perChannel;
+    }
+    for (const auto& [v, shape] : shapes) {
+      bool numpyReader = std::find(inputs.begin(), inputs.end(), v) == inputs.end();
+      for (NodeRef n : members) {
+        const NodeData& d = g_.node(n);
+        for (size_t i = 0; i < d.inputs.size(); ++i)
+          numpyReader |= d.inputs[i] == v && !(d.op == "PRelu" && i == 1);
+      }
+      if (numpyReader)
+        return Error{"the per-channel PRelu slope `" + g_.value(v).name + "` (opset " +
+                         std::to_string(g_.info.defaultOpset()) +
+                         ") is computed in its kernel or also read with numpy broadcasting there; no kernel path",
+                     true};
+    }
     return Status::success();
   }
 
@@ -337,9 +375,10 @@ class Emitter {
         return Error{"Cast to `" + std::string(dtypeName(to)) + "` has no pointwise kernel path", true};
     }
     // The catalog states opset-17 semantics. Where older opsets differ,
-    // refuse rather than compute something else: Clip's bounds were
-    // attributes before 11, PRelu's slope was per channel before 7, and
-    // before 7 binary ops broadcast by `broadcast`/`axis` attributes.
+    // compute the old meaning or refuse, never something else: Clip's bounds
+    // were attributes before 11 (below), PRelu's slope was per channel before
+    // 7 (legacyBroadcasts), and before 7 binary ops broadcast by
+    // `broadcast`/`axis` attributes (refused unless that is numpy's rule).
     const int64_t opset = g_.info.defaultOpset();
     // Legacy broadcasting aligns B at `axis` of A; without one (or with the
     // axis that aligns B's last dim with A's) it is numpy's suffix rule.
@@ -352,7 +391,7 @@ class Emitter {
     } else if (d.attr("axis") && opset < 7) {
       legacyAxis = true;
     }
-    if ((d.op == "Clip" && opset < 11) || (d.op == "PRelu" && opset < 7) || legacyAxis)
+    if (legacyAxis)
       return Error{"`" + d.op.str() + "` at opset " + std::to_string(opset) +
                        " has semantics the catalog does not describe; no kernel path",
                    true};
@@ -366,6 +405,13 @@ class Emitter {
     for (size_t r = 0; r < d.outputs.size(); ++r) {
       const ValueId v = d.outputs[r];
       if (v == kNoValue) continue;
+      if (r == 1 && d.op == "Dropout") {  // inference keeps every element: the mask is all true
+        if (Status st = checkType(v); !st) return st;
+        const std::string var = "v" + std::to_string(v);
+        body << "  const uchar " << var << " = 1;  // Dropout mask " << sanitize(d.name) << "\n";
+        vars_[v] = var;
+        continue;
+      }
       if (r > 0) return Error{"op `" + d.op.str() + "` with a second result has no pointwise kernel path", true};
       const DType t = computeType(g_.value(v).type.dtype);
       if (Status st = checkType(v); !st) return st;
@@ -380,7 +426,16 @@ class Emitter {
           }
       if (d.op == "Cast" || d.op == "CastLike") compute_ = t;  // `= input`: the conversion is the assignment
       std::string e;
-      if (Status st = expr(*op->semantics, e); !st) return st;
+      if (d.op == "Clip" && opset < 11) {
+        // Before opset 11 the bounds were attributes, float's limits by default.
+        std::string lo, hi;
+        if (Status st = literal(d.attrFloat("min", -std::numeric_limits<float>::max()), lo); !st) return st;
+        if (Status st = literal(d.attrFloat("max", std::numeric_limits<float>::max()), hi); !st) return st;
+        const std::string prefix = integerDialect() ? "FUSEC_I" : "FUSEC_";
+        e = prefix + "MIN(" + prefix + "MAX(" + operand(0).at(0) + ", " + lo + "), " + hi + ")";
+      } else if (Status st = expr(*op->semantics, e); !st) {
+        return st;
+      }
       const std::string var = "v" + std::to_string(v);
       const DType stored = g_.value(v).type.dtype;
       if (t == DType::Bool) e = "(uchar)((" + e + ") ? 1 : 0)";
