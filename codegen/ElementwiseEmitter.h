@@ -362,7 +362,7 @@ class Emitter {
     const NodeData& d = g_.node(n);
     const OpDef* op = d.domain.empty() ? catalog_.find(d.op.str()) : nullptr;
     if (!op || !op->semantics || (op->kind != OpKind::Elementwise && op->kind != OpKind::Broadcast))
-      return Error{"op `" + (d.domain.empty() ? "" : d.domain + ".") + d.op.str() + "` has no pointwise kernel path", true};
+      return Error{"op `" + (d.domain.empty() ? "" : d.domain + ".") + d.op.str() + "` has no kernel path", true};
     if (d.op == "Cast" || d.op == "CastLike") {
       DType to = DType::Undefined;
       if (d.op == "Cast") {

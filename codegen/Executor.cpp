@@ -1,9 +1,11 @@
 /// Graph execution on an OpenCL device; see Executor.h.
 #include "fusec/codegen/Executor.h"
 
+#include <cstring>
 #include <map>
 #include <set>
 
+#include "fusec/codegen/Einsum.h"
 #include "fusec/codegen/Gemm.h"
 #include "fusec/codegen/IndexMap.h"
 #include "fusec/codegen/Pool.h"
@@ -45,6 +47,7 @@ Expected<KernelSource> emitKernel(const Graph& g, const std::vector<NodeRef>& gr
   if (isRowReduction(g, group.back())) return emitRowReduce(g, group, catalog, name, comment);
   if (isAxisReduction(g, group.back())) return emitReduce(g, group, catalog, name, comment);
   if (group.size() == 1 && isIndexMapOp(g, group.front())) return emitIndexMap(g, group, name, comment);
+  if (isEinsum(g, group.back())) return emitEinsum(g, group, name, comment);
   return emitPointwise(g, group, catalog, name, comment);
 }
 
@@ -197,8 +200,13 @@ Expected<DeviceRun> DeviceProgram::run(const std::vector<Tensor>& inputs) {
   if (inputs.size() != g.inputs().size())
     return Error{"model takes " + std::to_string(g.inputs().size()) + " inputs, got " + std::to_string(inputs.size())};
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!s.inputBuffers[i]) continue;  // read by no kernel
     const Value& v = g.value(g.inputs()[i]);
+    if (const Tensor* fixed = v.fixedValue.get();
+        fixed && (inputs[i].dtype() != fixed->dtype() || inputs[i].shape() != fixed->shape() ||
+                  std::memcmp(inputs[i].raw(), fixed->raw(), fixed->byteSize()) != 0))
+      return Error{"input `" + v.name + "` was fixed to another value when the kernels were generated (it decides a "
+                   "shape or an index map); compile again for this value"};
+    if (!s.inputBuffers[i]) continue;  // read by no kernel
     if (inputs[i].shape() != v.type.staticShape() || inputs[i].dtype() != v.type.dtype)
       return Error{"input `" + v.name + "` must be " + std::string(dtypeName(v.type.dtype)) + " " +
                    shapeToString(v.type.staticShape()) + ", got " + shapeToString(inputs[i].shape())};

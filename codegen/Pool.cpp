@@ -134,15 +134,90 @@ Expected<KernelSource> emitDirectConv(const Graph& g, const std::vector<NodeRef>
   return ks;
 }
 
+/// BatchNormalization in training mode (opset 14 and later): one work-group
+/// per channel. Its lanes sum the channel (axis 1) over the batch and
+/// spatial positions, then the squared deviations from that mean, each
+/// through a local-memory tree; lane 0 writes the running statistics
+/// (momentum-weighted), and all lanes normalize with the batch mean and
+/// biased variance, then apply the epilogue.
+Expected<KernelSource> emitBatchNormTraining(const Graph& g, const std::vector<NodeRef>& members,
+                                             const OpCatalog& catalog, const std::string& name,
+                                             const std::string& comment, float eps) {
+  const NodeData& d = g.node(members.front());
+  const ValueId y = d.outputs[0];
+  const Shape xs = g.value(d.inputs[0]).type.staticShape();
+  const int64_t channels = xs[1], batch = xs[0], spatial = shapeNumel(Shape(xs.begin() + 2, xs.end()));
+  const float momentum = d.attrFloat("momentum", 0.9f);
+  constexpr int kLanes = 64;
+
+  detail::Emitter e(g, catalog);
+  Expected<WindowKernel> wk = windowKernel(e, members, y, d.inputs, name, "BatchNormalization");
+  if (!wk) return wk.error();
+  KernelSource& ks = wk->source;
+  // The running statistics, where used, follow the epilogue's results.
+  std::vector<std::string> statistics;
+  for (size_t o = 1; o < 3 && o < d.outputs.size(); ++o) {
+    const ValueId v = d.outputs[o];
+    if (v == kNoValue || (g.uses(v).empty() && !g.isGraphOutput(v))) continue;
+    statistics.push_back("  out" + std::to_string(ks.outputs.size()) + "[c] = in" + std::to_string(o + 2) + "[c] * " +
+                         detail::floatLiteral(momentum) + " + " + (o == 1 ? "mean" : "var") + " * " +
+                         detail::floatLiteral(1.0 - momentum) + ";\n");
+    ks.outputs.push_back(v);
+  }
+  ks.globalSize = static_cast<size_t>(channels) * kLanes;
+  ks.localSize = kLanes;
+  const std::string count = std::to_string(batch * spatial), lanes = std::to_string(kLanes);
+  // Element j of channel c over the batch and spatial positions.
+  const std::string element = "(j / " + std::to_string(spatial) + " * " + std::to_string(channels) + " + c) * " +
+                              std::to_string(spatial) + " + j % " + std::to_string(spatial);
+  auto treeSum = [&](const std::string& var) {
+    return "  part[lane] = " + var + ";\n  barrier(CLK_LOCAL_MEM_FENCE);\n  for (int w = " + std::to_string(kLanes / 2) +
+           "; w > 0; w >>= 1) {\n    if (lane < w) part[lane] += part[lane + w];\n"
+           "    barrier(CLK_LOCAL_MEM_FENCE);\n  }\n";
+  };
+  std::ostringstream src;
+  src << "// " << comment << "\n" << detail::Emitter::prelude();
+  src << "__kernel __attribute__((reqd_work_group_size(" << kLanes << ", 1, 1))) void " << name << "(";
+  for (size_t k = 0; k < 5; ++k) src << (k ? "," : "") << "\n    __global const float* restrict in" << k;
+  if (!wk->epilogueParams.empty()) src << ",\n    " << wk->epilogueParams;
+  for (size_t o = 0; o < ks.outputs.size(); ++o) src << ",\n    __global float* restrict out" << o;
+  src << ") {\n  __local float part[" << kLanes << "];\n";
+  src << "  const int c = get_group_id(0), lane = get_local_id(0);\n";
+  src << "  float sum = 0.0f;\n  for (int j = lane; j < " << count << "; j += " << lanes << ") sum += in0[" << element
+      << "];\n";
+  src << treeSum("sum") << "  const float mean = part[0] / " << count << ".0f;\n  barrier(CLK_LOCAL_MEM_FENCE);\n";
+  src << "  float sq = 0.0f;\n  for (int j = lane; j < " << count << "; j += " << lanes << ") {\n"
+      << "    const float dev = in0[" << element << "] - mean;\n    sq += dev * dev;\n  }\n";
+  src << treeSum("sq") << "  const float var = part[0] / " << count << ".0f;  // biased, as ONNX defines it\n";
+  if (!statistics.empty()) {
+    src << "  if (lane == 0) {\n";
+    for (const std::string& line : statistics) src << "  " << line;
+    src << "  }\n";
+  }
+  src << "  const float a = in1[c] * rsqrt(var + " << detail::floatLiteral(eps) << "), b = in2[c] - mean * a;\n";
+  src << "  for (int j = lane; j < " << count << "; j += " << lanes << ") {\n";
+  src << "    const int i = " << element << ";\n";
+  if (!wk->epilogueBody.empty()) src << detail::Emitter::coordinates(g.value(y).type.staticShape(), "i", "    ");
+  src << "    const float acc = in0[i] * a + b;\n";
+  std::istringstream body(wk->epilogueBody);
+  for (std::string line; std::getline(body, line);) src << "  " << line << "\n";
+  for (size_t o = 0; o < ks.outputs.size() - statistics.size(); ++o)
+    src << "    out" << o << "[i] = " << (ks.outputs[o] == y ? std::string("acc") : e.vars().at(ks.outputs[o])) << ";\n";
+  src << "  }\n}\n";
+  ks.source = src.str();
+  return ks;
+}
+
 /// BatchNormalization in inference mode: a per-channel affine map of each
-/// element (channel = axis 1), then the epilogue.
+/// element (channel = axis 1), then the epilogue. Training mode: above.
 Expected<KernelSource> emitBatchNorm(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
                                      const std::string& name, const std::string& comment) {
   const NodeData& d = g.node(members.front());
-  for (size_t o = 1; o < d.outputs.size(); ++o)
+  const bool training = d.attrInt("training_mode", 0) != 0;
+  // Before opset 14 training was told by the statistics results being used.
+  for (size_t o = 1; o < d.outputs.size() && !training; ++o)
     if (d.outputs[o] != kNoValue && (!g.uses(d.outputs[o]).empty() || g.isGraphOutput(d.outputs[o])))
-      return Error{"BatchNormalization in training mode has no kernel path", true};
-  if (d.attrInt("training_mode", 0) != 0) return Error{"BatchNormalization in training mode has no kernel path", true};
+      return Error{"BatchNormalization in training mode before opset 14 has no kernel path", true};
   if (d.attrInt("spatial", 1) == 0) return Error{"BatchNormalization with spatial = 0 has no kernel path", true};
   if (d.inputs.size() != 5) return Error{"BatchNormalization needs scale, bias, mean and variance", true};
   const ValueId y = d.outputs[0];
@@ -154,8 +229,8 @@ Expected<KernelSource> emitBatchNorm(const Graph& g, const std::vector<NodeRef>&
   for (size_t k = 1; k < 5; ++k)
     if (shapeNumel(g.value(d.inputs[k]).type.staticShape()) != xs[1])
       return Error{"BatchNormalization with parameters not per channel has no kernel path", true};
-  float eps = 1e-5f;
-  if (const Attribute* a = d.attr("epsilon"); a && std::holds_alternative<float>(*a)) eps = std::get<float>(*a);
+  const float eps = d.attrFloat("epsilon", 1e-5f);
+  if (training) return emitBatchNormTraining(g, members, catalog, name, comment, eps);
 
   detail::Emitter e(g, catalog);
   Expected<WindowKernel> wk = windowKernel(e, members, y, d.inputs, name, "BatchNormalization");

@@ -14,6 +14,7 @@
 
 #include "Commands.h"
 #include "fusec/codegen/Executor.h"
+#include "fusec/codegen/Specialize.h"
 #include "fusec/engine/Interpreter.h"
 #include "fusec/engine/Planner.h"
 #include "fusec/engine/OnnxIO.h"
@@ -89,10 +90,14 @@ struct Engine {
 };
 
 /// Runs one graph the way `engine` says.
-Expected<std::vector<Tensor>> execute(Graph& g, const Engine& engine, const std::vector<Tensor>& inputs) {
-  if (!engine.device) return runGraph(g, inputs);
-  // Kernels are generated for static shapes: fold what the shapes decide
-  // (Shape, Size and what follows from them) and infer again.
+Expected<std::vector<Tensor>> execute(const Graph& model, const Engine& engine, const std::vector<Tensor>& inputs) {
+  if (!engine.device) return runGraph(model, inputs);
+  // Kernels are generated for static shapes: inputs that decide shapes
+  // (a ReduceSum's axes, Slice's starts) are fixed to this data set's values,
+  // then what the shapes decide (Shape, Size and what follows from them)
+  // folds and types are inferred again.
+  Graph g = model.clone();
+  if (Expected<std::vector<std::string>> fixed = codegen::specializeInputs(g, inputs); !fixed) return fixed.error();
   if (Expected<size_t> folded = foldConstants(g); !folded) return folded.error();
   if (Status st = inferTypes(g); !st) return st.error();
   std::vector<codegen::KernelGroup> groups;

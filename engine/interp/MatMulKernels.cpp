@@ -4,6 +4,7 @@
 #include <map>
 
 #include "KernelUtil.h"
+#include "fusec/engine/Einsum.h"
 
 namespace fusec::interp {
 namespace {
@@ -64,96 +65,29 @@ void gemmOp(KernelContext& ctx) {
 }
 
 void einsum(KernelContext& ctx) {
-  std::string eq;
-  for (char c : ctx.attrString("equation", "")) if (c != ' ') eq += c;
-  if (eq.empty()) ctx.fail("attribute `equation` is required");
-  const size_t arrow = eq.find("->");
-  std::string lhs = eq.substr(0, arrow);
-  std::vector<std::string> terms;
-  for (size_t start = 0;;) {
-    size_t comma = lhs.find(',', start);
-    terms.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  if (terms.size() != ctx.numInputs())
-    ctx.fail("equation has " + std::to_string(terms.size()) + " operands but the node has " + std::to_string(ctx.numInputs()));
-  // Expand "..." into letters '0'.. that cannot clash with user letters.
-  size_t ellipsisRank = 0;
-  for (size_t t = 0; t < terms.size(); ++t) {
-    size_t pos = terms[t].find("...");
-    if (pos == std::string::npos) continue;
-    int64_t letters = static_cast<int64_t>(terms[t].size()) - 3;
-    ellipsisRank = std::max<size_t>(ellipsisRank, static_cast<size_t>(ctx.in(t).rank() - letters));
-  }
-  auto expand = [&](std::string term, size_t rank) {
-    size_t pos = term.find("...");
-    if (pos == std::string::npos) return term;
-    std::string dots;
-    for (size_t i = ellipsisRank - rank; i < ellipsisRank; ++i) dots += static_cast<char>('0' + i);
-    return term.replace(pos, 3, dots);
-  };
-  std::map<char, int64_t> sizes;
-  std::map<char, int> counts;
-  for (size_t t = 0; t < terms.size(); ++t) {
-    const Tensor& x = ctx.in(t);
+  std::vector<Shape> shapes;
+  for (size_t t = 0; t < ctx.numInputs(); ++t) {
     expectDType(ctx, t, ctx.in(0).dtype());
-    size_t pos = terms[t].find("...");
-    size_t erank = pos == std::string::npos ? 0 : static_cast<size_t>(x.rank()) - (terms[t].size() - 3);
-    terms[t] = expand(terms[t], erank);
-    if (static_cast<int64_t>(terms[t].size()) != x.rank())
-      ctx.fail("operand " + std::to_string(t) + " has rank " + std::to_string(x.rank()) + " but the equation gives it " + std::to_string(terms[t].size()) + " indices");
-    for (size_t d = 0; d < terms[t].size(); ++d) {
-      char c = terms[t][d];
-      ++counts[c];
-      int64_t n = x.dim(static_cast<int64_t>(d));
-      auto [it, fresh] = sizes.emplace(c, n);
-      if (!fresh && it->second != n) {
-        if (c >= '0' && c <= '9' && (it->second == 1 || n == 1)) it->second = std::max(it->second, n);
-        else ctx.fail(std::string("index `") + c + "` has sizes " + std::to_string(it->second) + " and " + std::to_string(n));
-      }
-    }
+    shapes.push_back(ctx.in(t).shape());
   }
-  std::string out;
-  if (arrow != std::string::npos) {
-    out = eq.substr(arrow + 2);
-    size_t pos = out.find("...");
-    if (pos != std::string::npos) out = expand(out, ellipsisRank);
-  } else {
-    for (size_t i = 0; i < ellipsisRank; ++i) out += static_cast<char>('0' + i);
-    for (auto [c, n] : counts)
-      if (n == 1 && !(c >= '0' && c <= '9')) out += c;
-  }
-  for (char c : out)
-    if (!sizes.count(c)) ctx.fail(std::string("output index `") + c + "` does not appear in any operand");
-  std::string all = out;
-  for (auto [c, n] : sizes)
-    if (out.find(c) == std::string::npos) all += c;
-  Shape allShape;
-  for (char c : all) allShape.push_back(sizes[c]);
-  Shape outShape(allShape.begin(), allShape.begin() + static_cast<int64_t>(out.size()));
-  // Per operand, its stride along each letter of `all` (0 when absent or broadcast).
-  std::vector<Shape> strides;
-  for (size_t t = 0; t < terms.size(); ++t) {
-    const Tensor& x = ctx.in(t);
-    Shape own = stridesOf(x.shape());
-    Shape s(all.size(), 0);
-    for (size_t d = 0; d < terms[t].size(); ++d)
-      if (x.dim(static_cast<int64_t>(d)) != 1) s[all.find(terms[t][d])] += own[d];
-    strides.push_back(s);
-  }
-  const int64_t contracted = shapeNumel(Shape(allShape.begin() + static_cast<int64_t>(out.size()), allShape.end()));
+  Expected<EinsumGeometry> geo = einsumGeometry(ctx.attrString("equation", ""), shapes);
+  if (!geo) ctx.fail(geo.error().message);
+  const std::vector<Shape>& strides = geo->strides;
+  const Shape& allShape = geo->sizes;
+  const Shape outShape = geo->outputShape();
+  const size_t numLetters = allShape.size(), numTerms = shapes.size();
+  const int64_t contracted = geo->contractedSize();
   dispatchNumeric(ctx, ctx.in(0).dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     Tensor y(ctx.in(0).dtype(), outShape);
     T* py = y.data<T>();
-    Shape idx(all.size(), 0);
+    Shape idx(numLetters, 0);
     const int64_t total = shapeNumel(allShape);
     for (int64_t i = 0; i < total; ++i) {
       double prod = 1;
-      for (size_t t = 0; t < terms.size(); ++t) {
+      for (size_t t = 0; t < numTerms; ++t) {
         int64_t off = 0;
-        for (size_t d = 0; d < all.size(); ++d) off += idx[d] * strides[t][d];
+        for (size_t d = 0; d < numLetters; ++d) off += idx[d] * strides[t][d];
         prod *= static_cast<double>(ctx.in(t).template data<T>()[off]);
       }
       py[i / std::max<int64_t>(contracted, 1)] = static_cast<T>(py[i / std::max<int64_t>(contracted, 1)] + prod);

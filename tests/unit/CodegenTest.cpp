@@ -14,6 +14,7 @@
 #include "fusec/codegen/Gemm.h"
 #include "fusec/engine/Planner.h"
 #include "fusec/codegen/Spirv.h"
+#include "fusec/codegen/Specialize.h"
 
 using namespace fusec;
 
@@ -94,15 +95,15 @@ TEST_CASE("generated kernels are readable and valid SPIR-V") {
   CHECK(bad.error().message.find("kernel `broken`: clang-14 cannot compile it") == 0);
 }
 
-TEST_CASE("ops outside the pointwise family say so") {
+TEST_CASE("ops no kernel family generates say so") {
   std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
-  Graph g = test::parse(
-      test::model("g (float[2,3] a, float[3,4] b) => (float[2,4] y)", "y = Einsum <equation = \"ij,jk->ik\"> (a, b)"));
-  Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, codegen::singleNodeGroups(g), ops->catalog,
-                                                          {randomTensor({2, 3}, 1), randomTensor({3, 4}, 2)});
+  Graph g = test::parse(test::model("g (float[2,5] x) => (float[2,3] v, int64[2,3] i)",
+                                    "k = Constant <value = int64[1] {3}> ()\nv, i = TopK (x, k)"));
+  Expected<codegen::DeviceRun> run =
+      codegen::runOnDevice(device(), g, codegen::singleNodeGroups(g), ops->catalog, {randomTensor({2, 5}, 1)});
   REQUIRE_FALSE(run.ok());
   CHECK(run.error().unsupported);
-  CHECK(run.error().message == "op `Einsum` has no pointwise kernel path");
+  CHECK(run.error().message == "op `TopK` has no kernel path");
   // A kernel that does not build shows the OpenCL build log and the source.
   Expected<void*> k = device().kernel("__kernel void oops(__global float* x) { x[0] = undefined_thing; }", "oops");
   REQUIRE_FALSE(k.ok());
@@ -351,6 +352,42 @@ TEST_CASE("16-bit floats are stored as such, computed in float and rounded to ne
   }
 }
 
+TEST_CASE("inputs that decide shapes are fixed to one run's values, and other values are refused") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  // `axes` reaches ReduceSum through an Abs; `start` and `limit` decide
+  // Range's length; `x` is data and stays an input.
+  Graph g = test::parse(test::model("g (float[2,3] x, int64[1] a, int64 start, int64 limit) => (float[2,1] y, int64[?] r)",
+                                    R"(
+    axes = Abs (a)
+    y = ReduceSum (x, axes)
+    one = Constant <value = int64 {1}> ()
+    r = Range (start, limit, one)
+  )"));
+  CHECK(codegen::inputsDecidingShapes(g) == std::vector<size_t>{1, 2, 3});
+  std::vector<Tensor> inputs = {randomTensor({2, 3}, 7), test::ints({1}, {-1}), Tensor::fromVector<int64_t>({}, {2}),
+                                Tensor::fromVector<int64_t>({}, {6})};
+  std::vector<Tensor> reference = test::run(g, inputs);
+
+  Graph s = g.clone();
+  Expected<std::vector<std::string>> fixed = codegen::specializeInputs(s, inputs);
+  REQUIRE_MESSAGE(fixed.ok(), test::why(fixed));
+  CHECK(fixed.value() == std::vector<std::string>{"a", "start", "limit"});
+  CHECK(s.value(s.outputs()[1]).type.staticShape() == Shape{4});  // Range folded to a constant
+  Expected<codegen::DeviceProgram> program =
+      codegen::DeviceProgram::build(device(), s, codegen::singleNodeGroups(s), ops->catalog);
+  REQUIRE_MESSAGE(program.ok(), test::why(program));
+  CHECK(program->kernels().size() == 1);  // the reduction; Abs and Range folded
+  Expected<codegen::DeviceRun> run = program->run(inputs);
+  REQUIRE_MESSAGE(run.ok(), test::why(run));
+  test::checkClose(run->outputs[0], reference[0], 1e-5f);
+  CHECK(run->outputs[1].scalarAt(3) == reference[1].scalarAt(3));
+
+  inputs[1] = test::ints({1}, {0});  // another reduction axis: the kernels do not fit
+  Expected<codegen::DeviceRun> other = program->run(inputs);
+  REQUIRE_FALSE(other.ok());
+  CHECK(other.error().message.find("input `a` was fixed") != std::string::npos);
+}
+
 TEST_CASE("reductions over any axes, with a fused prologue, and arg reductions match the interpreter") {
   std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
   // Column and middle-axis reductions (not the innermost: the reduce
@@ -428,6 +465,29 @@ TEST_CASE("a grouped, strided ConvTranspose with bias and a fused activation mat
   REQUIRE_MESSAGE(run.ok(), test::why(run));
   CHECK(run->kernelTimes.size() == 1);
   test::checkClose(run->outputs[0], reference[0], 1e-5f);
+}
+
+TEST_CASE("training-mode BatchNormalization with a fused activation matches the interpreter, statistics too") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  // 3 x 5 x 7 = 105 elements per channel: more than the 64 lanes of a group.
+  Graph g = test::parse(test::model(
+      "g (float[3,4,5,7] x, float[4] s, float[4] b, float[4] m, float[4] v) => (float[3,4,5,7] y, float[4] rm, float[4] rv)",
+      R"(
+    t, rm, rv = BatchNormalization <training_mode = 1, momentum = 0.8, epsilon = 0.01> (x, s, b, m, v)
+    y = Relu (t)
+  )"));
+  Tensor var = randomTensor({4}, 5);
+  for (int64_t i = 0; i < 4; ++i) var.data<float>()[i] = std::abs(var.data<float>()[i]);
+  std::vector<Tensor> inputs = {randomTensor({3, 4, 5, 7}, 1), randomTensor({4}, 2), randomTensor({4}, 3),
+                                randomTensor({4}, 4), var};
+  for (int64_t i = 0; i < inputs[0].numel(); ++i) inputs[0].data<float>()[i] += 3.0f;  // a mean far from 0
+  std::vector<Tensor> reference = test::run(g, inputs);
+  Expected<std::vector<NodeRef>> order = g.topologicalOrder();
+  REQUIRE(order.ok());
+  Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, {order.value()}, ops->catalog, inputs);
+  REQUIRE_MESSAGE(run.ok(), test::why(run));
+  CHECK(run->kernelTimes.size() == 1);
+  for (size_t i = 0; i < 3; ++i) test::checkClose(run->outputs[i], reference[i], 1e-5f);
 }
 
 TEST_CASE("Pad's edge, reflect and wrap modes match the interpreter") {

@@ -119,6 +119,10 @@ struct NodeData {
     const Attribute* a = attr(key);
     return a && std::holds_alternative<float>(*a) ? std::get<float>(*a) : def;
   }
+  std::string attrString(const std::string& key, const std::string& def) const {
+    const Attribute* a = attr(key);
+    return a && std::holds_alternative<std::string>(*a) ? std::get<std::string>(*a) : def;
+  }
 };
 
 /// One use of a value: operand `operand` of `node`.
@@ -138,6 +142,10 @@ struct Value {
   uint32_t producerOutput = 0;
   std::vector<Use> uses;
   bool isGraphInput = false;
+  /// For a graph input: the value it was fixed to when the graph was
+  /// specialized (codegen::specializeInputs). Its uses read a constant copy
+  /// instead; a run must pass this value.
+  std::shared_ptr<const Tensor> fixedValue;
   bool alive = true;
 };
 

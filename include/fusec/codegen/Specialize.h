@@ -1,0 +1,33 @@
+/// Value specialization: kernels are generated for static shapes, and some
+/// operands decide shapes or index maps (Reshape's shape, Slice's starts,
+/// Reduce*'s axes, Range's bounds, ...). Where such an operand comes from a
+/// graph input, the graph can still be compiled for the value that input has
+/// in one run: the input is fixed to that value, like a JIT compiler's
+/// specialization with a guard. Its uses read a constant copy, constants
+/// fold, types are inferred again, and DeviceProgram::run refuses any other
+/// value for it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "fusec/engine/Graph.h"
+
+namespace fusec::codegen {
+
+/// Operands of `op` (ONNX domain) whose values the kernels need when they are
+/// generated: they decide a result's shape or an index map.
+const std::vector<uint32_t>& generationTimeOperands(const std::string& op);
+
+/// The graph inputs that generation-time operands depend on (through any
+/// nodes that do not fold away), as indices into g.inputs().
+std::vector<size_t> inputsDecidingShapes(const Graph& g);
+
+/// Fixes each input of inputsDecidingShapes to its value in `inputs` (one
+/// per graph input), folds constants and infers types again. Inputs of more
+/// than `maxElements` elements are left alone (a shape is never that big).
+/// Returns the names of the fixed inputs.
+Expected<std::vector<std::string>> specializeInputs(Graph& g, const std::vector<Tensor>& inputs,
+                                                    int64_t maxElements = 4096);
+
+}  // namespace fusec::codegen
