@@ -363,13 +363,23 @@ Expected<KernelSource> emitResize(const Graph& g, const NodeData& d, const std::
   const std::string nearestMode = attr("nearest_mode", opset < 11 ? "floor" : "round_prefer_floor");
   if (mode != "nearest" && mode != "linear") return Error{"Resize mode `" + mode + "` has no kernel path", true};
   static const std::set<std::string> kModes = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
-                                               "tf_half_pixel_for_nn"};
+                                               "tf_half_pixel_for_nn", "tf_crop_and_resize"};
   if (!kModes.count(ctm)) return Error{"Resize coordinate_transformation_mode `" + ctm + "` has no kernel path", true};
   if (d.attr("axes") || d.attrInt("antialias", 0) != 0)
     return Error{"Resize with axes or antialias has no kernel path", true};
   const Shape xs = xt.staticShape(), ys = yt.staticShape();
   const size_t r = xs.size();
   if (ys.size() != r) return Error{"Resize changes the rank", true};
+  // tf_crop_and_resize samples the box roi = [begins..., ends...] (a
+  // constant, in fractions of each axis); outside the input it writes
+  // extrapolation_value.
+  std::vector<float> roi;
+  if (ctm == "tf_crop_and_resize") {
+    if (d.inputs.size() < 2 || d.inputs[1] == kNoValue || !g.isConstant(d.inputs[1]))
+      return Error{"Resize tf_crop_and_resize needs a constant roi for a kernel", true};
+    roi = g.value(d.inputs[1]).constant->toFloats();
+    if (roi.size() != 2 * r) return Error{"Resize tf_crop_and_resize needs an roi with " + std::to_string(2 * r) + " values", true};
+  }
   KernelSource k;
   k.name = name;
   k.inputs = {x};
@@ -410,8 +420,16 @@ Expected<KernelSource> emitResize(const Graph& g, const NodeData& d, const std::
     else if (ctm == "pytorch_half_pixel") e = out > 1 ? "(" + xo + " + 0.5) / " + s + " - 0.5" : "0.0";
     else if (ctm == "align_corners") e = out == 1 ? "0.0" : xo + " * " + detail::doubleLiteral(in - 1) + " / (" + s + " * " + detail::doubleLiteral(in) + " - 1.0)";
     else if (ctm == "asymmetric") e = xo + " / " + s;
-    else e = "(" + xo + " + 0.5) / " + s;
+    else if (ctm == "tf_crop_and_resize") {
+      const double b = roi[a], end = roi[a + r];
+      e = out > 1 ? detail::doubleLiteral(b * (in - 1)) + " + " + xo + " * " + detail::doubleLiteral(end - b) + " * " +
+                        detail::doubleLiteral(in - 1) + " / " + detail::doubleLiteral(out - 1)
+                  : detail::doubleLiteral(0.5 * (b + end) * (in - 1));
+    } else e = "(" + xo + " + 0.5) / " + s;
     src << "  double " << v << " = " << e << ";\n";
+    if (!roi.empty())
+      src << "  if (" << v << " < 0.0 || " << v << " > " << detail::doubleLiteral(in - 1) << ") {\n    out0[i] = "
+          << detail::floatLiteral(d.attrFloat("extrapolation_value", 0.0f)) << ";\n    return;\n  }\n";
     if (mode == "nearest") {
       std::string pick;
       if (nearestMode == "floor") pick = "floor(" + v + ")";
