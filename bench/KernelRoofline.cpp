@@ -145,5 +145,51 @@ int main() {
                   100.0 * flops / sec / 1e9 / peak);
     }
   }
+
+  // ResNet-18's convs (batch 1) through the same family: implicit GEMM with
+  // the window gathered while B's panel is staged.
+  struct ConvShape {
+    const char* what;
+    int64_t C, H, M, R, stride;
+  };
+  const ConvShape convs[] = {{"stem 7x7/2", 3, 224, 64, 7, 2},
+                             {"stage 1 3x3", 64, 56, 64, 3, 1},
+                             {"stage 2 3x3", 128, 28, 128, 3, 1},
+                             {"stage 3 3x3", 256, 14, 256, 3, 1},
+                             {"stage 4 3x3", 512, 7, 512, 3, 1}};
+  const codegen::GemmTiling convTilings[] = {{12, 16, 16, 256}, {8, 16, 16, 256}, {12, 8, 16, 256}, {8, 8, 16, 256}, {8, 16, 8, 128}, {4, 16, 16, 256}};
+  std::printf("\n%-22s %-16s %-14s %10s %10s %8s\n", "conv", "CxHxW->M", "tile", "ms", "GFLOP/s", "of peak");
+  for (const ConvShape& s : convs) {
+    const int64_t pad = s.R / 2, out = (s.H + 2 * pad - s.R) / s.stride + 1;
+    Graph g;
+    ValueId x = g.addInput("x", TensorType::of(DType::Float32, {1, s.C, s.H, s.H}));
+    ValueId w = g.addInput("w", TensorType::of(DType::Float32, {s.M, s.C, s.R, s.R}));
+    ValueId y = g.addValue("y", TensorType::of(DType::Float32, {1, s.M, out, out}));
+    NodeRef conv = g.addNode("Conv", {x, w}, {y},
+                             {{"strides", std::vector<int64_t>{s.stride, s.stride}},
+                              {"pads", std::vector<int64_t>{pad, pad, pad, pad}},
+                              {"kernel_shape", std::vector<int64_t>{s.R, s.R}}});
+    g.addOutput(y);
+    auto dx = device.upload(randomTensor({1, s.C, s.H, s.H}, rng)), dw = device.upload(randomTensor({s.M, s.C, s.R, s.R}, rng));
+    auto dy = device.allocate(static_cast<size_t>(s.M * out * out) * 4);
+    const double flops = 2.0 * s.M * out * out * s.C * s.R * s.R;
+    for (const codegen::GemmTiling& t : convTilings) {
+      Expected<codegen::KernelSource> k = codegen::emitGemm(g, {conv}, ops->catalog, "conv", "bench", t);
+      if (!k) {
+        std::fprintf(stderr, "%s\n", k.error().message.c_str());
+        return 1;
+      }
+      const double sec = bestTime(device, k->source, k->name,
+                                  {codegen::KernelArg::of(dx.value()), codegen::KernelArg::of(dw.value()),
+                                   codegen::KernelArg::of(dy.value())},
+                                  k->globalSize, k->localSize);
+      char shape[40], tile[32];
+      std::snprintf(shape, sizeof shape, "%lldx%lldx%lld->%lld", static_cast<long long>(s.C), static_cast<long long>(s.H),
+                    static_cast<long long>(s.H), static_cast<long long>(s.M));
+      std::snprintf(tile, sizeof tile, "%dx%d/%d/%d", t.rows, t.width, t.localRows, t.depth);
+      std::printf("%-22s %-16s %-14s %10.3f %10.1f %7.0f%%\n", s.what, shape, tile, sec * 1e3, flops / sec / 1e9,
+                  100.0 * flops / sec / 1e9 / peak);
+    }
+  }
   return 0;
 }

@@ -40,7 +40,7 @@ Expected<KernelSource> emitKernel(const Graph& g, const std::vector<NodeRef>& gr
                                   const std::string& name, const std::string& comment, const KernelOptions& options) {
   if (isGemmGroup(g, group)) {
     // Convs the tiled GEMM cannot take (3-D and beyond) are gathered directly.
-    Expected<KernelSource> k = emitGemm(g, group, catalog, name, comment, options.gemm);
+    Expected<KernelSource> k = emitGemm(g, group, catalog, name, comment, options.gemmFor(g.node(group.front())));
     if (k || !k.error().unsupported || !isPoolGroup(g, group)) return k;
   }
   if (isPoolGroup(g, group)) return emitPool(g, group, catalog, name, comment);

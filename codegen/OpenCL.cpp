@@ -26,6 +26,8 @@ std::string deviceString(cl_device_id d, cl_device_info what) {
   return s;
 }
 
+}  // namespace
+
 std::string hashHex(const std::string& text) {
   // FNV-1a, 64 bits: a cache key, not a security boundary.
   uint64_t h = 1469598103934665603ull;
@@ -38,13 +40,11 @@ std::string hashHex(const std::string& text) {
   return buf;
 }
 
-fs::path cacheDir() {
+std::string cacheDir() {
   if (const char* d = std::getenv("FUSEC_CACHE_DIR")) return d;
-  if (const char* home = std::getenv("HOME")) return fs::path(home) / ".cache" / "fusec" / "kernels";
-  return fs::temp_directory_path() / "fusec-kernels";
+  if (const char* home = std::getenv("HOME")) return (fs::path(home) / ".cache" / "fusec" / "kernels").string();
+  return (fs::temp_directory_path() / "fusec-kernels").string();
 }
-
-}  // namespace
 
 Buffer::Buffer(Buffer&& o) noexcept : mem_(o.mem_), bytes_(o.bytes_) { o.mem_ = nullptr; }
 Buffer& Buffer::operator=(Buffer&& o) noexcept {
@@ -121,7 +121,7 @@ Expected<void*> Device::kernel(const std::string& source, const std::string& ker
     program = static_cast<cl_program>(it->second);
   } else {
     // On-disk cache of device binaries, keyed by source and device.
-    const fs::path cached = cacheDir() / (key + ".bin");
+    const fs::path cached = fs::path(cacheDir()) / (key + ".bin");
     std::ifstream in(cached, std::ios::binary);
     if (in) {
       std::string bin((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -157,7 +157,7 @@ Expected<void*> Device::kernel(const std::string& source, const std::string& ker
         unsigned char* ptr = reinterpret_cast<unsigned char*>(bin.data());
         if (clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof ptr, &ptr, nullptr) == CL_SUCCESS) {
           std::error_code ec;
-          fs::create_directories(cacheDir(), ec);
+          fs::create_directories(fs::path(cacheDir()), ec);
           std::ofstream(cached, std::ios::binary) << bin;
         }
       }

@@ -12,6 +12,7 @@
 #include "Commands.h"
 #include "Random.h"
 #include "fusec/codegen/Executor.h"
+#include "fusec/codegen/Tuner.h"
 #include "fusec/engine/CostModel.h"
 #include "fusec/engine/Interpreter.h"
 #include "fusec/engine/OnnxIO.h"
@@ -25,7 +26,7 @@ namespace {
 
 struct RunOptions {
   std::string model;
-  bool interpreter = false, noFuse = false, compare = false, check = false, openclFlag = false;
+  bool interpreter = false, noFuse = false, compare = false, check = false, openclFlag = false, tune = false;
   std::string device, target;
   std::vector<std::string> rules;
   std::vector<std::string> inputFiles;
@@ -80,7 +81,26 @@ struct Measured {
 std::optional<Measured> measure(const RunOptions& o, codegen::Device& device, const Graph& g,
                                 const std::vector<codegen::KernelGroup>& groups, const OpCatalog& catalog,
                                 const Target& target, const std::vector<Tensor>& inputs, const std::string& label) {
-  Expected<codegen::DeviceProgram> program = codegen::DeviceProgram::build(device, g, groups, catalog);
+  codegen::KernelOptions options;
+  if (o.tune) {
+    Expected<std::vector<codegen::TunedKernel>> tuned = codegen::tuneKernels(device, g, groups, catalog, options);
+    if (!tuned) {
+      std::cerr << "error: " << o.model << ": tuning: " << tuned.error().message << "\n";
+      return std::nullopt;
+    }
+    double before = 0, after = 0;
+    size_t changed = 0, cached = 0;
+    for (const codegen::TunedKernel& t : tuned.value()) {
+      before += t.defaultSeconds;
+      after += t.tunedSeconds;
+      changed += t.tunedSeconds < t.defaultSeconds;
+      cached += t.cached;
+    }
+    fmt::print("{}: tuned {} gemm_epilogue kernels ({} from the cache): {} retiled, {:.3f} -> {:.3f} ms in those "
+               "kernels when tuned ({:.2f}x)\n",
+               label, tuned->size(), cached, changed, before * 1e3, after * 1e3, after > 0 ? before / after : 1.0);
+  }
+  Expected<codegen::DeviceProgram> program = codegen::DeviceProgram::build(device, g, groups, catalog, options);
   if (!program) {
     std::cerr << "error: " << o.model << ": " << program.error().message << "\n";
     return std::nullopt;
@@ -250,6 +270,8 @@ CommandRunner addRunCommand(CLI::App& sub) {
   sub.add_option("--repeat", o->repeat, "run this many times and report the best time");
   sub.add_option("--dim", o->symbolicDim, "size used for symbolic dims of random inputs");
   sub.add_flag("--interpreter", o->interpreter, "run on the reference interpreter instead of OpenCL");
+  sub.add_flag("--tune", o->tune,
+               "time a few tilings of every gemm_epilogue kernel first and keep the fastest (cached per machine)");
   sub.add_flag("--no-fuse", o->noFuse, "one kernel per op (the same code generator), to measure what fusion gives");
   sub.add_flag("--compare", o->compare, "run fused and one kernel per op side by side and print the ratios");
   sub.add_flag("--check", o->check, "compare every output with the reference interpreter; fail on a mismatch");

@@ -2,6 +2,7 @@
 /// unfused runs agree with the interpreter; kernels are valid SPIR-V.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -15,6 +16,7 @@
 #include "fusec/engine/Planner.h"
 #include "fusec/codegen/Spirv.h"
 #include "fusec/codegen/Specialize.h"
+#include "fusec/codegen/Tuner.h"
 
 using namespace fusec;
 
@@ -219,7 +221,7 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
   // Every tiling computes the same, with and without local memory; every kernel is valid SPIR-V.
   for (codegen::GemmTiling t : {codegen::GemmTiling{1, 4, 0, 0}, codegen::GemmTiling{5, 8, 3, 7}}) {
     INFO("tiling " << t.rows << "x" << t.width << " local " << t.localRows << " depth " << t.depth);
-    Expected<codegen::DeviceRun> tiled = codegen::runOnDevice(device(), g, groups, core->catalog, inputs, {t});
+    Expected<codegen::DeviceRun> tiled = codegen::runOnDevice(device(), g, groups, core->catalog, inputs, codegen::KernelOptions{.gemm = t, .gemmTilings = {}});
     REQUIRE_MESSAGE(tiled.ok(), test::why(tiled));
     for (size_t i = 0; i < reference.size(); ++i) test::checkClose(tiled->outputs[i], reference[i], 1e-4f);
     for (const codegen::KernelGroup& grp : groups) {
@@ -233,6 +235,47 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
       }
     }
   }
+}
+
+TEST_CASE("the tuner times the gemm tilings of each kernel, keeps a fast one and caches it") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  Graph g = test::parse(test::model("g (float[1,8,12,12] x, float[16,8,3,3] w, float[4,16] a) => (float[1,16,12,12] y, float[4,144] z)",
+                                    R"(
+    c = Conv <pads = [1, 1, 1, 1]> (x, w)
+    y = Relu (c)
+    s = Constant <value = int64[2] {16, 144}> ()
+    f = Reshape (y, s)
+    z = MatMul (a, f)
+  )"));
+  std::vector<Tensor> inputs = {randomTensor({1, 8, 12, 12}, 1), randomTensor({16, 8, 3, 3}, 2), randomTensor({4, 16}, 3)};
+  std::vector<Tensor> reference = test::run(g, inputs);
+  std::vector<codegen::KernelGroup> groups = codegen::singleNodeGroups(g);
+  codegen::KernelOptions options;
+  Expected<std::vector<codegen::TunedKernel>> tuned =
+      codegen::tuneKernels(device(), g, groups, ops->catalog, options, {.launches = 2, .margin = 0.9, .useCache = false});
+  REQUIRE_MESSAGE(tuned.ok(), test::why(tuned));
+  REQUIRE(tuned->size() == 2);  // the Conv and the MatMul
+  CHECK(options.gemmTilings.size() == 2);
+  for (const codegen::TunedKernel& t : tuned.value()) {
+    INFO(t.group);
+    CHECK_FALSE(t.cached);
+    CHECK(t.defaultSeconds > 0);
+    CHECK(t.tunedSeconds <= t.defaultSeconds);
+    const auto& c = codegen::gemmCandidates();
+    CHECK(std::any_of(c.begin(), c.end(), [&](const codegen::GemmTiling& x) {
+      return x.rows == t.tiling.rows && x.width == t.tiling.width && x.localRows == t.tiling.localRows && x.depth == t.tiling.depth;
+    }));
+  }
+  Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, groups, ops->catalog, inputs, options);
+  REQUIRE_MESSAGE(run.ok(), test::why(run));
+  for (size_t i = 0; i < reference.size(); ++i) test::checkClose(run->outputs[i], reference[i], 1e-4f);
+  // Tuned once per machine: the second time reads the cache.
+  codegen::KernelOptions first, second;
+  REQUIRE(codegen::tuneKernels(device(), g, groups, ops->catalog, first, {.launches = 1}).ok());
+  Expected<std::vector<codegen::TunedKernel>> again = codegen::tuneKernels(device(), g, groups, ops->catalog, second, {.launches = 1});
+  REQUIRE_MESSAGE(again.ok(), test::why(again));
+  for (const codegen::TunedKernel& t : again.value()) CHECK(t.cached);
+  CHECK(second.gemmTilings.size() == first.gemmTilings.size());
 }
 
 TEST_CASE("a schedule views reshapes, reuses dead buffers and keeps outputs") {

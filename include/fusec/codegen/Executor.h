@@ -9,6 +9,7 @@
 /// launch nothing: their result is a view of their operand's buffer.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,9 +24,15 @@
 namespace fusec::codegen {
 
 /// Parameters of the kernel families (tile sizes); the defaults suit the
-/// build machine's PoCL. The hook for auto-tuning.
+/// build machine's PoCL. tuneKernels (Tuner.h) fills in per-kernel choices.
 struct KernelOptions {
-  GemmTiling gemm;
+  GemmTiling gemm;                             ///< for gemm_epilogue kernels without their own
+  std::map<NodeId, GemmTiling> gemmTilings;    ///< by the id of the kernel's MatMul, Gemm or Conv
+
+  const GemmTiling& gemmFor(const NodeData& head) const {
+    auto it = gemmTilings.find(head.id);
+    return it == gemmTilings.end() ? gemm : it->second;
+  }
 };
 
 /// The nodes of one kernel (topological order) and the kernel's name; an

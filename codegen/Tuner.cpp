@@ -1,0 +1,136 @@
+/// Auto-tuning of gemm_epilogue tilings; see Tuner.h.
+#include "fusec/codegen/Tuner.h"
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "fusec/codegen/Gemm.h"
+
+namespace fusec::codegen {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string describe(const GemmTiling& t) {
+  return std::to_string(t.rows) + " " + std::to_string(t.width) + " " + std::to_string(t.localRows) + " " +
+         std::to_string(t.depth);
+}
+
+/// Random floats (other element types zero): timing must not depend on
+/// denormals or NaNs left in fresh buffers.
+Tensor sampleInput(const TensorType& type, std::mt19937& rng) {
+  Tensor t(type.dtype, type.staticShape());
+  if (type.dtype == DType::Float32) {
+    std::uniform_real_distribution<float> d(-1, 1);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
+  }
+  return t;
+}
+
+}  // namespace
+
+const std::vector<GemmTiling>& gemmCandidates() {
+  // Tile rows x vector width / work-items sharing a staged B panel / panel
+  // depth. On PoCL (AVX-512) 8 rows often beat 12 for convs, and shallow
+  // panels help the 7x7 stem; the default comes first.
+  static const std::vector<GemmTiling> kCandidates = {GemmTiling{},          GemmTiling{8, 16, 16, 256},
+                                                      GemmTiling{8, 16, 8, 128}, GemmTiling{12, 16, 8, 128},
+                                                      GemmTiling{6, 16, 16, 256}, GemmTiling{4, 16, 16, 256}};
+  return kCandidates;
+}
+
+Expected<std::vector<TunedKernel>> tuneKernels(Device& device, const Graph& g, const std::vector<KernelGroup>& groups,
+                                               const OpCatalog& catalog, KernelOptions& options,
+                                               const TuningOptions& tuning) {
+  std::vector<TunedKernel> out;
+  std::mt19937 rng(7);
+  std::string candidates = "round robin, margin " + std::to_string(tuning.margin) + ";";
+  for (const GemmTiling& t : gemmCandidates()) candidates += describe(t) + ";";
+  const fs::path cacheFolder = fs::path(cacheDir()) / "tuning";
+  for (const KernelGroup& group : groups) {
+    if (!isGemmGroup(g, group.nodes)) continue;
+    const NodeData& head = g.node(group.nodes.front());
+    const std::string name = "fusec_tune";  // one name: a candidate's source depends on its tiling alone
+    Expected<KernelSource> base = emitGemm(g, group.nodes, catalog, name, "tuning", options.gemm);
+    if (!base) continue;  // the direct-gather fallback (3-D convs) has no tiling
+    TunedKernel result;
+    result.group = group.name.empty() ? head.op.str() : group.name;
+    result.tiling = options.gemm;
+    const fs::path cached =
+        cacheFolder / (hashHex(base->source + "\n" + candidates + "\n" + device.info().name + "\n" + device.info().version) + ".txt");
+    if (tuning.useCache) {
+      std::ifstream in(cached);
+      GemmTiling t;
+      if (in >> t.rows >> t.width >> t.localRows >> t.depth >> result.defaultSeconds >> result.tunedSeconds) {
+        result.tiling = t;
+        result.cached = true;
+        options.gemmTilings[head.id] = t;
+        out.push_back(result);
+        continue;
+      }
+    }
+    // One set of buffers for every candidate: same operands, same results.
+    std::vector<Buffer> buffers;
+    std::vector<KernelArg> args;
+    for (ValueId v : base->inputs) {
+      const Value& val = g.value(v);
+      Expected<Buffer> b = val.constant ? device.upload(*val.constant) : device.upload(sampleInput(val.type, rng));
+      if (!b) return b.error();
+      buffers.push_back(std::move(b.value()));
+    }
+    for (ValueId v : base->outputs) {
+      const TensorType& t = g.value(v).type;
+      Expected<Buffer> b = device.allocate(static_cast<size_t>(shapeNumel(t.staticShape())) * dtypeSize(t.dtype));
+      if (!b) return b.error();
+      buffers.push_back(std::move(b.value()));
+    }
+    for (const Buffer& b : buffers) args.push_back(KernelArg::of(b));
+    // The default first, so it is measured even where it is no candidate.
+    std::vector<GemmTiling> tried = {options.gemm};
+    for (const GemmTiling& t : gemmCandidates())
+      if (describe(t) != describe(options.gemm)) tried.push_back(t);
+    std::vector<GemmTiling> tilings;  // those that generate; the default does (base)
+    std::vector<void*> handles;
+    std::vector<KernelSource> kernels;
+    for (const GemmTiling& t : tried) {
+      Expected<KernelSource> k = emitGemm(g, group.nodes, catalog, name, "tuning", t);
+      if (!k) continue;
+      Expected<void*> h = device.kernel(k->source, k->name);
+      if (!h) return h.error();
+      tilings.push_back(t);
+      handles.push_back(h.value());
+      kernels.push_back(std::move(k.value()));
+    }
+    // Round robin, best of `launches` each: a shared machine's load drifts,
+    // and this spreads it over all candidates alike.
+    std::vector<double> best(kernels.size(), 1e30);
+    for (int r = 0; r < tuning.launches; ++r)
+      for (size_t c = 0; c < kernels.size(); ++c) {
+        if (Status st = device.launch(handles[c], args, kernels[c].globalSize, name, kernels[c].localSize); !st)
+          return st.error();
+        Expected<std::vector<std::pair<std::string, double>>> times = device.finish();
+        if (!times) return times.error();
+        if (!times->empty()) best[c] = std::min(best[c], times->front().second);
+      }
+    // Another tiling must win clearly: the default stays within the noise.
+    size_t chosen = 0;
+    for (size_t c = 1; c < kernels.size(); ++c)
+      if (best[c] < best[chosen] && best[c] < tuning.margin * best[0]) chosen = c;
+    result.defaultSeconds = best[0];
+    result.tiling = tilings[chosen];
+    const double bestTime = best[chosen];
+    result.tunedSeconds = bestTime;
+    options.gemmTilings[head.id] = result.tiling;
+    if (tuning.useCache) {
+      std::error_code ec;
+      fs::create_directories(cacheFolder, ec);
+      std::ofstream(cached) << describe(result.tiling) << " " << result.defaultSeconds << " " << result.tunedSeconds << "\n";
+    }
+    out.push_back(result);
+  }
+  return out;
+}
+
+}  // namespace fusec::codegen
