@@ -1,7 +1,6 @@
 /// Graph execution on an OpenCL device; see Executor.h.
 #include "fusec/codegen/Executor.h"
 
-#include <cstring>
 #include <map>
 #include <set>
 
@@ -201,9 +200,7 @@ Expected<DeviceRun> DeviceProgram::run(const std::vector<Tensor>& inputs) {
     return Error{"model takes " + std::to_string(g.inputs().size()) + " inputs, got " + std::to_string(inputs.size())};
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Value& v = g.value(g.inputs()[i]);
-    if (const Tensor* fixed = v.fixedValue.get();
-        fixed && (inputs[i].dtype() != fixed->dtype() || inputs[i].shape() != fixed->shape() ||
-                  std::memcmp(inputs[i].raw(), fixed->raw(), fixed->byteSize()) != 0))
+    if (v.fixedValue && !(inputs[i] == *v.fixedValue))
       return Error{"input `" + v.name + "` was fixed to another value when the kernels were generated (it decides a "
                    "shape or an index map); compile again for this value"};
     if (!s.inputBuffers[i]) continue;  // read by no kernel
