@@ -160,10 +160,7 @@ class Builder {
       const int64_t b = d_.attrInt("blocksize", 1);
       const int64_t C = in[1], H = in[2], W = in[3];
       if (op == "DepthToSpace") {
-        const bool crd = [&] {
-          const Attribute* a = d_.attr("mode");
-          return a && std::get<std::string>(*a) == "CRD";
-        }();
+        const bool crd = d_.attrString("mode", "DCR") == "CRD";
         // out [N, C/b^2, H*b, W*b]: h = c2 / b, bh = c2 % b, w = c3 / b, bw = c3 % b.
         body << "  const long h = c2 / " << b << "L, bh = c2 % " << b << "L, w = c3 / " << b << "L, bw = c3 % " << b << "L;\n";
         const std::string ch = crd ? "(c1 * " + std::to_string(b * b) + "L + bh * " + std::to_string(b) + "L + bw)"
@@ -178,8 +175,7 @@ class Builder {
       return;
     }
     if (op == "Pad") {
-      const Attribute* modeAttr = d_.attr("mode");
-      const std::string mode = modeAttr ? std::get<std::string>(*modeAttr) : "constant";
+      const std::string mode = d_.attrString("mode", "constant");
       if (mode != "constant" && mode != "edge" && mode != "reflect" && mode != "wrap")
         throw UserError{"Pad mode `" + mode + "` has no kernel path", true};
       // Before opset 11 the pads and the fill value are attributes.
@@ -354,13 +350,9 @@ Expected<KernelSource> emitResize(const Graph& g, const NodeData& d, const std::
   if (xt.dtype != DType::Float32 || !xt.isStatic() || !yt.isStatic())
     return Error{"Resize on other than float with static shapes has no kernel path", true};
   const int64_t opset = g.info.defaultOpset();
-  auto attr = [&](const char* key, const char* def) {
-    const Attribute* a = d.attr(key);
-    return a && std::holds_alternative<std::string>(*a) ? std::get<std::string>(*a) : std::string(def);
-  };
-  const std::string mode = attr("mode", "nearest");
-  const std::string ctm = attr("coordinate_transformation_mode", opset < 11 ? "asymmetric" : "half_pixel");
-  const std::string nearestMode = attr("nearest_mode", opset < 11 ? "floor" : "round_prefer_floor");
+  const std::string mode = d.attrString("mode", "nearest");
+  const std::string ctm = d.attrString("coordinate_transformation_mode", opset < 11 ? "asymmetric" : "half_pixel");
+  const std::string nearestMode = d.attrString("nearest_mode", opset < 11 ? "floor" : "round_prefer_floor");
   if (mode != "nearest" && mode != "linear") return Error{"Resize mode `" + mode + "` has no kernel path", true};
   static const std::set<std::string> kModes = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
                                                "tf_half_pixel_for_nn", "tf_crop_and_resize"};

@@ -134,6 +134,16 @@ Expected<KernelSource> emitDirectConv(const Graph& g, const std::vector<NodeRef>
   return ks;
 }
 
+/// BatchNormalization's kernel parameters: X, scale, B, mean, var, the
+/// epilogue's inputs, then the results.
+std::string batchNormParams(const WindowKernel& wk) {
+  std::string params;
+  for (size_t k = 0; k < 5; ++k) params += (k ? "," : "") + std::string("\n    __global const float* restrict in") + std::to_string(k);
+  if (!wk.epilogueParams.empty()) params += ",\n    " + wk.epilogueParams;
+  for (size_t o = 0; o < wk.source.outputs.size(); ++o) params += ",\n    __global float* restrict out" + std::to_string(o);
+  return params;
+}
+
 /// BatchNormalization in training mode (opset 14 and later): one work-group
 /// per channel. Its lanes sum the channel (axis 1) over the batch and
 /// spatial positions, then the squared deviations from that mean, each
@@ -178,9 +188,7 @@ Expected<KernelSource> emitBatchNormTraining(const Graph& g, const std::vector<N
   std::ostringstream src;
   src << "// " << comment << "\n" << detail::Emitter::prelude();
   src << "__kernel __attribute__((reqd_work_group_size(" << kLanes << ", 1, 1))) void " << name << "(";
-  for (size_t k = 0; k < 5; ++k) src << (k ? "," : "") << "\n    __global const float* restrict in" << k;
-  if (!wk->epilogueParams.empty()) src << ",\n    " << wk->epilogueParams;
-  for (size_t o = 0; o < ks.outputs.size(); ++o) src << ",\n    __global float* restrict out" << o;
+  src << batchNormParams(*wk);
   src << ") {\n  __local float part[" << kLanes << "];\n";
   src << "  const int c = get_group_id(0), lane = get_local_id(0);\n";
   src << "  float sum = 0.0f;\n  for (int j = lane; j < " << count << "; j += " << lanes << ") sum += in0[" << element
@@ -240,9 +248,7 @@ Expected<KernelSource> emitBatchNorm(const Graph& g, const std::vector<NodeRef>&
   std::ostringstream src;
   src << "// " << comment << "\n" << detail::Emitter::prelude();
   src << "__kernel void " << name << "(";
-  for (size_t k = 0; k < 5; ++k) src << (k ? "," : "") << "\n    __global const float* restrict in" << k;
-  if (!wk->epilogueParams.empty()) src << ",\n    " << wk->epilogueParams;
-  for (size_t o = 0; o < ks.outputs.size(); ++o) src << ",\n    __global float* restrict out" << o;
+  src << batchNormParams(*wk);
   src << ") {\n  const int i = get_global_id(0);\n";
   src << detail::Emitter::coordinates(ys, "i", "  ");
   src << "  const float acc = (in0[i] - in3[c1]) * rsqrt(in4[c1] + " << detail::floatLiteral(eps)

@@ -38,8 +38,7 @@ Expected<WindowAttrs> windowAttrs(const NodeData& node, const Shape& inSpatial, 
   w.geometry.strides = strides.value();
   w.geometry.dilations = dilations.value();
   w.pads = pads.value();
-  if (const Attribute* a = node.attr("auto_pad"); a && std::holds_alternative<std::string>(*a))
-    w.autoPad = std::get<std::string>(*a);
+  w.autoPad = node.attrString("auto_pad", w.autoPad);
   return w;
 }
 

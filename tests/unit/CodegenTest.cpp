@@ -39,6 +39,13 @@ Tensor randomTensor(Shape shape, unsigned seed) {
   return t;
 }
 
+/// Runs the whole graph as one kernel group.
+Expected<codegen::DeviceRun> runAsOneKernel(const Graph& g, const OpCatalog& catalog, const std::vector<Tensor>& inputs) {
+  Expected<std::vector<NodeRef>> order = g.topologicalOrder();
+  REQUIRE(order.ok());
+  return codegen::runOnDevice(device(), g, {order.value()}, catalog, inputs);
+}
+
 const char* kModel = R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float[4,1] a, float[1,8] b, float[8] c) => (float[4,8] y, float[4,8] s) {
   s = Add (a, b)
@@ -502,9 +509,7 @@ TEST_CASE("a grouped, strided ConvTranspose with bias and a fused activation mat
   )"));
   std::vector<Tensor> inputs = {randomTensor({2, 4, 5, 6}, 1), randomTensor({4, 3, 3, 2}, 2), randomTensor({6}, 3)};
   std::vector<Tensor> reference = test::run(g, inputs);
-  Expected<std::vector<NodeRef>> order = g.topologicalOrder();
-  REQUIRE(order.ok());
-  Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, {order.value()}, ops->catalog, inputs);
+  Expected<codegen::DeviceRun> run = runAsOneKernel(g, ops->catalog, inputs);
   REQUIRE_MESSAGE(run.ok(), test::why(run));
   CHECK(run->kernelTimes.size() == 1);
   test::checkClose(run->outputs[0], reference[0], 1e-5f);
@@ -525,9 +530,7 @@ TEST_CASE("training-mode BatchNormalization with a fused activation matches the 
                                 randomTensor({4}, 4), var};
   for (int64_t i = 0; i < inputs[0].numel(); ++i) inputs[0].data<float>()[i] += 3.0f;  // a mean far from 0
   std::vector<Tensor> reference = test::run(g, inputs);
-  Expected<std::vector<NodeRef>> order = g.topologicalOrder();
-  REQUIRE(order.ok());
-  Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, {order.value()}, ops->catalog, inputs);
+  Expected<codegen::DeviceRun> run = runAsOneKernel(g, ops->catalog, inputs);
   REQUIRE_MESSAGE(run.ok(), test::why(run));
   CHECK(run->kernelTimes.size() == 1);
   for (size_t i = 0; i < 3; ++i) test::checkClose(run->outputs[i], reference[i], 1e-5f);
