@@ -213,8 +213,13 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   for (size_t o = 0; o < k.outputs.size(); ++o) src << ",\n    __global float* restrict out" << o;
   src << ") {\n";
   if (staged) {
+    // Column panels vary fastest: consecutive work-groups share a block of
+    // A's rows, which stays in cache between them (A is re-read once per
+    // panel otherwise: a conv's weights, megabytes at 512 channels).
+    // About 13 % less time summed over kernel_roofline's gemm and conv shapes
+    // (two alternating runs); whole ResNet-18 and BERT runs: unchanged within noise.
     src << "  const int lid = get_local_id(0), grp = get_group_id(0);\n";
-    src << "  const int m0 = ((grp % " << RB << ") * " << L << " + lid) * " << TM << ", n0 = ((grp / " << RB << ") % " << NT
+    src << "  const int m0 = (((grp / " << NT << ") % " << RB << ") * " << L << " + lid) * " << TM << ", n0 = (grp % " << NT
         << ") * " << W << ", bt = grp / " << NT * RB << ";\n";
   } else {
     // Row tiles vary fastest: neighbouring work-items share B's column panel.
