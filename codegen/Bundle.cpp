@@ -134,6 +134,7 @@ Status writeBundle(const fs::path& dir, const Graph& g, const Schedule& s, const
   for (auto [name, text] : {std::pair<const char*, std::string>{"program.txt", program.str()},
                             {"constants.bin", constants},
                             {"host.cpp", bundleHostSource()},
+                            {"Tolerance.h", bundleToleranceSource()},
                             {"CMakeLists.txt", kCMakeLists},
                             {"README.md", readme(title, g, s)}})
     if (Status st = writeFile(dir / name, text); !st) return st;

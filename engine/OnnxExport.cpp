@@ -1,12 +1,6 @@
 /// ONNX export: Graph -> ModelProto (binary) and the proto conversions it needs.
 #include <fstream>
 
-#include <onnx/shape_inference/implementation.h>
-
-#include "fusec/engine/Rewriter.h"
-
-#include <unordered_map>
-
 #include "OnnxProto.h"
 #include "fusec/engine/OnnxIO.h"
 
@@ -67,6 +61,16 @@ void attributeToProto(const std::string& name, const Attribute& attr, onnx::Attr
       attr);
 }
 
+void nodeToProto(const Graph& g, NodeRef n, onnx::NodeProto& proto) {
+  const NodeData& d = g.node(n);
+  proto.set_op_type(d.op.str());
+  proto.set_domain(d.domain);
+  proto.set_name(d.name);
+  for (ValueId v : d.inputs) proto.add_input(v == kNoValue ? "" : g.value(v).name);
+  for (ValueId v : d.outputs) proto.add_output(v == kNoValue ? "" : g.value(v).name);
+  for (const auto& [key, attr] : d.attrs) attributeToProto(key, attr, *proto.add_attribute());
+}
+
 namespace {
 
 void valueInfo(const Value& v, onnx::ValueInfoProto& proto) {
@@ -96,13 +100,7 @@ onnx::ModelProto toModelProto(const Graph& g) {
   std::vector<NodeRef> nodes = order ? order.value() : g.nodes();
   for (NodeRef n : nodes) {
     const NodeData& d = g.node(n);
-    onnx::NodeProto* np = gp->add_node();
-    np->set_op_type(d.op.str());
-    np->set_domain(d.domain);
-    np->set_name(d.name);
-    for (ValueId v : d.inputs) np->add_input(v == kNoValue ? "" : g.value(v).name);
-    for (ValueId v : d.outputs) np->add_output(v == kNoValue ? "" : g.value(v).name);
-    for (const auto& [key, attr] : d.attrs) attributeToProto(key, attr, *np->add_attribute());
+    nodeToProto(g, n, *gp->add_node());
     for (ValueId v : d.outputs) {
       if (v == kNoValue || g.isGraphOutput(v) || g.value(v).type.dtype == DType::Undefined) continue;
       valueInfo(g.value(v), *gp->add_value_info());
@@ -115,31 +113,6 @@ onnx::ModelProto toModelProto(const Graph& g) {
 }  // namespace
 
 std::string exportOnnxBinary(const Graph& graph) { return toModelProto(graph).SerializeAsString(); }
-
-Status inferTypes(Graph& g) {
-  onnx::ModelProto m = toModelProto(g);
-  // Drop what is not fully known so inference fills it in afresh.
-  auto* infos = m.mutable_graph()->mutable_value_info();
-  infos->Clear();
-  try {
-    onnx::shape_inference::InferShapes(m);
-  } catch (const std::exception& e) {
-    return Error{std::string("ONNX shape inference: ") + e.what()};
-  }
-  std::unordered_map<std::string, const onnx::ValueInfoProto*> inferred;
-  for (const auto& vi : m.graph().value_info()) inferred[vi.name()] = &vi;
-  for (const auto& vi : m.graph().output()) inferred[vi.name()] = &vi;
-  for (ValueId v = 0; v < g.valueCapacity(); ++v) {
-    Value& val = g.value(v);
-    if (!val.alive || val.constant || (val.type.isStatic() && val.type.dtype != DType::Undefined)) continue;
-    auto it = inferred.find(val.name);
-    if (it == inferred.end() || !it->second->type().has_tensor_type()) continue;
-    TensorType t = typeFromProto(it->second->type());
-    if (t.dtype != DType::Undefined) val.type.dtype = t.dtype;
-    if (t.dims && (!val.type.dims || t.isStatic())) val.type.dims = t.dims;
-  }
-  return Status::success();
-}
 
 Status exportOnnxFile(const Graph& graph, const std::string& path) {
   bool text = path.ends_with(".txt") || path.ends_with(".onnxtxt");

@@ -16,6 +16,9 @@ void tensorToProto(const Tensor& tensor, onnx::TensorProto& proto);
 TensorType typeFromProto(const onnx::TypeProto& proto);
 void typeToProto(const TensorType& type, onnx::TypeProto& proto);
 
+/// The node as a NodeProto (op, domain, name, operand and result names, attributes).
+void nodeToProto(const Graph& g, NodeRef n, onnx::NodeProto& proto);
+
 Attribute attributeFromProto(const onnx::AttributeProto& proto);
 void attributeToProto(const std::string& name, const Attribute& attr, onnx::AttributeProto& proto);
 

@@ -79,7 +79,10 @@ class RewriteBuilder {
     while (!inputs.empty() && inputs.back() == kNoValue) inputs.pop_back();
     NodeRef node = g_.addNode(op, std::move(inputs), outs, std::move(attrs), freshName(op));
     added_.push_back(node);
-    // Element type: same as the first typed operand unless the op says otherwise.
+    // Typed there and then, so later steps, guards and codegen see shapes;
+    // where the op cannot be inferred, the element type of the first typed
+    // operand.
+    inferNodeTypes(g_, node);
     for (ValueId o : outs) {
       Value& v = g_.value(o);
       for (ValueId in : g_.node(node).inputs)
@@ -227,38 +230,90 @@ bool nondeterministic(const NodeData& d) {
   return d.op.str().rfind("Random", 0) == 0 || d.op == "Bernoulli" || d.op == "Multinomial";
 }
 
+/// Results larger than this are not folded: the node runs on the device
+/// instead of a model growing a constant of that size at compile time.
+constexpr int64_t kMaxFoldedBytes = int64_t{256} << 20;
+
+/// The bytes of a value of type `t`, or nullopt when its shape is not static
+/// or the size overflows.
+std::optional<int64_t> staticBytes(const TensorType& t) {
+  if (!t.isStatic()) return std::nullopt;
+  int64_t bytes = static_cast<int64_t>(dtypeSize(t.dtype));
+  for (const Dim& d : *t.dims)
+    if (__builtin_mul_overflow(bytes, d.size, &bytes)) return std::nullopt;
+  return bytes;
+}
+
+/// Shape or Size of a value of static shape `shape`, computed from the shape
+/// alone (no stand-in tensor of that size).
+std::optional<Tensor> shapeOnly(const NodeData& d, const Shape& shape) {
+  const auto rank = static_cast<int64_t>(shape.size());
+  if (d.op == "Size") {
+    int64_t n = 1;
+    for (int64_t x : shape)
+      if (__builtin_mul_overflow(n, x, &n)) return std::nullopt;
+    return Tensor::scalar<int64_t>(n);
+  }
+  auto clampAxis = [&](int64_t a) { return std::clamp<int64_t>(a < 0 ? a + rank : a, 0, rank); };
+  const int64_t start = clampAxis(d.attrInt("start", 0)), end = clampAxis(d.attrInt("end", rank));
+  std::vector<int64_t> dims(shape.begin() + start, shape.begin() + std::max(start, end));
+  return Tensor::fromVector<int64_t>({static_cast<int64_t>(dims.size())}, dims);
+}
+
 /// Folds one node if all its operands are constants, or if it is a Shape,
 /// Size or EyeLike of a value with a static shape (its result depends on no
-/// data; it is computed on a stand-in of that shape). Returns true if folded.
+/// data).
+/// Results whose size is unknown or above kMaxFoldedBytes stay nodes.
+/// Returns true if folded.
 Expected<bool> foldNode(Graph& g, NodeRef n) {
   const NodeData& d = g.node(n);
   if (!d.domain.empty() || !interpreterSupports(d.op.str()) || d.outputs.empty()) return false;
   if (nondeterministic(d)) return false;
+  const bool ofShape = (d.op == "Shape" || d.op == "Size" || d.op == "EyeLike") && d.inputs.size() == 1 &&
+                       d.inputs[0] != kNoValue && !g.isConstant(d.inputs[0]) &&
+                       g.value(d.inputs[0]).type.isStatic() && g.value(d.inputs[0]).type.dtype != DType::String;
+  std::optional<Tensor> shapeResult, standIn;
   std::vector<const Tensor*> operands;
-  std::optional<Tensor> standIn;
-  if ((d.op == "Shape" || d.op == "Size" || d.op == "EyeLike") && d.inputs.size() == 1 && d.inputs[0] != kNoValue &&
-      !g.isConstant(d.inputs[0]) && g.value(d.inputs[0]).type.isStatic() &&
-      g.value(d.inputs[0]).type.dtype != DType::String) {
-    const TensorType& t = g.value(d.inputs[0]).type;
-    standIn.emplace(t.dtype, t.staticShape());
+  if (ofShape && d.op != "EyeLike") {
+    shapeResult = shapeOnly(d, g.value(d.inputs[0]).type.staticShape());
+    if (!shapeResult) return false;
+  } else if (ofShape) {  // EyeLike: a stand-in as large as its result
+    std::optional<int64_t> bytes = staticBytes(g.value(d.inputs[0]).type);
+    if (!bytes || *bytes > kMaxFoldedBytes) return false;
+    standIn.emplace(g.value(d.inputs[0]).type.dtype, g.value(d.inputs[0]).type.staticShape());
     operands.push_back(&*standIn);
   }
-  for (ValueId v : standIn ? std::vector<ValueId>{} : d.inputs) {
+  int64_t operandBytes = 0;
+  for (ValueId v : ofShape ? std::vector<ValueId>{} : d.inputs) {
     if (v == kNoValue) {
       operands.push_back(nullptr);
       continue;
     }
     if (!g.isConstant(v)) return false;
     operands.push_back(g.value(v).constant.get());
+    operandBytes += static_cast<int64_t>(g.value(v).constant->byteSize());
   }
-  Expected<std::vector<Tensor>> results = evaluateNode(g, n, operands);
-  if (!results) return results.error();
+  // Bound what folding allocates: by the inferred result types, or, where
+  // inference could not tell, fold only shape-sized arithmetic.
+  for (ValueId v : d.outputs) {
+    if (v == kNoValue || ofShape) continue;
+    std::optional<int64_t> bytes = staticBytes(g.value(v).type);
+    if (bytes ? *bytes > kMaxFoldedBytes : operandBytes > static_cast<int64_t>(kInferenceDataBytes)) return false;
+  }
+  std::vector<Tensor> results;
+  if (shapeResult) {
+    results.push_back(std::move(*shapeResult));
+  } else {
+    Expected<std::vector<Tensor>> evaluated = evaluateNode(g, n, operands);
+    if (!evaluated) return evaluated.error();
+    results = std::move(evaluated.value());
+  }
   const std::vector<ValueId> outputs = d.outputs;
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (outputs[i] == kNoValue) continue;
     const std::string name = g.value(outputs[i]).name;
     g.value(outputs[i]).name = name + "_unfolded";
-    ValueId c = g.addConstant(name, std::move(results.value()[i]));
+    ValueId c = g.addConstant(name, std::move(results[i]));
     g.replaceAllUsesWith(outputs[i], c);
   }
   g.removeNode(n);
@@ -273,8 +328,11 @@ std::vector<NodeRef> orderedNodes(const Graph& g) {
 }  // namespace
 
 Expected<size_t> foldConstants(Graph& g) {
+  // One sweep in topological order reaches the fixpoint: each node's
+  // operands are final (folded or typed) when it is visited.
   size_t folded = 0;
   for (NodeRef n : orderedNodes(g)) {
+    inferNodeTypes(g, n);
     Expected<bool> f = foldNode(g, n);
     if (!f) return f.error();
     folded += f.value();

@@ -6,6 +6,8 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 
+#include "fusec/engine/Tolerance.h"
+
 namespace fusec::tools {
 
 using CommandRunner = std::function<int()>;
@@ -17,5 +19,12 @@ CommandRunner addFmtCommand(CLI::App& sub);
 CommandRunner addCheckCommand(CLI::App& sub);
 CommandRunner addCompileCommand(CLI::App& sub);
 CommandRunner addExplainCommand(CLI::App& sub);
+
+/// `--atol` and `--rtol`, shared by the commands that check outputs.
+inline void addToleranceOptions(CLI::App& sub, Tolerance& tol) {
+  sub.add_option("--atol", tol.atol, "absolute tolerance of output checks")->capture_default_str();
+  sub.add_option("--rtol", tol.rtol, "tolerance relative to each output's largest magnitude: an output matches when "
+                                     "|got - want| <= atol + rtol * max|want|")->capture_default_str();
+}
 
 }  // namespace fusec::tools

@@ -18,16 +18,13 @@
 #include "fusec/engine/Interpreter.h"
 #include "fusec/engine/Planner.h"
 #include "fusec/engine/OnnxIO.h"
+#include "fusec/engine/OutputCheck.h"
 #include "fusec/engine/Rewriter.h"
 #include "Session.h"
 
 namespace fusec::tools {
 namespace fs = std::filesystem;
 namespace {
-
-// Tolerances for floating-point outputs: |got - want| <= kAbsTol + kRelTol * |want|.
-constexpr double kAbsTol = 1e-5;
-constexpr double kRelTol = 1e-3;
 
 enum class Outcome { Pass, Fail, Unsupported };
 
@@ -52,34 +49,6 @@ std::vector<fs::path> sortedFiles(const fs::path& dir, const std::string& prefix
   return files;
 }
 
-/// Compares one output; returns an empty string when it matches. Raises
-/// `maxErr` to the largest absolute difference seen.
-std::string compare(const Tensor& got, const Tensor& want, size_t index, double& maxErr) {
-  std::string which = fmt::format("output {}", index);
-  if (got.dtype() != want.dtype())
-    return fmt::format("{}: element type `{}`, expected `{}`", which, dtypeName(got.dtype()), dtypeName(want.dtype()));
-  if (got.shape() != want.shape())
-    return fmt::format("{}: shape {}, expected {}", which, shapeToString(got.shape()), shapeToString(want.shape()));
-  bool bad = false;
-  const bool floating = isFloatingPoint(want.dtype());
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    double g = got.scalarAt(i), w = want.scalarAt(i);
-    if (std::isnan(w) || std::isnan(g)) {
-      bad |= std::isnan(w) != std::isnan(g);
-      continue;
-    }
-    if (std::isinf(w) || std::isinf(g)) {
-      bad |= g != w;
-      continue;
-    }
-    double err = std::abs(g - w);
-    maxErr = std::max(maxErr, err);
-    bad |= floating ? err > kAbsTol + kRelTol * std::abs(w) : err != 0;
-  }
-  if (!bad) return {};
-  return fmt::format("{}: max abs error {:.3g}", which, maxErr);
-}
-
 /// How a case is executed.
 struct Engine {
   const RuleSet* rules = nullptr;        ///< run the rewrite stage first
@@ -87,6 +56,7 @@ struct Engine {
   const RuleSet* catalog = nullptr;      ///< op catalog for code generation
   const Target* target = nullptr;        ///< with `fuse`: plan fusion for this target
   bool fuse = false;
+  Tolerance tolerance;
 };
 
 /// Runs one graph the way `engine` says.
@@ -155,8 +125,9 @@ CaseResult runCase(const fs::path& dir, const Engine& engine) {
     if (out->size() != expected.size())
       return {Outcome::Fail, fmt::format("{} outputs, expected {}", out->size(), expected.size())};
     for (size_t i = 0; i < expected.size(); ++i) {
-      std::string diff = compare(out.value()[i], expected[i], i, maxErr);
-      if (!diff.empty()) return {Outcome::Fail, set.filename().string() + ": " + diff};
+      OutputCheck check = checkOutput(out.value()[i], expected[i], engine.tolerance);
+      if (!check.ok) return {Outcome::Fail, fmt::format("{}: output {}: {}", set.filename().string(), i, check.summary)};
+      maxErr = std::max(maxErr, check.figures.maxAbsError);
     }
   }
   return {Outcome::Pass, {}, maxErr};
@@ -172,6 +143,7 @@ struct OnnxTestOptions {
   std::string expectFile;
   std::string writePasses;
   bool quiet = false;
+  Tolerance tolerance;
 };
 
 int runOnnxTests(const OnnxTestOptions& o) {
@@ -201,6 +173,7 @@ int runOnnxTests(const OnnxTestOptions& o) {
     if (!rules) return 1;
   }
   Engine engine;
+  engine.tolerance = o.tolerance;
   engine.rules = o.rewrite || o.fuse ? rules.get() : nullptr;
   engine.catalog = rules.get();
   std::unique_ptr<codegen::Device> device;
@@ -280,6 +253,7 @@ CommandRunner addOnnxTestCommand(CLI::App& sub) {
   sub.add_flag("--opencl", o->opencl, "run generated OpenCL kernels instead of the interpreter");
   sub.add_flag("--fuse", o->fuse, "with --opencl: plan fusion and run one kernel per group");
   sub.add_option("--device", o->device, "with --opencl: the first device whose name contains this");
+  addToleranceOptions(sub, o->tolerance);
   return [o] { return runOnnxTests(*o); };
 }
 

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <fmt/format.h>
 #include <iostream>
 #include <random>
@@ -16,6 +18,7 @@
 #include "fusec/engine/CostModel.h"
 #include "fusec/engine/Interpreter.h"
 #include "fusec/engine/OnnxIO.h"
+#include "fusec/engine/OutputCheck.h"
 #include "fusec/engine/Planner.h"
 #include "fusec/engine/Rewriter.h"
 #include "Session.h"
@@ -33,26 +36,21 @@ struct RunOptions {
   uint64_t seed = 0;
   int repeat = 1;
   int64_t symbolicDim = 1;
+  Tolerance tolerance;
+  std::string outputDir;
 };
 
-/// Compares outputs; prints the first mismatch. Tolerance as in onnx-test.
-bool sameOutputs(const Graph& g, const std::vector<Tensor>& got, const std::vector<Tensor>& want) {
+/// Checks every output against the reference; prints one line per output
+/// and false at the first mismatch.
+bool sameOutputs(const Graph& g, const std::vector<Tensor>& got, const std::vector<Tensor>& want, const Tolerance& tol) {
   for (size_t i = 0; i < want.size(); ++i) {
-    if (got[i].shape() != want[i].shape() || got[i].dtype() != want[i].dtype()) {
-      std::cerr << "error: output `" << g.value(g.outputs()[i]).name << "` differs in shape or type\n";
+    const std::string& name = g.value(g.outputs()[i]).name;
+    OutputCheck check = checkOutput(got[i], want[i], tol);
+    if (!check.ok) {
+      std::cerr << fmt::format("error: output `{}` differs from the interpreter: {}\n", name, check.summary);
       return false;
     }
-    double maxErr = 0;
-    for (int64_t k = 0; k < want[i].numel(); ++k) {
-      const double a = got[i].scalarAt(k), b = want[i].scalarAt(k), err = std::abs(a - b);
-      maxErr = std::max(maxErr, err);
-      if (!(err <= 1e-5 + 1e-3 * std::abs(b)) && !(std::isnan(a) && std::isnan(b))) {
-        std::cerr << fmt::format("error: output `{}` element {}: {} on the device, {} on the interpreter\n",
-                                 g.value(g.outputs()[i]).name, k, a, b);
-        return false;
-      }
-    }
-    fmt::print("check  {:<24} matches the interpreter (max abs error {:.2g})\n", g.value(g.outputs()[i]).name, maxErr);
+    fmt::print("check  {:<24} matches the interpreter ({})\n", name, check.summary);
   }
   return true;
 }
@@ -61,6 +59,29 @@ void printOutputs(const Graph& g, const std::vector<Tensor>& outputs) {
   for (size_t i = 0; i < outputs.size(); ++i)
     fmt::print("output {:<24} {} {} checksum {:.6g}\n", g.value(g.outputs()[i]).name, dtypeName(outputs[i].dtype()),
                shapeToString(outputs[i].shape()), checksum(outputs[i]));
+}
+
+/// With --output DIR: every output as DIR/output_<i>.pb (a TensorProto named
+/// after the output). Prints an error and returns false when it cannot.
+bool writeOutputs(const RunOptions& o, const Graph& g, const std::vector<Tensor>& outputs) {
+  if (o.outputDir.empty()) return true;
+  std::error_code ec;
+  std::filesystem::create_directories(o.outputDir, ec);
+  for (size_t i = 0; i < outputs.size() && !ec; ++i) {
+    const std::filesystem::path file = std::filesystem::path(o.outputDir) / fmt::format("output_{}.pb", i);
+    std::ofstream out(file, std::ios::binary | std::ios::trunc);
+    out << serializeTensorProto(outputs[i], g.value(g.outputs()[i]).name);
+    if (!out) {
+      std::cerr << "error: " << file.string() << ": cannot write file\n";
+      return false;
+    }
+  }
+  if (ec) {
+    std::cerr << "error: " << o.outputDir << ": " << ec.message() << "\n";
+    return false;
+  }
+  fmt::print("wrote {} output(s) to {}\n", outputs.size(), o.outputDir);
+  return true;
 }
 
 std::string megabytes(size_t bytes) { return fmt::format("{:.1f} MB", static_cast<double>(bytes) / 1e6); }
@@ -196,6 +217,7 @@ int runOpenCL(const RunOptions& o, const Graph& original, const std::vector<Tens
                f.seconds * 1e3, u.seconds / f.seconds, megabytes(u.memory.peak), megabytes(f.memory.peak));
   }
   printOutputs(g, runs.front().outputs);
+  if (!writeOutputs(o, g, runs.front().outputs)) return 1;
   if (o.check) {
     Expected<std::vector<Tensor>> reference = runGraph(original, inputs);
     if (!reference) {
@@ -204,7 +226,7 @@ int runOpenCL(const RunOptions& o, const Graph& original, const std::vector<Tens
     }
     for (const Measured& m : runs) {
       if (runs.size() > 1) fmt::print("{}:\n", m.label);
-      if (!sameOutputs(g, m.outputs, reference.value())) return 1;
+      if (!sameOutputs(g, m.outputs, reference.value(), o.tolerance)) return 1;
     }
   }
   return 0;
@@ -256,6 +278,7 @@ int runModel(const RunOptions& o) {
     outputs = std::move(result.value());
   }
   printOutputs(g, outputs);
+  if (!writeOutputs(o, g, outputs)) return 1;
   fmt::print("time: {:.3f} ms on the reference interpreter (best of {})\n", best, std::max(1, o.repeat));
   return 0;
 }
@@ -275,6 +298,9 @@ CommandRunner addRunCommand(CLI::App& sub) {
   sub.add_flag("--no-fuse", o->noFuse, "one kernel per op (the same code generator), to measure what fusion gives");
   sub.add_flag("--compare", o->compare, "run fused and one kernel per op side by side and print the ratios");
   sub.add_flag("--check", o->check, "compare every output with the reference interpreter; fail on a mismatch");
+  addToleranceOptions(sub, o->tolerance);
+  sub.add_option("--output", o->outputDir,
+                 "write every output to this folder as a TensorProto (output_0.pb, ...), as onnx-test cases hold them");
   sub.add_option("--device", o->device, "the first OpenCL device whose name contains this");
   sub.add_option("--target", o->target, "target profile (.toml); default: the shipped pocl-cpu profile");
   sub.add_option("--rules", o->rules, "rule packs (default: the target's default packs)");

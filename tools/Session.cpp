@@ -62,17 +62,4 @@ Status bindInputShapes(Graph& g, const std::vector<Tensor>& inputs) {
   return changed ? inferTypes(g) : Status::success();
 }
 
-Status requireStaticShapes(const Graph& g, const std::string& hint) {
-  Expected<std::vector<NodeRef>> order = g.topologicalOrder();
-  for (NodeRef n : order ? order.value() : g.nodes())
-    for (ValueId v : g.node(n).outputs)
-      if (v != kNoValue && !g.value(v).type.isStatic() && (!g.uses(v).empty() || g.isGraphOutput(v))) {
-        const NodeData& d = g.node(n);
-        return Error{fmt::format("node '{}' ({}): the shape of `{}` does not follow from the inputs' shapes "
-                                 "(the generated kernels need static shapes; {})",
-                                 d.name, d.op.str(), g.value(v).name, hint)};
-      }
-  return Status::success();
-}
-
 }  // namespace fusec::tools

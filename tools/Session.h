@@ -35,10 +35,6 @@ std::unique_ptr<RuleSet> loadRules(const std::vector<std::string>& packs, const 
 /// every shape from them: kernels are generated for static shapes.
 Status bindInputShapes(Graph& g, const std::vector<Tensor>& inputs);
 
-/// Names the first value (with its node) whose shape is not static although
-/// a kernel would need it; `hint` ends the message (what to do instead).
-Status requireStaticShapes(const Graph& g, const std::string& hint);
-
 /// Loads everything; prints diagnostics to stderr and returns null on error.
 std::unique_ptr<Session> openSession(const std::string& model, const std::vector<std::string>& packs,
                                      const std::string& target);

@@ -17,8 +17,9 @@
 //                              [--repeat N] [--check] [--device NAME]
 //
 // Without --input the sample inputs are used; --check compares the outputs
-// with expected/ (float32 within 1e-5 + 1e-3 * |expected|, other types
-// exactly) and exits 1 on a mismatch.
+// with expected/ by fusec's rule (Tolerance.h: float32 within
+// atol + rtol * max|expected| per output, other types exactly) and exits 1 on
+// a mismatch.
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
 
@@ -28,6 +29,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+
+#include "Tolerance.h"
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -162,20 +165,22 @@ bool sameOutput(const Port& out, const std::string& got, const std::string& want
     std::cerr << "error: output `" << out.name << "` (" << out.dtype << ") differs from the expected bytes\n";
     return false;
   }
-  double maxErr = 0;
-  for (size_t i = 0; i < out.bytes / 4; ++i) {
-    float a, b;
-    std::memcpy(&a, got.data() + 4 * i, 4);
-    std::memcpy(&b, want.data() + 4 * i, 4);
-    const double err = std::fabs(static_cast<double>(a) - b);
-    if (std::isnan(a) && std::isnan(b)) continue;
-    if (!(err <= 1e-5 + 1e-3 * std::fabs(b))) {
-      std::cerr << "error: output `" << out.name << "` element " << i << ": " << a << ", expected " << b << "\n";
-      return false;
-    }
-    maxErr = std::max(maxErr, err);
+  auto element = [](const std::string& bytes) {
+    return [&bytes](int64_t i) {
+      float f;
+      std::memcpy(&f, bytes.data() + 4 * i, 4);
+      return static_cast<double>(f);
+    };
+  };
+  const fusec::Comparison c =
+      fusec::compareElements(static_cast<int64_t>(out.bytes / 4), element(got), element(want), fusec::Tolerance{});
+  if (!c.ok) {
+    std::cerr << "error: output `" << out.name << "` element " << c.worst << ": " << c.worstGot << ", expected "
+              << c.worstWant << " (max abs error " << c.maxAbsError << ", bound " << c.bound << ")\n";
+    return false;
   }
-  std::printf("check  %-24s matches the expected output (max abs error %.2g)\n", out.name.c_str(), maxErr);
+  std::printf("check  %-24s matches the expected output (max abs error %.2g, bound %.2g)\n", out.name.c_str(),
+              c.maxAbsError, c.bound);
   return true;
 }
 

@@ -26,5 +26,7 @@ Status writeBundle(const std::filesystem::path& dir, const Graph& g, const Sched
 
 /// The host program's source, as shipped in every bundle.
 const std::string& bundleHostSource();
+/// Tolerance.h, which the host program includes to check outputs.
+const std::string& bundleToleranceSource();
 
 }  // namespace fusec::codegen

@@ -17,6 +17,7 @@
 #include "fusec/engine/Matcher.h"
 #include "fusec/engine/RuleSet.h"
 #include "fusec/engine/Target.h"
+#include "fusec/engine/TypeInference.h"
 
 namespace fusec {
 
@@ -37,8 +38,13 @@ struct RewriteStats {
 Expected<RewriteStats> rewriteToFixpoint(Graph& g, const RuleSet& rules, const Target* target,
                                          const RewriteOptions& options = {});
 
-/// Replaces every node whose operands are all constants by its result,
-/// computed by the interpreter. Returns the number of nodes folded.
+/// Static shapes and constant folding, in one sweep in topological order:
+/// each node's result types are inferred (TypeInference.h), then the node is
+/// replaced by its result if its operands are all constants (computed by the
+/// interpreter) or if it is a Shape, Size or EyeLike of a value of static
+/// shape. Shape arithmetic (Shape -> Gather -> Concat -> Reshape) thus folds
+/// wherever the input shapes are known. Results above 256 MiB are not
+/// folded. Returns the number of nodes folded.
 Expected<size_t> foldConstants(Graph& g);
 
 /// Removes nodes none of whose results is used or a graph output.
@@ -53,9 +59,5 @@ size_t eliminateCommonSubexpressions(Graph& g);
 /// outputs afterwards.
 Expected<RewriteStats> runRewritePipeline(Graph& g, const RuleSet& rules, const Target* target,
                                           const RewriteOptions& options = {});
-
-/// Re-runs ONNX shape inference over the whole graph and stores the result
-/// types on values whose type is not fully known.
-Status inferTypes(Graph& g);
 
 }  // namespace fusec

@@ -1,0 +1,121 @@
+/// Per-node type inference with ONNX's op schemas (see TypeInference.h).
+#include "fusec/engine/TypeInference.h"
+
+#include <fmt/format.h>
+#include <set>
+
+#include <onnx/defs/schema.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include "OnnxProto.h"
+
+namespace fusec {
+namespace {
+
+bool fullyKnown(const TensorType& t) { return t.dtype != DType::Undefined && t.isStatic(); }
+
+/// The symbols of the operands' dims: the only symbols a result may share.
+std::set<std::string> operandSymbols(const Graph& g, const NodeData& d) {
+  std::set<std::string> symbols;
+  for (ValueId v : d.inputs)
+    if (v != kNoValue && g.value(v).type.dims)
+      for (const Dim& dim : *g.value(v).type.dims)
+        if (!dim.symbol.empty()) symbols.insert(dim.symbol);
+  return symbols;
+}
+
+}  // namespace
+
+bool inferNodeTypes(Graph& g, NodeRef n) {
+  const NodeData& d = g.node(n);
+  bool unknown = false;
+  for (ValueId v : d.outputs) unknown |= v != kNoValue && !fullyKnown(g.value(v).type);
+  if (!unknown) return false;
+  const onnx::OpSchema* schema =
+      onnx::OpSchemaRegistry::Schema(d.op.str(), static_cast<int>(g.info.opsetImports.count(d.domain)
+                                                                       ? g.info.opsetImports.at(d.domain)
+                                                                       : g.info.defaultOpset()),
+                                     d.domain);
+  if (!schema || !schema->has_type_and_shape_inference_function()) return false;
+
+  // A one-node graph: operands as typed inputs, small constants with data.
+  onnx::GraphProto graph;
+  std::set<ValueId> declared;
+  for (ValueId v : d.inputs) {
+    if (v == kNoValue || !declared.insert(v).second) continue;
+    const Value& val = g.value(v);
+    if (val.type.dtype == DType::Undefined) return false;
+    if (val.constant && val.constant->byteSize() <= kInferenceDataBytes) {
+      onnx::TensorProto* t = graph.add_initializer();
+      tensorToProto(*val.constant, *t);
+      t->set_name(val.name);
+      continue;
+    }
+    onnx::ValueInfoProto* in = graph.add_input();
+    in->set_name(val.name);
+    typeToProto(val.type, *in->mutable_type());
+  }
+  nodeToProto(g, n, *graph.add_node());
+  std::unordered_map<std::string, int> opsets;
+  for (const auto& [domain, version] : g.info.opsetImports) opsets[domain] = static_cast<int>(version);
+  try {
+    onnx::ShapeInferenceOptions options(/*check_type=*/false, /*error_mode=*/0, /*data_prop=*/true);
+    onnx::shape_inference::InferShapes(&graph, opsets, onnx::OpSchemaRegistry::Instance(), options);
+  } catch (const std::exception&) {
+    return false;  // the operands contradict the op; run time reports it with the node
+  }
+  const std::set<std::string> symbols = operandSymbols(g, d);
+  bool changed = false;
+  for (const auto& info : graph.value_info()) {
+    for (ValueId v : g.node(n).outputs) {
+      if (v == kNoValue || g.value(v).name != info.name() || !info.type().has_tensor_type()) continue;
+      TensorType t = typeFromProto(info.type());
+      if (t.dims)
+        for (Dim& dim : *t.dims)
+          if (!dim.isStatic() && !symbols.count(dim.symbol)) dim = Dim{};
+      TensorType& have = g.value(v).type;
+      const TensorType before = have;
+      if (have.dtype == DType::Undefined) have.dtype = t.dtype;
+      if (t.dims && (!have.dims || (t.isStatic() && !have.isStatic()))) have.dims = t.dims;
+      changed |= !(have == before);
+    }
+  }
+  return changed;
+}
+
+Status inferTypes(Graph& g) {
+  Expected<std::vector<NodeRef>> order = g.topologicalOrder();
+  if (!order) return order.error();
+  for (NodeRef n : order.value()) inferNodeTypes(g, n);
+  return Status::success();
+}
+
+Status requireStaticShapes(const Graph& g, const std::string& hint) {
+  Expected<std::vector<NodeRef>> order = g.topologicalOrder();
+  for (NodeRef n : order ? order.value() : g.nodes()) {
+    const NodeData& d = g.node(n);
+    for (ValueId v : d.outputs) {
+      if (v == kNoValue || g.value(v).type.isStatic() || (g.uses(v).empty() && !g.isGraphOutput(v))) continue;
+      // The first such value in topological order: its operands are static,
+      // or one is a graph input with unbound dims, or run-time data decides.
+      std::string cause;
+      for (ValueId in : d.inputs) {
+        if (in == kNoValue) continue;
+        const Value& operand = g.value(in);
+        if (!operand.type.isStatic()) {
+          cause = fmt::format("`{}` has the shape {}", operand.name, operand.type.str());
+          break;
+        }
+        if (!operand.constant && (operand.type.dtype == DType::Int64 || operand.type.dtype == DType::Int32) && cause.empty())
+          cause = fmt::format("it depends on the run-time values of `{}`", operand.name);
+      }
+      if (cause.empty()) cause = "it depends on the run-time values of its operands";
+      return Error{fmt::format("node '{}' ({}): the shape of `{}` does not follow from the inputs' shapes: {} "
+                               "(the generated kernels need static shapes; {})",
+                               d.name, d.op.str(), g.value(v).name, cause, hint)};
+    }
+  }
+  return Status::success();
+}
+
+}  // namespace fusec

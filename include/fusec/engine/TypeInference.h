@@ -1,0 +1,37 @@
+/// Type inference: the element type and shape of every value, from the
+/// graph inputs' types and the data of constants.
+///
+/// Each node is inferred on its own with ONNX's per-op inference functions
+/// (data propagation on), fed its operands' types and the data of its small
+/// constant operands, so Reshape, Slice, Expand, ... see the shapes that
+/// constant folding computed. Nodes are visited in topological order, so one
+/// sweep reaches every value whose shape follows from the inputs. Dims that
+/// ONNX makes up (`unk__0`) are dropped to unknown: they would alias across
+/// nodes. What is already known is kept.
+#pragma once
+
+#include "fusec/engine/Error.h"
+#include "fusec/engine/Graph.h"
+
+namespace fusec {
+
+/// Infers the types of `n`'s results that are not fully known. Never fails:
+/// an op ONNX cannot infer (unknown domain, operands of unknown type) keeps
+/// what its results had. Returns whether a result's type changed.
+bool inferNodeTypes(Graph& g, NodeRef n);
+
+/// inferNodeTypes over every node, in topological order. Fails only when
+/// the graph has a cycle.
+Status inferTypes(Graph& g);
+
+/// Largest constant operand (in bytes) whose data inference reads: enough
+/// for every shape, index and axes operand.
+inline constexpr size_t kInferenceDataBytes = 64 * 1024;
+
+/// The first value (in topological order) whose shape is not static
+/// although a kernel would need it, as an error naming its node and what
+/// decides the shape: a graph input's unbound dims, or the run-time data of
+/// an operand. `hint` ends the message (what to do instead).
+Status requireStaticShapes(const Graph& g, const std::string& hint);
+
+}  // namespace fusec
