@@ -6,6 +6,7 @@
 ///   build/bench/kernel_roofline
 #include <algorithm>
 #include <cstdio>
+#include <string>
 #include <cstdlib>
 #include <random>
 
@@ -90,7 +91,9 @@ __kernel void triad(__global float* a, __global const float* b, __global const f
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // --roofs-only: the two roofs and nothing else (bench/run draws its charts with them).
+  const bool roofsOnly = argc > 1 && std::string(argv[1]) == "--roofs-only";
   grammar::SourceManager sources;
   grammar::DiagnosticEngine diags(sources);
   grammar::ast::AstContext context;
@@ -105,6 +108,7 @@ int main() {
               static_cast<long long>(device.info().computeUnits));
   const double peak = measurePeak(device), triad = measureTriad(device);
   std::printf("measured roof: %.1f GFLOP/s (float16 FMA), %.1f GB/s (triad, 16Mi floats)\n\n", peak, triad);
+  if (roofsOnly) return 0;
 
   struct Shape3 {
     const char* what;

@@ -12,6 +12,7 @@ packages=(
   spirv-tools llvm-spirv-14 clang-14 libclang-rt-14-dev
   libonnx-dev protobuf-compiler libprotobuf-dev libonnx-testdata
   python3-torch python3-torchvision python3-onnx  # the model zoo (bench/models/export_models.py)
+  python3-venv python3-matplotlib  # bench/run: a venv for ONNX Runtime from PyPI; roofline charts
 )
 
 missing=()

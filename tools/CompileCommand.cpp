@@ -43,19 +43,29 @@ std::string human(double v, const char* unit) {
   return fmt::format("{:.3g} {}{}", v, prefixes[i], unit);
 }
 
+/// `x: float[1,3,224,224], ...`: the graph inputs' types as compiled.
+std::string inputTypes(const Graph& g) {
+  std::string out;
+  for (ValueId v : g.inputs()) out += (out.empty() ? "" : ", ") + g.value(v).name + ": " + g.value(v).type.str();
+  return out;
+}
+
 std::string seconds(double s) {
   if (s >= 1) return fmt::format("{:.3g} s", s);
   if (s >= 1e-3) return fmt::format("{:.3g} ms", s * 1e3);
   return fmt::format("{:.3g} us", s * 1e6);
 }
 
-/// `imported`: the model as imported, every node its own kernel.
+/// `imported`: the model as imported (shapes made static: `foldedAtImport`
+/// nodes of shape arithmetic and constants folded), every node its own kernel.
 std::string report(const Session& s, const RewriteStats& rw, const Plan& plan, const Estimate& imported,
-                   const std::string& model) {
+                   size_t foldedAtImport, const std::string& model) {
   std::ostringstream os;
   std::string packs;
   for (const std::string& p : s.packs) packs += (packs.empty() ? "" : ", ") + std::filesystem::path(p).filename().string();
   os << fmt::format("fusec compile: {} for {} with {}\n\n", model, s.target.name, packs);
+  os << fmt::format("import: {} inputs ({}), {} nodes of shape arithmetic and constants folded\n\n", s.graph.inputs().size(),
+                    inputTypes(s.graph), foldedAtImport);
   os << "rewrites";
   if (rw.fired.empty()) os << ": none";
   os << "\n";
@@ -232,6 +242,13 @@ int compile(const CompileOptions& o) {
       return 1;
     }
   }
+  // Shapes are static wherever the inputs' shapes are known: shape
+  // arithmetic folds before anything is counted.
+  Expected<size_t> foldedAtImport = foldConstants(s->graph);
+  if (!foldedAtImport) {
+    std::cerr << "error: " << o.model << ": " << foldedAtImport.error().message << "\n";
+    return 1;
+  }
   if (o.dumpAfter == "import") std::cout << exportOnnxText(s->graph);
   const Estimate imported = unfusedEstimate(s->graph, s->rules->catalog, s->target);
   Expected<RewriteStats> rw = runRewritePipeline(s->graph, *s->rules, &s->target);
@@ -244,7 +261,7 @@ int compile(const CompileOptions& o) {
   Plan plan = planFusion(s->graph, *s->rules, s->target);
   Graph fused = buildFusedGraph(s->graph, plan);
   if (o.dumpAfter == "plan") std::cout << exportOnnxText(fused);
-  const std::string text = report(*s, rw.value(), plan, imported, o.model);
+  const std::string text = report(*s, rw.value(), plan, imported, foldedAtImport.value(), o.model);
   if (o.outDir.empty()) {
     if (o.dumpAfter.empty()) std::cout << text;
     return 0;

@@ -23,6 +23,7 @@
 #include "fusec/engine/Rewriter.h"
 #include "Session.h"
 #include <map>
+#include <nlohmann/json.hpp>
 
 namespace fusec::tools {
 namespace {
@@ -38,6 +39,7 @@ struct RunOptions {
   int64_t symbolicDim = 1;
   Tolerance tolerance;
   std::string outputDir;
+  std::string jsonFile;
 };
 
 /// Checks every output against the reference; prints one line per output
@@ -89,19 +91,34 @@ std::string megabytes(size_t bytes) { return fmt::format("{:.1f} MB", static_cas
 /// One way of running the model on the device, timed.
 struct Measured {
   std::string label;
+  std::optional<codegen::DeviceProgram> program;
   size_t kernels = 0;
-  double seconds = 0;                                   // best total of the repeats
+  double buildSeconds = 0;                                // codegen, OpenCL build (or cache), upload
+  size_t kernelsFromCache = 0;
+  double seconds = 1e30;                                  // best device total of the repeats
+  std::vector<double> wallSeconds;                        // host to host, each repeat
   std::vector<std::pair<std::string, double>> perKernel;  // of the best repeat
   std::map<std::string, Estimate> work;                   // per kernel: FLOPs and DRAM bytes (cost model)
+  std::map<std::string, std::string> ops;                 // per kernel: its ops (`Conv[group=32] Clip`)
   codegen::MemoryPlan memory;
   std::vector<Tensor> outputs;
+
+  double medianWall() const {
+    std::vector<double> w = wallSeconds;
+    if (w.empty()) return 0;
+    std::nth_element(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(w.size() / 2), w.end());
+    return w[w.size() / 2];
+  }
 };
 
-/// Builds the program for `groups` (kernels built or taken from the cache
-/// on the first run) and keeps the best of `repeat` timed runs.
-std::optional<Measured> measure(const RunOptions& o, codegen::Device& device, const Graph& g,
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+/// Builds the program for `groups` (kernels built or taken from the cache),
+/// timed, after tuning when asked.
+std::optional<Measured> prepare(const RunOptions& o, codegen::Device& device, const Graph& g,
                                 const std::vector<codegen::KernelGroup>& groups, const OpCatalog& catalog,
-                                const Target& target, const std::vector<Tensor>& inputs, const std::string& label) {
+                                const Target& target, const std::string& label) {
   codegen::KernelOptions options;
   if (o.tune) {
     Expected<std::vector<codegen::TunedKernel>> tuned = codegen::tuneKernels(device, g, groups, catalog, options);
@@ -121,37 +138,61 @@ std::optional<Measured> measure(const RunOptions& o, codegen::Device& device, co
                "kernels when tuned ({:.2f}x)\n",
                label, tuned->size(), cached, changed, before * 1e3, after * 1e3, after > 0 ? before / after : 1.0);
   }
+  Measured m;
+  m.label = label;
+  const size_t hitsBefore = device.cacheHits();
+  const Clock::time_point start = Clock::now();
   Expected<codegen::DeviceProgram> program = codegen::DeviceProgram::build(device, g, groups, catalog, options);
+  m.buildSeconds = since(start);
   if (!program) {
     std::cerr << "error: " << o.model << ": " << program.error().message << "\n";
     return std::nullopt;
   }
-  Measured m;
-  m.label = label;
+  m.kernelsFromCache = device.cacheHits() - hitsBefore;
   m.kernels = program->kernels().size();
-  for (const codegen::KernelGroup& grp : groups)
-    if (!grp.name.empty()) m.work[grp.name] = groupEstimate(g, grp.nodes, catalog, target);
-  m.memory = program->memory();
-  m.seconds = 1e30;
-  for (int r = 0; r <= std::max(1, o.repeat); ++r) {  // run 0 warms up
-    Expected<codegen::DeviceRun> run = program->run(inputs);
-    if (!run) {
-      std::cerr << "error: " << o.model << ": " << run.error().message << "\n";
-      return std::nullopt;
+  for (const codegen::KernelGroup& grp : groups) {
+    if (grp.name.empty()) continue;
+    m.work[grp.name] = groupEstimate(g, grp.nodes, catalog, target);
+    std::string& ops = m.ops[grp.name];
+    for (NodeRef n : grp.nodes) {
+      const NodeData& d = g.node(n);
+      const int64_t convGroups = d.op == "Conv" ? d.attrInt("group", 1) : 1;
+      ops += (ops.empty() ? "" : " ") + d.op.str() + (convGroups > 1 ? fmt::format("[group={}]", convGroups) : "");
     }
-    if (r > 0 && run->totalSeconds() < m.seconds) {
+  }
+  m.memory = program->memory();
+  m.program = std::move(program.value());
+  return m;
+}
+
+/// One timed run; `timed` is false for the warm-up. Returns false after
+/// printing an error.
+bool runOnce(const RunOptions& o, Measured& m, const std::vector<Tensor>& inputs, bool timed) {
+  const Clock::time_point start = Clock::now();
+  Expected<codegen::DeviceRun> run = m.program->run(inputs);
+  const double wall = since(start);
+  if (!run) {
+    std::cerr << "error: " << o.model << ": " << run.error().message << "\n";
+    return false;
+  }
+  if (timed) {
+    m.wallSeconds.push_back(wall);
+    if (run->totalSeconds() < m.seconds) {
       m.seconds = run->totalSeconds();
       m.perKernel = run->kernelTimes;
     }
-    m.outputs = std::move(run->outputs);
   }
-  return m;
+  m.outputs = std::move(run->outputs);
+  return true;
 }
 
 void printMeasured(const Measured& m, size_t top) {
   std::vector<std::pair<std::string, double>> sorted = m.perKernel;
   std::sort(sorted.begin(), sorted.end(), [](auto& x, auto& y) { return x.second > y.second; });
-  fmt::print("{}: {} kernels launched, device time {:.3f} ms (profiling events)\n", m.label, m.kernels, m.seconds * 1e3);
+  fmt::print("{}: {} kernels launched, device time {:.3f} ms (profiling events), {:.3f} ms per inference host to "
+             "host (median of {}); built in {:.0f} ms ({} of {} kernels from the cache)\n",
+             m.label, m.kernels, m.seconds * 1e3, m.medianWall() * 1e3, m.wallSeconds.size(), m.buildSeconds * 1e3,
+             m.kernelsFromCache, m.kernels);
   fmt::print("  {:<44} {:>9} {:>6} {:>9} {:>8}\n", "kernel", "ms", "share", "GFLOP/s", "GB/s");
   for (size_t i = 0; i < sorted.size() && i < top; ++i) {
     const auto& [name, sec] = sorted[i];
@@ -167,7 +208,50 @@ void printMeasured(const Measured& m, size_t top) {
 
 /// The model on OpenCL: the rewrite stage, fusion planned for the target
 /// (and/or one kernel per op), generated kernels, timed by profiling events.
-int runOpenCL(const RunOptions& o, const Graph& original, const std::vector<Tensor>& inputs) {
+/// With --json FILE: what run measured, for scripts (bench/run).
+bool writeJson(const RunOptions& o, const Graph& g, const RewriteStats& rw, const std::map<std::string, size_t>& fusions,
+               const std::map<std::string, double>& stages, const std::vector<Measured>& runs) {
+  if (o.jsonFile.empty()) return true;
+  using nlohmann::json;
+  json variants = json::array();
+  for (const Measured& m : runs) {
+    json kernels = json::array();
+    for (const auto& [name, sec] : m.perKernel) {
+      auto w = m.work.find(name);
+      kernels.push_back({{"name", name},
+                         {"seconds", sec},
+                         {"flops", w == m.work.end() ? 0.0 : w->second.flops},
+                         {"bytes", w == m.work.end() ? 0.0 : w->second.bytes},
+                         {"ops", m.ops.count(name) ? m.ops.at(name) : ""}});
+    }
+    variants.push_back({{"label", m.label},
+                        {"kernels", m.kernels},
+                        {"build_seconds", m.buildSeconds},
+                        {"kernels_from_cache", m.kernelsFromCache},
+                        {"device_seconds", m.seconds},
+                        {"wall_seconds_median", m.medianWall()},
+                        {"wall_seconds", m.wallSeconds},
+                        {"memory", {{"constants", m.memory.constants}, {"peak", m.memory.peak},
+                                    {"without_reuse", m.memory.withoutReuse}, {"buffers", m.memory.buffers}}},
+                        {"per_kernel", kernels}});
+  }
+  json out = {{"model", o.model},
+              {"nodes_after_rewrite", g.numNodes()},
+              {"rules_fired", rw.fired},
+              {"fusions_chosen", fusions},
+              {"stage_seconds", stages},
+              {"runs", variants}};
+  std::ofstream file(o.jsonFile, std::ios::trunc);
+  file << out.dump(1) << "\n";
+  if (!file) {
+    std::cerr << "error: " << o.jsonFile << ": cannot write file\n";
+    return false;
+  }
+  return true;
+}
+
+int runOpenCL(const RunOptions& o, const Graph& original, const std::vector<Tensor>& inputs, double importSeconds) {
+  std::map<std::string, double> stages = {{"import", importSeconds}};
   std::optional<Target> target = loadTargetOrDefault(o.target);
   if (!target) return 1;
   std::vector<std::string> packs;
@@ -183,11 +267,13 @@ int runOpenCL(const RunOptions& o, const Graph& original, const std::vector<Tens
     std::cerr << "error: " << o.model << ": " << st.error().message << "\n";
     return 1;
   }
-  if (Expected<RewriteStats> rw = runRewritePipeline(g, *rules, &target.value()); !rw) {
+  Clock::time_point start = Clock::now();
+  Expected<RewriteStats> rw = runRewritePipeline(g, *rules, &target.value());
+  if (!rw) {
     std::cerr << "error: " << rw.error().message << "\n";
     return 1;
   }
-  if (Status st = inferTypes(g); !st) std::cerr << "warning: " << st.error().message << "\n";
+  stages["rewrite"] = since(start);  // static shapes and constant folding included
   if (Status st = requireStaticShapes(g, "--interpreter runs it anyway"); !st) {
     std::cerr << "error: " << o.model << ": " << st.error().message << "\n";
     return 1;
@@ -195,18 +281,36 @@ int runOpenCL(const RunOptions& o, const Graph& original, const std::vector<Tens
   fmt::print("device: {} (target profile {}, {} pack{})\n", (*device)->info().name, target->name, packs.size(),
              packs.size() == 1 ? "" : "s");
   std::vector<Measured> runs;
+  std::map<std::string, size_t> fusions;  // fusion rule -> groups chosen
   if (!o.noFuse || o.compare) {
+    start = Clock::now();
     Plan plan = planFusion(g, *rules, target.value());
-    std::optional<Measured> m = measure(o, **device, g, codegen::planGroups(plan), rules->catalog, *target, inputs, "fused");
+    stages["plan"] = since(start);
+    for (const Group& grp : plan.groups)
+      if (grp.rule) ++fusions[grp.rule->name];
+    start = Clock::now();
+    Expected<codegen::Schedule> sources = codegen::scheduleGraph(g, codegen::planGroups(plan), rules->catalog);
+    stages["codegen"] = since(start);
+    if (!sources) {
+      std::cerr << "error: " << o.model << ": " << sources.error().message << "\n";
+      return 1;
+    }
+    std::optional<Measured> m = prepare(o, **device, g, codegen::planGroups(plan), rules->catalog, *target, "fused");
     if (!m) return 1;
     runs.push_back(std::move(*m));
   }
   if (o.noFuse || o.compare) {
     std::optional<Measured> m =
-        measure(o, **device, g, codegen::singleNodeGroups(g), rules->catalog, *target, inputs, "one kernel per op");
+        prepare(o, **device, g, codegen::singleNodeGroups(g), rules->catalog, *target, "one kernel per op");
     if (!m) return 1;
     runs.push_back(std::move(*m));
   }
+  if (!runs.empty()) stages["build"] = runs.front().buildSeconds;
+  // Run 0 warms up; then the ways take turns, so load from other processes
+  // on a shared machine falls on both alike.
+  for (int r = 0; r <= std::max(1, o.repeat); ++r)
+    for (Measured& m : runs)
+      if (!runOnce(o, m, inputs, r > 0)) return 1;
   for (const Measured& m : runs) printMeasured(m, 10);
   fmt::print("(best of {} runs each, after one warm-up; GFLOP/s and GB/s from the cost model's FLOPs and DRAM bytes)\n",
              std::max(1, o.repeat));
@@ -218,6 +322,7 @@ int runOpenCL(const RunOptions& o, const Graph& original, const std::vector<Tens
   }
   printOutputs(g, runs.front().outputs);
   if (!writeOutputs(o, g, runs.front().outputs)) return 1;
+  if (!writeJson(o, g, rw.value(), fusions, stages, runs)) return 1;
   if (o.check) {
     Expected<std::vector<Tensor>> reference = runGraph(original, inputs);
     if (!reference) {
@@ -233,7 +338,9 @@ int runOpenCL(const RunOptions& o, const Graph& original, const std::vector<Tens
 }
 
 int runModel(const RunOptions& o) {
+  const Clock::time_point start = Clock::now();
   Expected<Graph> loaded = importOnnxFile(o.model);
+  const double importSeconds = since(start);
   if (!loaded) {
     std::cerr << "error: " << loaded.error().message << "\n";
     return 1;
@@ -263,7 +370,7 @@ int runModel(const RunOptions& o) {
   for (size_t i = 0; i < inputs.size(); ++i)
     fmt::print("input  {:<24} {} {}{}\n", g.value(g.inputs()[i]).name, dtypeName(inputs[i].dtype()),
                shapeToString(inputs[i].shape()), i < o.inputFiles.size() ? "" : fmt::format(" (random, seed {})", o.seed));
-  if (!o.interpreter) return runOpenCL(o, g, inputs);
+  if (!o.interpreter) return runOpenCL(o, g, inputs, importSeconds);
   std::vector<Tensor> outputs;
   double best = 0;
   for (int r = 0; r < std::max(1, o.repeat); ++r) {
@@ -299,6 +406,9 @@ CommandRunner addRunCommand(CLI::App& sub) {
   sub.add_flag("--compare", o->compare, "run fused and one kernel per op side by side and print the ratios");
   sub.add_flag("--check", o->check, "compare every output with the reference interpreter; fail on a mismatch");
   addToleranceOptions(sub, o->tolerance);
+  sub.add_option("--json", o->jsonFile,
+                 "write the measurements (stage times, build, device and host-to-host time, memory, per-kernel "
+                 "times with FLOPs and bytes) to this file");
   sub.add_option("--output", o->outputDir,
                  "write every output to this folder as a TensorProto (output_0.pb, ...), as onnx-test cases hold them");
   sub.add_option("--device", o->device, "the first OpenCL device whose name contains this");

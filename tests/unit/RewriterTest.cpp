@@ -193,3 +193,93 @@ TEST_CASE("Shape and Size of static shapes fold, and what follows from them") {
   REQUIRE(none.ok());
   CHECK(none.value() == 0);
 }
+
+TEST_CASE("shape arithmetic as exporters write it folds in one sweep, and shapes become static") {
+  // Shape -> Gather -> Div -> Unsqueeze -> Concat -> Reshape, then a second
+  // level that reads the Reshape's shape (Shape -> Slice -> Concat ->
+  // Reshape) and a Size: ONNX's own inference cannot see through the first
+  // Reshape, so the second level needs the first folded.
+  Graph g = test::parse(test::model("g (float[2,6,4] x) => (float[2,3,8] y, int64 n)", R"(
+    s = Shape (x)
+    i1 = Constant <value = int64 {1}> ()
+    c = Gather <axis = 0> (s, i1)
+    two = Constant <value = int64 {2}> ()
+    h = Div (c, two)
+    ax = Constant <value = int64[1] {0}> ()
+    hu = Unsqueeze (h, ax)
+    lead = Constant <value = int64[1] {2}> ()
+    rest = Constant <value = int64[2] {2, -1}> ()
+    shape1 = Concat <axis = 0> (lead, hu, rest)
+    r = Reshape (x, shape1)
+    s2 = Shape (r)
+    b = Constant <value = int64[1] {0}> ()
+    e = Constant <value = int64[1] {2}> ()
+    head = Slice (s2, b, e)
+    m = Constant <value = int64[1] {-1}> ()
+    shape2 = Concat <axis = 0> (head, m)
+    y = Reshape (r, shape2)
+    n = Size (r)
+  )"));
+  REQUIRE_FALSE(g.value(*g.findValue("r")).type.isStatic());  // import alone does not get there
+  checkSameOutputs(g, [&](Graph& h) {
+    Expected<size_t> folded = foldConstants(h);
+    REQUIRE(folded.ok());
+    CHECK(folded.value() == 9);  // every node but the two Reshapes (Constant nodes are constants from import on)
+  });
+  CHECK(g.numNodes() == 2);
+  CHECK(count(g, "Reshape") == 2);
+  CHECK(g.value(*g.findValue("r")).type.str() == "float[2,3,2,4]");
+  CHECK(g.value(g.outputs()[0]).type.str() == "float[2,3,8]");
+  CHECK(requireStaticShapes(g, "").ok());
+  CHECK(g.value(g.outputs()[1]).constant->scalarAt(0) == 48);
+}
+
+TEST_CASE("a shape that run-time data decides stays dynamic, and the message names that value") {
+  Graph g = test::parse(test::model("g (float[6] x, int64[2] dims) => (float[?,?] y)", "y = Reshape (x, dims)"));
+  REQUIRE(foldConstants(g).ok());
+  Status st = requireStaticShapes(g, "bind it");
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.error().message.find("the run-time values of `dims`") != std::string::npos);
+}
+
+TEST_CASE("nodes a rewrite creates are typed when they are created") {
+  auto set = test::compileRules(R"(
+rule relu_as_max {
+  match { y = Relu(x) }
+  rewrite { y = Max(transpose(x, [1, 0]), 0.0) }
+}
+)");
+  Graph g = test::parse(test::model("g (float[2,3] x) => (float[3,2] y)", "t = Transpose <perm = [1, 0]> (x)\ny = Relu (t)"));
+  Expected<RewriteStats> stats = rewriteToFixpoint(g, *set, nullptr);
+  REQUIRE(stats.ok());
+  REQUIRE(stats->fired["relu_as_max"] == 1);
+  // The rewrite's own Transpose (of a [3,2] value) is [2,3]; nothing copied
+  // the replaced value's type onto it.
+  bool sawTranspose = false;
+  for (NodeRef n : g.nodes()) {
+    const NodeData& d = g.node(n);
+    if (d.name.find("_rw") == std::string::npos) continue;
+    for (ValueId v : d.outputs) CHECK_MESSAGE(g.value(v).type.isStatic(), d.name);
+    if (d.op == "Transpose") {
+      sawTranspose = true;
+      CHECK(g.value(d.outputs[0]).type.str() == "float[2,3]");
+    }
+  }
+  CHECK(sawTranspose);
+}
+
+TEST_CASE("folding does not allocate what the shapes do not bound") {
+  // Shape of a huge declared input folds from the shape alone; an Expand of
+  // a constant to 2^40 elements stays a node.
+  Graph g = test::parse(test::model("g (float[1073741824,1024] x) => (int64[2] s, float[1099511627776] y)", R"(
+    s = Shape (x)
+    one = Constant <value = float {1.0}> ()
+    big = Constant <value = int64[1] {1099511627776}> ()
+    y = Expand (one, big)
+  )"));
+  Expected<size_t> folded = foldConstants(g);
+  REQUIRE(folded.ok());
+  CHECK(folded.value() == 1);
+  CHECK(count(g, "Expand") == 1);
+  CHECK(g.value(g.outputs()[0]).constant->scalarAt(0) == 1073741824);
+}

@@ -1,7 +1,10 @@
 #include <doctest/doctest.h>
 
 #include "TestUtil.h"
+#include "fusec/engine/OutputCheck.h"
 #include "fusec/engine/Tensor.h"
+
+#include <limits>
 
 using namespace fusec;
 
@@ -54,4 +57,33 @@ TEST_CASE("16-bit floats convert through float32 with rounding to nearest even")
   Tensor b = test::floats({2}, {1.f + 1.f / 256, 3.f}).castTo(DType::BFloat16);
   CHECK(b.castTo(DType::Float32).toFloats() == std::vector<float>{1.f, 3.f});  // halfway: ties to even
   CHECK(b.scalarAt(1) == 3.0);
+}
+
+TEST_CASE("outputs compare against their scale: |got - want| <= atol + rtol * max|want|") {
+  using fusec::checkOutput;
+  // An element three decades below the output's largest: off by 0.5 % of
+  // itself, 3e-7 of the scale. A per-element test would fail it.
+  Tensor want = Tensor::fromVector<float>({3}, {1285.0f, 0.08172f, -3.0f});
+  Tensor got = Tensor::fromVector<float>({3}, {1285.0f, 0.08149f, -3.0f});
+  OutputCheck ok = checkOutput(got, want);
+  CHECK(ok.ok);
+  CHECK(ok.figures.scale == doctest::Approx(1285.0));
+  CHECK(ok.figures.worst == 1);
+  // Off by more than rtol of the scale: fails, naming the element.
+  Tensor bad = Tensor::fromVector<float>({3}, {1285.0f, 2.0f, -3.0f});
+  OutputCheck no = checkOutput(bad, want);
+  CHECK_FALSE(no.ok);
+  CHECK(no.summary.find("element 1: 2, expected 0.08172") == 0);
+  CHECK(checkOutput(bad, want, Tolerance{1e-5, 2e-3}).ok);
+  // Infinities of one sign and NaNs are equal to themselves only.
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor special = Tensor::fromVector<float>({3}, {inf, -inf, nan});
+  CHECK(checkOutput(special, special).ok);
+  CHECK_FALSE(checkOutput(Tensor::fromVector<float>({3}, {inf, inf, nan}), special).ok);
+  CHECK_FALSE(checkOutput(Tensor::fromVector<float>({3}, {inf, -inf, 0.0f}), special).ok);
+  CHECK_FALSE(checkOutput(special, Tensor::fromVector<float>({3}, {1e38f, -inf, nan})).ok);
+  // Integers compare exactly, however large the scale; shapes and types first.
+  CHECK_FALSE(checkOutput(Tensor::fromVector<int64_t>({2}, {1000000, 1}), Tensor::fromVector<int64_t>({2}, {1000000, 2})).ok);
+  CHECK(checkOutput(Tensor::fromVector<float>({1, 3}, {1, 2, 3}), Tensor::fromVector<float>({3}, {1, 2, 3})).summary ==
+        "shape [1, 3], expected [3]");
 }
