@@ -103,6 +103,16 @@ Expected<Geometry> geometry(const Graph& g, const NodeData& d) {
   if (!bVec) geo.bBatch.assign(bs.begin(), bs.end() - 2);
   const Shape ps = g.value(d.outputs[0]).type.staticShape();
   geo.batch.assign(ps.begin(), ps.end() - (aVec ? 0 : 1) - (bVec ? 0 : 1));
+  // One B for every batch (a 2-D weight, as Linear layers have): A's
+  // batches are more rows of one product, [batches * M, K] x [K, N], with the
+  // same bytes in and out. Sequence-first exports ([S, 1, K] x [K, N]) would
+  // otherwise run S matrix-vector products, each streaming all of B.
+  if (!aVec && !bVec && !geo.aBatch.empty() && shapeNumel(geo.bBatch) == 1) {
+    geo.M *= shapeNumel(geo.aBatch);
+    geo.aBatch.clear();
+    geo.bBatch.clear();
+    geo.batch.clear();
+  }
   return geo;
 }
 

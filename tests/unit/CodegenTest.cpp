@@ -193,9 +193,10 @@ TEST_CASE("convs and gemms with fused epilogues match the interpreter for every 
   Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float[6,3,3,3] wg, float[6,1,3,3] wd,
    float[5,6,1,1] w1, float[2,6,11] x1, float[4,6,3] wl, float[13,5] ga, float[19,13] gb, float[19] gc,
-   float[3,1,5,13] ma, float[4,13,17] mb, float[13] mv)
+   float[3,1,5,13] ma, float[4,13,17] mb, float[13] mv, float[7,1,13] sa, float[13,9] sw, float[9] sbias,
+   float[1,13,9] sw1)
   => (float[2,10,9,7] y, float[2,6,2,2] sd, float[2,6,4,3] grp, float[2,6,9,7] dw, float[2,5,9,7] pw, float[2,4,5] l,
-      float[5,19] gm, float[3,4,5,17] mm, float[3,1,5] mvec) {
+      float[5,19] gm, float[3,4,5,17] mm, float[3,1,5] mvec, float[7,1,9] seq, float[3,1,5,9] seq1) {
   c = Conv <pads = [1, 1, 1, 1]> (x, w, b)
   r = Add (c, skip)
   y = Relu (r)
@@ -210,6 +211,9 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
   gm = Gemm <transA = 1, transB = 1, alpha = 0.5, beta = 2.0> (ga, gb, gc)
   mm = MatMul (ma, mb)
   mvec = MatMul (ma, mv)
+  sm = MatMul (sa, sw)
+  seq = Add (sm, sbias)
+  seq1 = MatMul (ma, sw1)
 }
 )");
   std::vector<Tensor> inputs;
@@ -225,6 +229,18 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
   }
   // The first group is the conv with its whole epilogue.
   CHECK(plan.groups.front().nodes.size() == 3);
+  // A shared B (2-D, or batch dims of 1) makes A's batches rows of one
+  // product: [7,1,13] x [13,9] is one 7x9 GEMM, not seven 1x9 ones.
+  for (const char* out : {"seq", "seq1"}) {
+    const ValueId v = *g.findValue(out);
+    const NodeRef producer = *g.producer(v);
+    const NodeRef matmul = g.node(producer).op == "Add" ? *g.producer(g.node(producer).inputs[0]) : producer;
+    Expected<codegen::KernelSource> k = codegen::emitGemm(g, {matmul}, core->catalog, "k", "k");
+    REQUIRE_MESSAGE(k.ok(), test::why(k));
+    CHECK_MESSAGE(k->source.find(std::string(out) == "seq" ? "C[7x9] = A[7x13]" : "C[15x9] = A[15x13]") != std::string::npos,
+                  k->source);
+    CHECK(k->source.find("batches") == std::string::npos);
+  }
   // Every tiling computes the same, with and without local memory; every kernel is valid SPIR-V.
   for (codegen::GemmTiling t : {codegen::GemmTiling{1, 4, 0, 0}, codegen::GemmTiling{5, 8, 3, 7}}) {
     INFO("tiling " << t.rows << "x" << t.width << " local " << t.localRows << " depth " << t.depth);
