@@ -256,7 +256,8 @@ def markdown(results, roofs, machine, args, charts):
         "## Where the time goes",
         "",
         "Fused device time by kernel family (from each kernel's ops), and the fraction of the roofline each family "
-        "reaches: roofline time (max of FLOPs / peak and bytes / bandwidth, cost model figures) over measured time.",
+        "reaches: roofline time (max of FLOPs / peak and bytes / bandwidth, cost model figures) over measured time. "
+        "Above 100 %: the working set stayed in cache, where the DRAM roof does not bind.",
         "",
         "| model | family: share of device time, fraction of roof |",
         "|---|---|",
