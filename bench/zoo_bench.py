@@ -154,16 +154,15 @@ def roofline_chart(name, run, roofs, path):
 
 
 def family(ops):
-    """A kernel's family as the table names it, from its anchor op."""
-    first = ops.split(" ")
-    for op in first:
-        if op.startswith("Conv[group="):
-            return "depthwise/grouped conv"
+    """A kernel's family as the table names it, from its ops (`Conv[group=32] Clip`)."""
+    names = ops.split(" ")
+    if any(op.startswith("Conv[group=") for op in names):
+        return "depthwise/grouped conv"
     for anchor, label in (("Conv", "conv"), ("MatMul", "matmul"), ("Gemm", "gemm"), ("Pool", "pool"),
                           ("LayerNormalization", "layernorm"), ("Softmax", "softmax"), ("Reduce", "reduce"),
                           ("Concat", "data movement"), ("Transpose", "data movement"), ("Slice", "data movement"),
                           ("Gather", "data movement"), ("Split", "data movement"), ("Reshape", "data movement")):
-        if any(anchor in op for op in first):
+        if any(anchor in op for op in names):
             return label
     return "elementwise"
 

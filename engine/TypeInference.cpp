@@ -31,11 +31,9 @@ bool inferNodeTypes(Graph& g, NodeRef n) {
   bool unknown = false;
   for (ValueId v : d.outputs) unknown |= v != kNoValue && !fullyKnown(g.value(v).type);
   if (!unknown) return false;
-  const onnx::OpSchema* schema =
-      onnx::OpSchemaRegistry::Schema(d.op.str(), static_cast<int>(g.info.opsetImports.count(d.domain)
-                                                                       ? g.info.opsetImports.at(d.domain)
-                                                                       : g.info.defaultOpset()),
-                                     d.domain);
+  auto opset = g.info.opsetImports.find(d.domain);
+  const int version = static_cast<int>(opset == g.info.opsetImports.end() ? g.info.defaultOpset() : opset->second);
+  const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(d.op.str(), version, d.domain);
   if (!schema || !schema->has_type_and_shape_inference_function()) return false;
 
   // A one-node graph: operands as typed inputs, small constants with data.

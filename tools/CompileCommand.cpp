@@ -256,7 +256,6 @@ int compile(const CompileOptions& o) {
     std::cerr << "error: " << o.model << ": " << rw.error().message << "\n";
     return 1;
   }
-  if (Status st = inferTypes(s->graph); !st) std::cerr << "warning: " << st.error().message << "\n";
   if (o.dumpAfter == "rewrite") std::cout << exportOnnxText(s->graph);
   Plan plan = planFusion(s->graph, *s->rules, s->target);
   Graph fused = buildFusedGraph(s->graph, plan);

@@ -38,7 +38,6 @@ int explain(const ExplainOptions& o) {
       std::cerr << "error: " << rw.error().message << "\n";
       return 1;
     }
-    if (Status st = inferTypes(g); !st) std::cerr << "warning: " << st.error().message << "\n";
   }
   const PatternNode& root = rule->pattern.nodes[static_cast<size_t>(rule->pattern.roots.at(0))];
   std::vector<NodeRef> starts;

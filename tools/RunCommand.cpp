@@ -288,6 +288,8 @@ int runOpenCL(const RunOptions& o, const Graph& original, const std::vector<Tens
     stages["plan"] = since(start);
     for (const Group& grp : plan.groups)
       if (grp.rule) ++fusions[grp.rule->name];
+    // Codegen alone, timed apart for the report (DeviceProgram::build below
+    // generates again, then builds: milliseconds against seconds).
     start = Clock::now();
     Expected<codegen::Schedule> sources = codegen::scheduleGraph(g, codegen::planGroups(plan), rules->catalog);
     stages["codegen"] = since(start);
