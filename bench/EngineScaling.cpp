@@ -9,6 +9,7 @@
 #include <random>
 #include <sstream>
 
+#include "fusec/codegen/Families.h"
 #include "fusec/engine/Planner.h"
 #include "fusec/engine/Rewriter.h"
 #include "fusec/grammar/PackLoader.h"
@@ -108,7 +109,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "%s\n", rw.error().message.c_str());
         return 1;
       }
-      Plan plan = planFusion(g, *loaded.rules, target.value());
+      Plan plan = planFusion(g, *loaded.rules, target.value(), codegen::kernelFamilies());
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       const double perNode = ms * 1000 / static_cast<double>(nodes);
       if (first == 0) first = perNode;

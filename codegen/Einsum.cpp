@@ -1,5 +1,6 @@
 /// The contraction family; see Einsum.h.
 #include "fusec/codegen/Einsum.h"
+#include "fusec/codegen/Families.h"
 
 #include <sstream>
 
@@ -73,6 +74,19 @@ Expected<KernelSource> emitEinsum(const Graph& g, const std::vector<NodeRef>& me
   src << "  out0[o] = acc;\n}\n";
   k.source = src.str();
   return k;
+}
+
+std::unique_ptr<CodegenFamily> makeContractionFamily() {
+  FunctionFamily::Spec spec;
+  spec.name = "contraction";
+  spec.accepts = "one Einsum";
+  spec.mismatch = "it is not one Einsum";
+  spec.claims = [](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog&) {
+    return group.size() == 1 && isEinsum(g, group[0]);
+  };
+  spec.emit = [](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog&, const std::string& name,
+                 const std::string& comment, const KernelOptions&) { return emitEinsum(g, group, name, comment); };
+  return std::make_unique<FunctionFamily>(std::move(spec));
 }
 
 }  // namespace fusec::codegen

@@ -4,12 +4,6 @@
 #include <map>
 #include <set>
 
-#include "fusec/codegen/Einsum.h"
-#include "fusec/codegen/Gemm.h"
-#include "fusec/codegen/IndexMap.h"
-#include "fusec/codegen/Pool.h"
-#include "fusec/codegen/Reduce.h"
-#include "fusec/codegen/RowReduce.h"
 
 namespace fusec::codegen {
 namespace {
@@ -35,19 +29,25 @@ bool isViewGroup(const Graph& g, const std::vector<NodeRef>& group) {
          g.value(d.outputs[0]).type.dtype == g.value(d.inputs[0]).type.dtype;
 }
 
-Expected<KernelSource> emitKernel(const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog,
-                                  const std::string& name, const std::string& comment, const KernelOptions& options) {
-  if (isGemmGroup(g, group)) {
-    // Convs the tiled GEMM cannot take (3-D and beyond) are gathered directly.
-    Expected<KernelSource> k = emitGemm(g, group, catalog, name, comment, options.gemmFor(g.node(group.front())));
-    if (k || !k.error().unsupported || !isPoolGroup(g, group)) return k;
+Expected<KernelSource> emitKernel(const Graph& g, const std::vector<NodeRef>& group, const std::string& family,
+                                  const OpCatalog& catalog, const std::string& name, const std::string& comment,
+                                  const KernelOptions& options) {
+  if (!family.empty()) {
+    const CodegenFamily* f = findFamily(family);
+    if (!f) return Error{"kernel `" + name + "`: no kernel family is named `" + family + "`", true};
+    Expected<KernelSource> k = f->build(g, group, catalog, name, comment, options, nullptr);
+    if (!k) return Error{"kernel `" + name + "`: family `" + family + "` cannot build it: " + k.error().message, true};
+    return k;
   }
-  if (isPoolGroup(g, group)) return emitPool(g, group, catalog, name, comment);
-  if (isRowReduction(g, group.back())) return emitRowReduce(g, group, catalog, name, comment);
-  if (isAxisReduction(g, group.back())) return emitReduce(g, group, catalog, name, comment);
-  if (group.size() == 1 && isIndexMapOp(g, group.front())) return emitIndexMap(g, group, name, comment);
-  if (isEinsum(g, group.back())) return emitEinsum(g, group, name, comment);
-  return emitPointwise(g, group, catalog, name, comment);
+  std::string reasons;
+  for (const auto& f : kernelFamilies().all()) {
+    if (!f->claims(g, group, catalog)) continue;
+    const auto& family = static_cast<const CodegenFamily&>(*f);
+    Expected<KernelSource> k = family.build(g, group, catalog, name, comment, options, nullptr);
+    if (k) return k;
+    reasons += std::string(reasons.empty() ? "" : "; ") + std::string(family.name()) + ": " + k.error().message;
+  }
+  return Error{noFamilyMessage(g, group, reasons), true};
 }
 
 std::string kernelComment(const Graph& g, const KernelGroup& group, const std::string& name) {
@@ -59,7 +59,8 @@ std::string kernelComment(const Graph& g, const KernelGroup& group, const std::s
 std::vector<KernelGroup> planGroups(const Plan& plan) {
   std::vector<KernelGroup> groups;
   for (const Group& grp : plan.groups)
-    groups.emplace_back(grp.nodes, grp.name, "family " + grp.kernel + (grp.rule ? ", rule " + grp.rule->name : ""));
+    groups.emplace_back(grp.nodes, grp.name, "family " + grp.kernel + (grp.rule ? ", rule " + grp.rule->name : ""),
+                        grp.kernel);
   return groups;
 }
 
@@ -93,7 +94,8 @@ Expected<Schedule> scheduleGraph(const Graph& g, const std::vector<KernelGroup>&
     const std::string name =
         group.name.empty() ? "k" + std::to_string(index) + "_" + g.node(group.nodes.back()).op.str() : identifier(group.name);
     ++index;
-    Expected<KernelSource> k = emitKernel(g, group.nodes, catalog, name, kernelComment(g, group, name), options);
+    Expected<KernelSource> k =
+        emitKernel(g, group.nodes, group.family, catalog, name, kernelComment(g, group, name), options);
     if (!k) return k.error();
     s.kernels.push_back(std::move(k.value()));
   }

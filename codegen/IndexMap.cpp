@@ -1,5 +1,6 @@
 /// The index_map family; see IndexMap.h.
 #include "fusec/codegen/IndexMap.h"
+#include "fusec/codegen/Families.h"
 
 #include <set>
 #include <sstream>
@@ -525,6 +526,20 @@ Expected<KernelSource> emitIndexMap(const Graph& g, const std::vector<NodeRef>& 
   src << "  const long i = get_global_id(0);\n" << bodyText << "}\n";
   k.source = src.str();
   return k;
+}
+
+std::unique_ptr<CodegenFamily> makeIndexMapFamily() {
+  FunctionFamily::Spec spec;
+  spec.name = "index_map";
+  spec.accepts = "one data-movement op (Reshape, Transpose, Expand, Tile, Slice, Concat, Gather, Pad, Split, "
+                 "Resize, ...) with static shapes";
+  spec.mismatch = "it is not one data-movement op (index_map kernels take one op so far)";
+  spec.claims = [](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog&) {
+    return group.size() == 1 && isIndexMapOp(g, group[0]);
+  };
+  spec.emit = [](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog&, const std::string& name,
+                 const std::string& comment, const KernelOptions&) { return emitIndexMap(g, group, name, comment); };
+  return std::make_unique<FunctionFamily>(std::move(spec));
 }
 
 }  // namespace fusec::codegen

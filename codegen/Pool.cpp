@@ -1,5 +1,6 @@
 /// The window family; see Pool.h.
 #include "fusec/codegen/Pool.h"
+#include "fusec/codegen/Families.h"
 
 #include <sstream>
 
@@ -176,6 +177,7 @@ Expected<KernelSource> emitBatchNormTraining(const Graph& g, const std::vector<N
   }
   ks.globalSize = static_cast<size_t>(channels) * kLanes;
   ks.localSize = kLanes;
+  ks.localMemBytes = kLanes * sizeof(float);
   const std::string count = std::to_string(batch * spatial), lanes = std::to_string(kLanes);
   // Element j of channel c over the batch and spatial positions.
   const std::string element = "(j / " + std::to_string(spatial) + " * " + std::to_string(channels) + " + c) * " +
@@ -365,6 +367,20 @@ Expected<KernelSource> emitPool(const Graph& g, const std::vector<NodeRef>& memb
   src << "}\n";
   ks.source = src.str();
   return ks;
+}
+
+std::unique_ptr<CodegenFamily> makePoolEpilogueFamily() {
+  FunctionFamily::Spec spec;
+  spec.name = "pool_epilogue";
+  spec.accepts = "MaxPool, AveragePool, ConvTranspose or inference BatchNormalization (float32) followed by "
+                 "elementwise ops on its result";
+  spec.mismatch = "it does not start with a pooling op, ConvTranspose or BatchNormalization";
+  spec.claims = [](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog&) {
+    return isPoolGroup(g, group) && g.node(group.front()).op != "Conv";
+  };
+  spec.emit = [](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog, const std::string& name,
+                 const std::string& comment, const KernelOptions&) { return emitPool(g, group, catalog, name, comment); };
+  return std::make_unique<FunctionFamily>(std::move(spec));
 }
 
 }  // namespace fusec::codegen

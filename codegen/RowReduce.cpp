@@ -1,5 +1,6 @@
 /// The row_reduce family; see RowReduce.h.
 #include "fusec/codegen/RowReduce.h"
+#include "fusec/codegen/Families.h"
 
 #include <functional>
 #include <sstream>
@@ -122,6 +123,7 @@ Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>&
   const int64_t perGroup = kLocal / lanes;
   const int64_t groups = (rows + perGroup - 1) / perGroup;
   k.localSize = static_cast<size_t>(kLocal);
+  k.localMemBytes = static_cast<size_t>(kLocal) * sizeof(float);
   k.globalSize = static_cast<size_t>(groups * kLocal);
   // Each work-item loads its `per` elements once (computing the prologue
   // once), in straight-line code the compiler vectorizes across
@@ -248,6 +250,20 @@ Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>&
   src << "}\n";
   k.source = src.str();
   return k;
+}
+
+std::unique_ptr<CodegenFamily> makeRowReduceFamily() {
+  FunctionFamily::Spec spec;
+  spec.name = "row_reduce";
+  spec.accepts = "elementwise ops feeding one reduction over contiguous rows (Reduce* over the innermost axis, "
+                 "Softmax, LogSoftmax, LayerNormalization, global pools, InstanceNormalization), which ends the group";
+  spec.mismatch = "it does not end in a reduction over the innermost axes";
+  spec.claims = [](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog&) { return isRowReduction(g, group.back()); };
+  spec.emit = [](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog, const std::string& name,
+                 const std::string& comment, const KernelOptions&) {
+    return emitRowReduce(g, group, catalog, name, comment);
+  };
+  return std::make_unique<FunctionFamily>(std::move(spec));
 }
 
 }  // namespace fusec::codegen

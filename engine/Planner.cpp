@@ -9,24 +9,6 @@
 namespace fusec {
 namespace {
 
-/// The kernel family a single node runs as.
-std::string singleKernel(const Graph& g, NodeRef n, const OpCatalog& catalog) {
-  const NodeData& d = g.node(n);
-  const OpDef* op = d.domain.empty() ? catalog.find(d.op.str()) : nullptr;
-  if (!op) return "opaque";
-  switch (op->kind) {
-    case OpKind::Elementwise: case OpKind::Broadcast: return "pointwise";
-    case OpKind::Injective: return "index_map";
-    case OpKind::Reduction: return "row_reduce";
-    case OpKind::Anchor:
-      if (d.op == "Conv" || d.op == "ConvTranspose") return "conv_epilogue";
-      if (d.op == "MatMul" || d.op == "Gemm") return "gemm_epilogue";
-      return "pool_epilogue";
-    case OpKind::Opaque: return "opaque";
-  }
-  return "opaque";
-}
-
 /// Dense indices for nodes in topological order.
 struct Order {
   std::vector<NodeRef> nodes;
@@ -88,20 +70,14 @@ bool groupsCycle(const Graph& g, const Order& order, const std::vector<long>& gr
   return visited != vertices.size();
 }
 
-/// Resource check: reduction kernels keep a row in local memory.
-std::string resourceProblem(const Graph& g, const std::vector<NodeRef>& nodes, const Rule& rule, const Target& t) {
-  if (rule.kernel != "row_reduce" && rule.kernel != "attention") return {};
-  double row = 0;
-  for (NodeRef n : nodes)
-    for (ValueId v : g.node(n).inputs) {
-      if (v == kNoValue) continue;
-      const auto& type = g.value(v).type;
-      if (type.dims && !type.dims->empty() && type.dims->back().isStatic())
-        row = std::max(row, static_cast<double>(type.dims->back().size) * static_cast<double>(std::max<size_t>(dtypeSize(type.dtype), 1)));
-    }
-  if (row > static_cast<double>(t.localMemBytes))
-    return "a row of " + std::to_string(static_cast<int64_t>(row)) + " bytes does not fit the target's " +
-           std::to_string(t.localMemBytes) + " bytes of local memory";
+/// Why the family `rule` names cannot build `nodes` as one kernel, or
+/// empty when it can.
+std::string buildProblem(const Graph& g, const std::vector<NodeRef>& nodes, const Rule& rule, const OpCatalog& catalog,
+                         const Target& target, const KernelFamilies& families) {
+  const KernelFamily* family = families.find(rule.kernel);
+  if (!family) return "the code generator has no kernel family `" + rule.kernel + "`";
+  if (Status st = family->canEmit(g, nodes, catalog, target); !st)
+    return "family `" + rule.kernel + "` cannot build this group: " + st.error().message;
   return {};
 }
 
@@ -216,7 +192,7 @@ std::string_view candidateStatusName(Candidate::Status s) {
   return "?";
 }
 
-Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target) {
+Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target, const KernelFamilies& families) {
   Plan plan;
   const Order order(g);
   Matcher matcher(rules, &target);
@@ -249,7 +225,7 @@ Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target) {
       if (leavesAndReturns(g, order, members)) {
         c.status = Candidate::Status::Illegal;
         c.why = "fusing would create a cycle: a path leaves the group and comes back";
-      } else if (std::string r = resourceProblem(g, nodes, *rule, target); !r.empty()) {
+      } else if (std::string r = buildProblem(g, nodes, *rule, rules.catalog, target, families); !r.empty()) {
         c.status = Candidate::Status::Illegal;
         c.why = r;
       } else if (c.benefit <= 0) {
@@ -305,7 +281,9 @@ Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target) {
     if (it == owner.end()) {
       Group grp;
       grp.nodes = {n};
-      grp.kernel = singleKernel(g, n, rules.catalog);
+      Expected<const KernelFamily*> family = families.select(g, grp.nodes, rules.catalog, target);
+      if (family) grp.kernel = std::string(family.value()->name());
+      else grp.unbuildable = family.error().message;
       grp.estimate = groupEstimate(g, {n}, rules.catalog, target);
       plan.groups.push_back(std::move(grp));
       continue;

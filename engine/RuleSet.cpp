@@ -3,21 +3,6 @@
 
 namespace fusec {
 
-const std::vector<std::string>& kernelFamilies() {
-  static const std::vector<std::string> kFamilies = {
-      "pointwise",      // a connected elementwise/broadcast region
-      "row_reduce",     // reductions along the innermost axes, with prologue/epilogue
-      "column_reduce",  // reductions along outer axes
-      "conv_epilogue",  // conv2d with fused bias/BN/activation/residual
-      "gemm_epilogue",  // matmul/gemm with fused epilogue
-      "gemm_horizontal",// sibling matmuls sharing an input, one launch
-      "attention",      // scaled dot-product attention in local memory
-      "pool_epilogue",  // pooling with a fused epilogue
-      "index_map",      // data movement folded into one index map
-  };
-  return kFamilies;
-}
-
 const std::vector<std::string>& targetProperties() {
   static const std::vector<std::string> kProperties = {
       "local_mem_bytes", "registers",        "max_work_group_size", "vector_width",

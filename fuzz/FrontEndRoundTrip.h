@@ -38,7 +38,7 @@ inline std::string checkFrontEndRoundTrip(const std::string& text, const std::st
   if (printFile(*reparsed) != once) return "printing is not stable:\n" + once + "\n---\n" + printFile(*reparsed);
 
   RuleSet rules;
-  checkPacks({catalog, file}, sources, diags, rules);
+  checkPacks({catalog, file}, sources, diags, nullptr, rules);
   diags.print(sink);
   return {};
 }

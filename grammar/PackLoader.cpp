@@ -121,13 +121,13 @@ std::string defaultRulesDir() {
 
 namespace {
 
-PackLoadResult finish(Loader& loader, SourceManager& sources, DiagnosticEngine& diags) {
+PackLoadResult finish(Loader& loader, SourceManager& sources, DiagnosticEngine& diags, const KernelFamilies* families) {
   PackLoadResult result;
   result.packCount = loader.order().size();
   auto rules = std::make_unique<RuleSet>();
   // Checking a file that did not parse would mostly report echoes of the
   // syntax errors; those come first.
-  if (diags.errorCount() == 0) result.ruleCount = checkPacks(loader.order(), sources, diags, *rules);
+  if (diags.errorCount() == 0) result.ruleCount = checkPacks(loader.order(), sources, diags, families, *rules);
   if (diags.errorCount() == 0) result.rules = std::move(rules);
   return result;
 }
@@ -144,7 +144,7 @@ PackLoadResult loadPacks(const std::vector<std::string>& files, SourceManager& s
   const PackLoadOptions withRules = withShippedRules(options);
   Loader loader(sources, context, diags, withRules);
   for (const std::string& f : files) loader.loadRoot(f);
-  return finish(loader, sources, diags);
+  return finish(loader, sources, diags, options.families);
 }
 
 PackLoadResult loadPackText(const std::string& name, const std::string& text, SourceManager& sources,
@@ -152,7 +152,7 @@ PackLoadResult loadPackText(const std::string& name, const std::string& text, So
   const PackLoadOptions withRules = withShippedRules(options);
   Loader loader(sources, context, diags, withRules);
   loader.loadText(name, text);
-  return finish(loader, sources, diags);
+  return finish(loader, sources, diags, options.families);
 }
 
 }  // namespace fusec::grammar

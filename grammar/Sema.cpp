@@ -62,8 +62,8 @@ bool isNumeric(ExprType t) { return t == ExprType::Int || t == ExprType::Float |
 
 class Checker {
  public:
-  Checker(const SourceManager& sources, DiagnosticEngine& diags, RuleSet& out)
-      : sources_(sources), diags_(diags), out_(out) {}
+  Checker(const SourceManager& sources, DiagnosticEngine& diags, const KernelFamilies* families, RuleSet& out)
+      : sources_(sources), diags_(diags), families_(families), out_(out) {}
 
   size_t run(const std::vector<ast::File*>& files) {
     for (ast::File* f : files) collect(*f);
@@ -451,10 +451,9 @@ class Checker {
       if (!r.kernel) {
         diags_.emitError(r.name.range, "fusion rule " + quoted(r.name.text) + " needs a `kernel` clause");
       } else {
-        const auto& fams = kernelFamilies();
-        if (std::find(fams.begin(), fams.end(), r.kernel->text) == fams.end()) {
+        if (families_ && !families_->find(r.kernel->text)) {
           std::string known;
-          for (const std::string& f : fams) known += (known.empty() ? "" : ", ") + f;
+          for (const std::string& f : families_->names()) known += (known.empty() ? "" : ", ") + f;
           diags_.emitError(r.kernel->range, "unknown kernel family " + quoted(r.kernel->text) + "; the families are " + known);
         }
         rule.kernel = r.kernel->text;
@@ -1035,6 +1034,7 @@ class Checker {
 
   const SourceManager& sources_;
   DiagnosticEngine& diags_;
+  const KernelFamilies* families_;
   RuleSet& out_;
   std::map<std::string, ast::OpDecl*> opDecls_;
   std::vector<ast::OpDecl*> opOrder_;
@@ -1049,8 +1049,8 @@ class Checker {
 }  // namespace
 
 size_t checkPacks(const std::vector<ast::File*>& files, const SourceManager& sources, DiagnosticEngine& diags,
-                  RuleSet& out) {
-  return Checker(sources, diags, out).run(files);
+                  const KernelFamilies* families, RuleSet& out) {
+  return Checker(sources, diags, families, out).run(files);
 }
 
 }  // namespace fusec::grammar

@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "fusec/engine/KernelFamily.h"
 #include "fusec/engine/RuleSet.h"
 #include "fusec/grammar/Ast.h"
 #include "fusec/grammar/Diagnostics.h"
@@ -11,8 +12,9 @@
 namespace fusec::grammar {
 
 /// Checks `files` (dependencies first), reporting every problem to `diags`,
-/// and fills `out`. Returns the number of rules declared.
+/// and fills `out`. A fusion rule must name one of `families` (when
+/// given). Returns the number of rules declared.
 size_t checkPacks(const std::vector<ast::File*>& files, const SourceManager& sources,
-                  DiagnosticEngine& diags, RuleSet& out);
+                  DiagnosticEngine& diags, const KernelFamilies* families, RuleSet& out);
 
 }  // namespace fusec::grammar

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "Commands.h"
+#include "fusec/codegen/Families.h"
 #include "fusec/grammar/PackLoader.h"
 
 namespace fusec::tools {
@@ -20,6 +21,7 @@ CommandRunner addCheckCommand(CLI::App& sub) {
     grammar::ast::AstContext context;
     grammar::PackLoadOptions options;
     options.searchPaths = *searchPaths;
+    options.families = &codegen::kernelFamilies();
     grammar::PackLoadResult result = grammar::loadPacks(*files, sources, context, diags, options);
     diags.print(std::cerr);
     auto count = [](size_t n, const char* word) { return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s"); };

@@ -56,6 +56,28 @@ std::string seconds(double s) {
   return fmt::format("{:.3g} us", s * 1e6);
 }
 
+/// The candidates no kernel family can build, by rule and reason (located
+/// at the rule), and the nodes no family builds at all.
+std::string refusals(const Graph& g, const Plan& plan) {
+  std::map<std::pair<const Rule*, std::string>, std::vector<std::string>> refused;
+  for (const Candidate& c : plan.candidates)
+    if (c.status == Candidate::Status::Illegal && c.why.rfind("fusing would create a cycle", 0) != 0)
+      refused[{c.rule, c.why}].push_back(g.node(c.nodes.front()).name);
+  std::map<std::string, std::pair<size_t, std::string>> unbuilt;  // op -> (nodes, reason)
+  for (const Group& grp : plan.groups)
+    if (!grp.unbuildable.empty()) {
+      auto& u = unbuilt[g.node(grp.nodes.front()).op.str()];
+      if (!u.first++) u.second = grp.unbuildable;
+    }
+  if (refused.empty() && unbuilt.empty()) return {};
+  std::string out = "\nrefused\n";
+  for (const auto& [key, at] : refused)
+    out += fmt::format("  {}: rule `{}`: {} ({} candidate(s), first at node `{}`)\n", key.first->loc.str(),
+                       key.first->name, key.second, at.size(), at.front());
+  for (const auto& [op, u] : unbuilt) out += fmt::format("  {} node(s) of op {}: {}\n", u.first, op, u.second);
+  return out;
+}
+
 /// `imported`: the model as imported (shapes made static: `foldedAtImport`
 /// nodes of shape arithmetic and constants folded), every node its own kernel.
 std::string report(const Session& s, const RewriteStats& rw, const Plan& plan, const Estimate& imported,
@@ -80,6 +102,7 @@ std::string report(const Session& s, const RewriteStats& rw, const Plan& plan, c
   }
   os << "fusions (chosen of candidates)\n";
   for (const auto& [rule, f] : fusions) os << fmt::format("  {:<32} {:>5} of {}\n", rule, f.first, f.second);
+  os << refusals(s.graph, plan);
   os << "\ngroups\n";
   for (const Group& grp : plan.groups) {
     if (grp.nodes.size() < 2) continue;
@@ -149,10 +172,10 @@ bool emitKernels(const CompileOptions& o, const Session& s, const Plan& plan, st
       ++views;  // no kernel: its result is a view of its operand's buffer
       continue;
     }
-    Expected<codegen::KernelSource> k = codegen::emitKernel(s.graph, grp.nodes, s.rules->catalog, grp.name,
-                                                            codegen::kernelComment(s.graph, grp, grp.name));
+    Expected<codegen::KernelSource> k = codegen::emitKernel(s.graph, grp.nodes, grp.family, s.rules->catalog,
+                                                            grp.name, codegen::kernelComment(s.graph, grp, grp.name));
     if (!k) {
-      ++missing[plan.groups[i].kernel];
+      ++missing[s.graph.node(grp.nodes.front()).op.str()];
       continue;
     }
     std::ofstream(dir / (grp.name + ".cl")) << k->source;
@@ -169,7 +192,7 @@ bool emitKernels(const CompileOptions& o, const Session& s, const Plan& plan, st
   }
   summary = fmt::format("\nkernels: {} OpenCL C files, {} SPIR-V modules validated, in {} ({} reshape(s) are views, "
                         "no kernel)\n", written, validated, dir.string(), views);
-  for (const auto& [family, n] : missing) summary += fmt::format("  not generated yet: {} group(s) of {}\n", n, family);
+  for (const auto& [op, n] : missing) summary += fmt::format("  no kernel family builds {} node(s) of op {}\n", n, op);
   return true;
 }
 
@@ -257,7 +280,7 @@ int compile(const CompileOptions& o) {
     return 1;
   }
   if (o.dumpAfter == "rewrite") std::cout << exportOnnxText(s->graph);
-  Plan plan = planFusion(s->graph, *s->rules, s->target);
+  Plan plan = planFusion(s->graph, *s->rules, s->target, codegen::kernelFamilies());
   Graph fused = buildFusedGraph(s->graph, plan);
   if (o.dumpAfter == "plan") std::cout << exportOnnxText(fused);
   const std::string text = report(*s, rw.value(), plan, imported, foldedAtImport.value(), o.model);

@@ -8,6 +8,7 @@
 
 #include "Commands.h"
 #include "Session.h"
+#include "fusec/codegen/Families.h"
 #include "fusec/engine/Planner.h"
 #include "fusec/engine/Rewriter.h"
 
@@ -62,7 +63,7 @@ int explain(const ExplainOptions& o) {
   }
   Matcher matcher(*s->rules, &s->target);
   std::optional<Plan> plan;
-  if (rule->kind == Rule::Kind::Fusion) plan = planFusion(g, *s->rules, s->target);
+  if (rule->kind == Rule::Kind::Fusion) plan = planFusion(g, *s->rules, s->target, codegen::kernelFamilies());
   for (NodeRef n : starts) {
     MatchFailure why;
     std::optional<Match> m = matcher.matchAt(g, n, *rule, &why);

@@ -71,7 +71,7 @@ Expected<std::vector<Tensor>> execute(const Graph& model, const Engine& engine, 
   if (Expected<size_t> folded = foldConstants(g); !folded) return folded.error();
   std::vector<codegen::KernelGroup> groups;
   if (engine.fuse) {
-    groups = codegen::planGroups(planFusion(g, *engine.rules, *engine.target));
+    groups = codegen::planGroups(planFusion(g, *engine.rules, *engine.target, codegen::kernelFamilies()));
   } else {
     groups = codegen::singleNodeGroups(g);
   }

@@ -284,7 +284,7 @@ int runOpenCL(const RunOptions& o, const Graph& original, const std::vector<Tens
   std::map<std::string, size_t> fusions;  // fusion rule -> groups chosen
   if (!o.noFuse || o.compare) {
     start = Clock::now();
-    Plan plan = planFusion(g, *rules, target.value());
+    Plan plan = planFusion(g, *rules, target.value(), codegen::kernelFamilies());
     stages["plan"] = since(start);
     for (const Group& grp : plan.groups)
       if (grp.rule) ++fusions[grp.rule->name];

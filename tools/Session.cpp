@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <iostream>
 
+#include "fusec/codegen/Families.h"
 #include "fusec/engine/OnnxIO.h"
 #include "fusec/engine/Rewriter.h"
 #include "fusec/grammar/PackLoader.h"
@@ -29,7 +30,9 @@ std::unique_ptr<RuleSet> loadRules(const std::vector<std::string>& packs, const 
   grammar::SourceManager sources;
   grammar::DiagnosticEngine diags(sources);
   grammar::ast::AstContext context;
-  std::unique_ptr<RuleSet> rules = grammar::loadPacks(files, sources, context, diags).rules;
+  grammar::PackLoadOptions options;
+  options.families = &codegen::kernelFamilies();
+  std::unique_ptr<RuleSet> rules = grammar::loadPacks(files, sources, context, diags, options).rules;
   diags.print(std::cerr);
   return rules;
 }

@@ -112,7 +112,7 @@ TEST_CASE("ops no kernel family generates say so") {
       codegen::runOnDevice(device(), g, codegen::singleNodeGroups(g), ops->catalog, {randomTensor({2, 5}, 1)});
   REQUIRE_FALSE(run.ok());
   CHECK(run.error().unsupported);
-  CHECK(run.error().message == "op `TopK` has no kernel path");
+  CHECK(run.error().message == "op `TopK` has no kernel path: no kernel family takes it");
   // A kernel that does not build shows the OpenCL build log and the source.
   Expected<void*> k = device().kernel("__kernel void oops(__global float* x) { x[0] = undefined_thing; }", "oops");
   REQUIRE_FALSE(k.ok());
@@ -140,7 +140,7 @@ g (float[6,100] x, float[6,100] skip, float[100] gamma, float[100] beta, float[6
   std::vector<Tensor> inputs = {randomTensor({6, 100}, 1), randomTensor({6, 100}, 2), randomTensor({100}, 3),
                                 randomTensor({100}, 4), randomTensor({6, 100}, 5)};
   std::vector<Tensor> reference = test::run(g, inputs);
-  Plan plan = planFusion(g, *core, target.value());
+  Plan plan = planFusion(g, *core, target.value(), codegen::kernelFamilies());
   std::vector<codegen::KernelGroup> groups = codegen::planGroups(plan);
   CHECK(groups.size() == 3);  // add+layernorm, mul+add+softmax, reducemean
   Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, groups, core->catalog, inputs);
@@ -219,7 +219,7 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
   std::vector<Tensor> inputs;
   for (ValueId v : g.inputs()) inputs.push_back(randomTensor(g.value(v).type.staticShape(), 20 + inputs.size()));
   std::vector<Tensor> reference = test::run(g, inputs);
-  Plan plan = planFusion(g, *core, target.value());
+  Plan plan = planFusion(g, *core, target.value(), codegen::kernelFamilies());
   std::vector<codegen::KernelGroup> groups = codegen::planGroups(plan);
   Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, groups, core->catalog, inputs);
   REQUIRE_MESSAGE(run.ok(), test::why(run));

@@ -14,6 +14,7 @@
 #include "FileCheck.h"
 #include "FrontEndRoundTrip.h"
 #include "TestUtil.h"
+#include "fusec/codegen/Families.h"
 #include "fusec/engine/OnnxIO.h"
 #include "fusec/engine/Planner.h"
 #include "fusec/engine/Rewriter.h"
@@ -65,6 +66,7 @@ std::string check(const fs::path& original, const std::string& input, size_t cas
   grammar::ast::AstContext context;
   grammar::PackLoadOptions options;
   options.searchPaths = {original.parent_path().string(), grammar::defaultRulesDir()};
+  options.families = &codegen::kernelFamilies();
   grammar::loadPacks({tmp.string()}, sources, context, diags, options);
   std::ostringstream out;
   diags.print(out);
@@ -174,7 +176,7 @@ TEST_CASE("golden: rewrite and fusion plans") {
       Expected<RewriteStats> rw = runRewritePipeline(g.value(), *loaded.rules, &target.value());
       REQUIRE_MESSAGE(rw.ok(), test::why(rw));
       REQUIRE(inferTypes(g.value()).ok());
-      Plan plan = planFusion(g.value(), *loaded.rules, target.value());
+      Plan plan = planFusion(g.value(), *loaded.rules, target.value(), codegen::kernelFamilies());
       std::string out = exportOnnxText(buildFusedGraph(g.value(), plan));
       for (const auto& [rule, n] : rw->fired) out += "rewrite " + rule + " " + std::to_string(n) + "\n";
       for (const Candidate& cand : plan.candidates)

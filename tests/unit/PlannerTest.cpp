@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "TestUtil.h"
+#include "fusec/codegen/Families.h"
 #include "fusec/engine/Planner.h"
 #include "fusec/engine/Rewriter.h"
 
@@ -26,7 +27,7 @@ TEST_CASE("greedy planning is within reach of the exact optimum on small graphs"
     Expected<Graph> g = importOnnxFile(std::string(FUSEC_SOURCE_DIR) + "/examples/models/" + model + ".onnxtxt");
     REQUIRE(g.ok());
     REQUIRE(runRewritePipeline(g.value(), *core, &target.value()).ok());
-    Plan plan = planFusion(g.value(), *core, target.value());
+    Plan plan = planFusion(g.value(), *core, target.value(), codegen::kernelFamilies());
     const double greedy = chosenBenefit(plan);
     const double exact = exactBestBenefit(g.value(), plan);
     REQUIRE(exact >= 0);
@@ -48,7 +49,7 @@ rule back { fuse { d = Abs(c) e = Sigmoid(d) f = Tanh(e) } kernel pointwise }
   REQUIRE(target.ok());
   Graph g = test::parse(test::model("g (float[65536] x) => (float[65536] f)",
                                     "a = Relu (x)\nb = Exp (a)\nc = Neg (b)\nd = Abs (c)\ne = Sigmoid (d)\nf = Tanh (e)"));
-  Plan plan = planFusion(g, *set, target.value());
+  Plan plan = planFusion(g, *set, target.value(), codegen::kernelFamilies());
   const double greedy = chosenBenefit(plan);
   const double exact = exactBestBenefit(g, plan);
   MESSAGE("greedy saves " << greedy * 1e6 << " us, the exact optimum " << exact * 1e6 << " us");

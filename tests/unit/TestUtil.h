@@ -10,6 +10,7 @@
 #include <memory>
 #include <sstream>
 
+#include "fusec/codegen/Families.h"
 #include "fusec/engine/Interpreter.h"
 #include "fusec/engine/OnnxIO.h"
 #include "fusec/grammar/PackLoader.h"
@@ -83,7 +84,9 @@ inline std::unique_ptr<RuleSet> loadShippedPack(const std::string& relative) {
   grammar::SourceManager sources;
   grammar::DiagnosticEngine diags(sources);
   grammar::ast::AstContext context;
-  auto result = grammar::loadPacks({grammar::defaultRulesDir() + "/" + relative}, sources, context, diags);
+  grammar::PackLoadOptions options;
+  options.families = &codegen::kernelFamilies();
+  auto result = grammar::loadPacks({grammar::defaultRulesDir() + "/" + relative}, sources, context, diags, options);
   std::ostringstream err;
   diags.print(err);
   REQUIRE_MESSAGE(result.rules, err.str());

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "fusec/codegen/Families.h"
 #include "fusec/codegen/Gemm.h"
 #include "fusec/codegen/OpenCL.h"
 #include "fusec/codegen/Pointwise.h"
@@ -23,27 +24,18 @@
 
 namespace fusec::codegen {
 
-/// Parameters of the kernel families (tile sizes); the defaults suit the
-/// build machine's PoCL. tuneKernels (Tuner.h) fills in per-kernel choices.
-struct KernelOptions {
-  GemmTiling gemm;                             ///< for gemm_epilogue kernels without their own
-  std::map<NodeId, GemmTiling> gemmTilings;    ///< by the id of the kernel's MatMul, Gemm or Conv
-
-  const GemmTiling& gemmFor(const NodeData& head) const {
-    auto it = gemmTilings.find(head.id);
-    return it == gemmTilings.end() ? gemm : it->second;
-  }
-};
-
-/// The nodes of one kernel (topological order) and the kernel's name; an
-/// empty name becomes `k<index>_<last op>`. `origin` (the family and the
-/// rule that formed the group) goes into the kernel's header comment.
+/// The nodes of one kernel (topological order), the kernel's name and the
+/// family that builds it; an empty name becomes `k<index>_<last op>`, an
+/// empty family the first family that builds the group. `origin` (the
+/// family and the rule that formed the group) goes into the kernel's header
+/// comment.
 struct KernelGroup {
   std::vector<NodeRef> nodes;
   std::string name;
   std::string origin;
-  KernelGroup(std::vector<NodeRef> n, std::string nm = {}, std::string from = {})
-      : nodes(std::move(n)), name(std::move(nm)), origin(std::move(from)) {}
+  std::string family;
+  KernelGroup(std::vector<NodeRef> n, std::string nm = {}, std::string from = {}, std::string fam = {})
+      : nodes(std::move(n)), name(std::move(nm)), origin(std::move(from)), family(std::move(fam)) {}
 };
 
 /// Device memory, in bytes.
@@ -71,16 +63,11 @@ struct DeviceRun {
 /// operand's buffer and no kernel runs.
 bool isViewGroup(const Graph& g, const std::vector<NodeRef>& group);
 
-/// The kernel for one group, from the family that covers it: gemm_epilogue
-/// for a MatMul, Gemm or Conv with its epilogue (Convs it cannot tile, 3-D
-/// and beyond, fall back to the window family's direct gather), window for
-/// pooling, ConvTranspose and inference BatchNormalization,
-/// row_reduce for a group ending in a row reduction, reduce for one ending
-/// in a reduction over other axes (or ArgMax/ArgMin), index_map for one
-/// data-movement op, pointwise otherwise. `unsupported` errors name what no
-/// family generates.
-Expected<KernelSource> emitKernel(const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog,
-                                  const std::string& name, const std::string& comment,
+/// The kernel for one group, from the family the plan chose (`family`), or
+/// when that is empty from the first family that builds it (Families.h
+/// gives the order). `unsupported` errors say why no family builds it.
+Expected<KernelSource> emitKernel(const Graph& g, const std::vector<NodeRef>& group, const std::string& family,
+                                  const OpCatalog& catalog, const std::string& name, const std::string& comment,
                                   const KernelOptions& options = {});
 
 /// A device buffer of a schedule: a constant (uploaded once), a graph input

@@ -23,6 +23,7 @@ struct KernelSource {
   std::vector<ValueId> outputs; ///< buffer arguments after the inputs
   size_t globalSize = 0;        ///< work-items: elements of the output
   size_t localSize = 0;         ///< work-group size; 0 leaves it to the runtime
+  size_t localMemBytes = 0;     ///< local memory a work-group declares
 };
 
 /// Generates the kernel for `members` (in topological order). Errors are

@@ -3,7 +3,8 @@
 /// Candidates come from every match of every fusion rule. Legality is
 /// decided apart from profitability: a candidate is legal when it does not
 /// make the graph cyclic (the group is convex: no path leaves it and comes
-/// back) and fits the target's resources; it is profitable when the roofline
+/// back) and the kernel family its rule names can build it for the target
+/// (KernelFamily.h: codegen decides, resources included); it is profitable when the roofline
 /// time of the fused kernel is below the sum of its members' times. The
 /// planner picks non-overlapping legal candidates greedily by (benefit,
 /// priority, stable id), re-checking that the groups chosen so far keep the
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "fusec/engine/CostModel.h"
+#include "fusec/engine/KernelFamily.h"
 #include "fusec/engine/Matcher.h"
 
 namespace fusec {
@@ -36,7 +38,8 @@ struct Group {
   size_t id = 0;
   std::vector<NodeRef> nodes;  ///< topological order
   const Rule* rule = nullptr;  ///< null for a single node
-  std::string kernel;          ///< kernel family (single nodes: their op's)
+  std::string kernel;          ///< kernel family (single nodes: the first that builds them)
+  std::string unbuildable;     ///< single nodes no family builds: the families' reasons
   Estimate estimate;
   std::string name;            ///< `g3_conv_epilogue`
 };
@@ -51,7 +54,10 @@ struct Plan {
 };
 
 /// Plans fusion of `g` (already rewritten) with the fusion rules of `rules`.
-Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target);
+/// A candidate is legal only when the family its rule names can build it
+/// (`families`, the code generator's); single nodes take the first family
+/// that builds them.
+Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target, const KernelFamilies& families);
 
 /// The graph with each fused group replaced by one node of domain `fusec`,
 /// op `Fused`, whose attributes carry the kernel family, the rule, the

@@ -12,8 +12,6 @@
 
 namespace fusec {
 
-/// Kernel families a fusion rule can name; codegen implements each.
-const std::vector<std::string>& kernelFamilies();
 /// Properties of a target that guards may read (`target.local_mem_bytes`).
 const std::vector<std::string>& targetProperties();
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "fusec/engine/KernelFamily.h"
 #include "fusec/engine/RuleSet.h"
 #include "fusec/grammar/Ast.h"
 #include "fusec/grammar/Diagnostics.h"
@@ -18,6 +19,10 @@ struct PackLoadOptions {
   /// folder; `name` and `name.fuse` are tried in each. The shipped rules
   /// folder is always searched last.
   std::vector<std::string> searchPaths;
+  /// The kernel families a fusion rule may name: the code generator's
+  /// (codegen::kernelFamilies()). Null skips that check; the planner then
+  /// refuses a group whose family does not exist.
+  const KernelFamilies* families = nullptr;
 };
 
 struct PackLoadResult {

@@ -1,0 +1,90 @@
+/// The kernel families the OpenCL code generator implements (KernelFamily.h
+/// declares the interface). Each family's canEmit is its emitter run dry
+/// plus the checks every family shares: the kernel writes every value of
+/// the group that is read outside it, and fits the target's local memory
+/// and work-group size. So a group is planned only when its kernel exists.
+///
+/// A new family is one file (an emitter and a `make...Family()` factory
+/// returning a `FunctionFamily` or a subclass of CodegenFamily) and one
+/// line in Families.cpp's registry.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "fusec/codegen/Gemm.h"
+#include "fusec/codegen/Pointwise.h"
+#include "fusec/engine/KernelFamily.h"
+
+namespace fusec::codegen {
+
+/// Parameters of the kernel families (tile sizes); the defaults suit the
+/// build machine's PoCL. tuneKernels (Tuner.h) fills in per-kernel choices.
+struct KernelOptions {
+  GemmTiling gemm;                             ///< for gemm_epilogue kernels without their own
+  std::map<NodeId, GemmTiling> gemmTilings;    ///< by the id of the kernel's MatMul, Gemm or Conv
+
+  const GemmTiling& gemmFor(const NodeData& head) const {
+    auto it = gemmTilings.find(head.id);
+    return it == gemmTilings.end() ? gemm : it->second;
+  }
+};
+
+/// A family with an emitter.
+class CodegenFamily : public KernelFamily {
+ public:
+  /// The kernel for `group`; `unsupported` errors say why the family cannot
+  /// build it.
+  virtual Expected<KernelSource> emit(const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog,
+                                      const std::string& name, const std::string& comment,
+                                      const KernelOptions& options) const = 0;
+  /// emit() run dry, then the shared checks against `target`.
+  Status canEmit(const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog,
+                 const Target& target) const final;
+  /// emit(), refused (as canEmit would refuse it) when the kernel leaves a
+  /// value read outside the group unwritten; `target`, when given, also
+  /// bounds local memory and the work-group size.
+  Expected<KernelSource> build(const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog,
+                               const std::string& name, const std::string& comment, const KernelOptions& options,
+                               const Target* target) const;
+};
+
+/// A family made of functions: `claims` tests the group's shape (`mismatch`
+/// says what it lacks), `emit` builds the kernel.
+class FunctionFamily final : public CodegenFamily {
+ public:
+  using ClaimsFn = std::function<bool(const Graph&, const std::vector<NodeRef>&, const OpCatalog&)>;
+  using EmitFn = std::function<Expected<KernelSource>(const Graph&, const std::vector<NodeRef>&, const OpCatalog&,
+                                                      const std::string&, const std::string&, const KernelOptions&)>;
+  struct Spec {
+    std::string name, accepts, mismatch;
+    ClaimsFn claims;
+    EmitFn emit;
+  };
+  explicit FunctionFamily(Spec spec) : spec_(std::move(spec)) {}
+  std::string_view name() const override { return spec_.name; }
+  std::string_view accepts() const override { return spec_.accepts; }
+  bool claims(const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog) const override {
+    return !group.empty() && spec_.claims(g, group, catalog);
+  }
+  Expected<KernelSource> emit(const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog,
+                              const std::string& name, const std::string& comment,
+                              const KernelOptions& options) const override {
+    if (!claims(g, group, catalog)) return Error{spec_.mismatch, true};
+    return spec_.emit(g, group, catalog, name, comment, options);
+  }
+
+ private:
+  Spec spec_;
+};
+
+/// The code generator's families, in order of preference for a node no
+/// rule fused.
+const KernelFamilies& kernelFamilies();
+
+/// The code generator's family named `name`, or null.
+const CodegenFamily* findFamily(std::string_view name);
+
+}  // namespace fusec::codegen
