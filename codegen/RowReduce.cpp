@@ -80,6 +80,10 @@ Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>&
   std::vector<ValueId> inputs = std::move(boundary.inputs);
   for (ValueId v : boundary.outputs)
     if (v != x) return Error{"a prologue value used outside the group (`" + g.value(v).name + "`) has no kernel path", true};
+  // The reduction's input, when the group computes it and it is read
+  // outside too (a pre-LN residual), is written as the row is loaded.
+  const std::vector<ValueId> escaping = groupBoundary(g, members).outputs;
+  const bool writeX = !prologue.empty() && std::find(escaping.begin(), escaping.end(), x) != escaping.end();
   if (prologue.empty()) inputs = {x};
   std::string params, body;
   if (Status st = e.emitBody(prologue, inputs, xs, "i", params, body); !st) return st.error();
@@ -115,6 +119,7 @@ Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>&
   k.outputs = {y};
   for (ValueId v : stats)
     if (v != kNoValue) k.outputs.push_back(v);
+  if (writeX) k.outputs.push_back(x);
   // A row is shared by `lanes` work-items (a power of two), few enough
   // that each holds at most kRegisterRow elements; short rows pack several
   // to a work-group, so barriers and work-groups are shared by them.
@@ -185,6 +190,10 @@ Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>&
       src << "  const float x" << q << " = " << (guard.empty() ? "" : "(" + guard + ") ? ") << "fusec_x(base + " << j << args
           << ")" << (guard.empty() ? "" : " : 0.0f") << ";\n";
     }
+  if (writeX) {
+    const std::string out = "out" + std::to_string(k.outputs.size() - 1);
+    each([&](const std::string& v, const std::string& j) { return out + "[base + " + j + "] = " + v + ";"; });
+  }
   const std::string sumCombine = "scratch[lid] + scratch[lid + s]";
   const std::string lane0 = ragged ? "lane == 0 && live" : "lane == 0";  // writes a row's single result
   if (op == "Softmax" || op == "LogSoftmax") {
@@ -256,7 +265,8 @@ std::unique_ptr<CodegenFamily> makeRowReduceFamily() {
   FunctionFamily::Spec spec;
   spec.name = "row_reduce";
   spec.accepts = "elementwise ops feeding one reduction over contiguous rows (Reduce* over the innermost axis, "
-                 "Softmax, LogSoftmax, LayerNormalization, global pools, InstanceNormalization), which ends the group";
+                 "Softmax, LogSoftmax, LayerNormalization, global pools, InstanceNormalization), which ends the group; "
+                 "the reduction's input is written too when it is read outside";
   spec.mismatch = "it does not end in a reduction over the innermost axes";
   spec.claims = [](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog&) { return isRowReduction(g, group.back()); };
   spec.emit = [](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog, const std::string& name,

@@ -157,6 +157,84 @@ g (float[6,100] x, float[6,100] skip, float[100] gamma, float[100] beta, float[6
   }
 }
 
+TEST_CASE("a row reduction whose prologue result is read outside the group writes it too (pre-LN residual)") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  // Rows held in registers (48) and rows walked again in each pass (2000 >
+  // 64 work-items x 16 registers).
+  for (int64_t n : {48, 2000}) {
+    INFO("row length " << n);
+    const std::string len = std::to_string(n);
+    Graph g = test::parse("<ir_version: 8, opset_import: [\"\" : 17]>\n"
+                          "g (float[3," + len + "] x, float[3," + len + "] a, float[" + len + "] gamma) => (float[3," + len +
+                          "] y) {\n  r = Add (x, a)\n  n = LayerNormalization <axis = -1> (r, gamma)\n  y = Add (r, n)\n}\n");
+    std::vector<Tensor> inputs = {randomTensor({3, n}, 1), randomTensor({3, n}, 2), randomTensor({n}, 3)};
+    Expected<std::vector<NodeRef>> order = g.topologicalOrder();
+    REQUIRE(order.ok());
+    const std::vector<NodeRef> group = {order.value()[0], order.value()[1]};  // Add, LayerNormalization
+    Expected<codegen::KernelSource> k = codegen::emitRowReduce(g, group, ops->catalog, "preln", "preln");
+    REQUIRE_MESSAGE(k.ok(), test::why(k));
+    REQUIRE(k->outputs.size() == 2);  // the normalized row and the residual
+    CHECK(g.value(k->outputs[1]).name == "r");
+    // Hand-computed oracle: r = x + a; y = r + (r - mean) / sqrt(var + 1e-5) * gamma.
+    Tensor want(DType::Float32, {3, n});
+    for (int64_t row = 0; row < 3; ++row) {
+      std::vector<double> r(static_cast<size_t>(n));
+      double mean = 0, var = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        r[j] = double(inputs[0].data<float>()[row * n + j]) + inputs[1].data<float>()[row * n + j];
+        mean += r[j] / double(n);
+      }
+      for (int64_t j = 0; j < n; ++j) var += (r[j] - mean) * (r[j] - mean) / double(n);
+      for (int64_t j = 0; j < n; ++j)
+        want.data<float>()[row * n + j] =
+            float(r[j] + (r[j] - mean) / std::sqrt(var + 1e-5) * inputs[2].data<float>()[j]);
+    }
+    std::vector<codegen::KernelGroup> groups = {codegen::KernelGroup(group, "preln", "", "row_reduce"),
+                                                codegen::KernelGroup({order.value()[2]}, "residual")};
+    Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, groups, ops->catalog, inputs);
+    REQUIRE_MESSAGE(run.ok(), test::why(run));
+    CHECK(run->kernelTimes.size() == 2);
+    test::checkClose(run->outputs[0], want, 1e-4f);
+  }
+}
+
+TEST_CASE("kernel families refuse what they cannot build, with the reason") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
+  REQUIRE(target.ok());
+  Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[4,16] x, float[16] gamma) => (float[16,4] y, float[4,16] e) {
+  e = Exp (x)
+  n = LayerNormalization <axis = -1> (e, gamma)
+  y = Transpose (n)
+}
+)");
+  Expected<std::vector<NodeRef>> order = g.topologicalOrder();
+  REQUIRE(order.ok());
+  const std::vector<NodeRef> all = order.value();
+  const KernelFamilies& families = codegen::kernelFamilies();
+  auto reason = [&](const char* family, std::vector<NodeRef> group) {
+    Status st = families.find(family)->canEmit(g, group, ops->catalog, target.value());
+    return st ? std::string("ok") : st.error().message;
+  };
+  CHECK(reason("row_reduce", {all[0], all[1]}) == "ok");  // `e` is written as the row is loaded
+  CHECK(reason("row_reduce", all) == "it does not end in a reduction over the innermost axes");
+  CHECK(reason("pointwise", {all[0], all[1]}) ==
+        "it has an op that is neither elementwise nor broadcast with scalar semantics");
+  CHECK(reason("index_map", {all[1], all[2]}) == "it is not one data-movement op (index_map kernels take one op so far)");
+  CHECK(reason("gemm_epilogue", {all[0]}) == "it does not start with a MatMul or Gemm");
+  // A target with too little local memory for the row reduction's tree.
+  Target tiny = target.value();
+  tiny.localMemBytes = 64;
+  Status st = families.find("row_reduce")->canEmit(g, {all[0], all[1]}, ops->catalog, tiny);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.error().message == "the kernel needs 256 bytes of local memory; the target has 64");
+  // Single nodes: the first family that builds them.
+  Expected<const KernelFamily*> single = families.select(g, {all[2]}, ops->catalog, target.value());
+  REQUIRE(single.ok());
+  CHECK(single.value()->name() == "index_map");
+}
+
 TEST_CASE("data movement kernels copy by bits and are valid SPIR-V") {
   std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
   Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>

@@ -192,3 +192,15 @@ TEST_CASE("golden: rewrite and fusion plans") {
     }
   }
 }
+
+TEST_CASE("docs/language.md lists the code generator's kernel families as the registry states them") {
+  std::string table;
+  for (const auto& f : codegen::kernelFamilies().all())
+    table += "| `" + std::string(f->name()) + "` | " + std::string(f->accepts()) + " |\n";
+  const std::string doc = readFile(fs::path(FUSEC_SOURCE_DIR) / "docs/language.md");
+  const std::string begin = "| family | builds |\n|---|---|\n", end = "<!-- /families -->";
+  const size_t a = doc.find(begin), b = doc.find(end);
+  REQUIRE(a != std::string::npos);
+  REQUIRE(b != std::string::npos);
+  CHECK_MESSAGE(doc.substr(a + begin.size(), b - a - begin.size()) == table, "expected table:\n" << table);
+}
