@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "fusec/codegen/Pointwise.h"
+#include "fusec/engine/Builtins.h"
 
 namespace fusec::codegen::detail {
 
@@ -574,7 +575,9 @@ class Emitter {
       case K::Unary: {
         std::string x;
         if (Status st = expr(e.args[0], x); !st) return st;
-        out = (e.op == "not" ? "(!" : "(-") + x + ")";
+        const Builtin* prefix = findBuiltin(e.op, Builtin::Form::Prefix, kInSemantics);
+        if (!prefix) return Error{"operator `" + e.op + "` has no OpenCL form", true};
+        out = "(" + prefix->opencl + x + ")";
         return Status::success();
       }
       case K::Binary: {
@@ -594,12 +597,13 @@ class Emitter {
         std::string a, b;
         if (Status st = expr(e.args[0], a); !st) return st;
         if (Status st = expr(e.args[1], b); !st) return st;
-        static const std::map<std::string, std::string> kOps = {{"and", "&&"}, {"or", "||"}};
+        const Builtin* infix = findBuiltin(e.op, Builtin::Form::Infix, kInSemantics);
+        if (!infix) return Error{"operator `" + e.op + "` has no OpenCL form", true};
         const bool isUnsigned = isUnsignedType(compute_);
         if (integerDialect() && (e.op == "/" || e.op == "%"))
           out = std::string(isUnsigned ? "FUSEC_U" : "FUSEC_S") + (e.op == "/" ? "DIV(" : "MOD(") + a + ", " + b + ")";
         else if (e.op == "%") out = "fmod(" + a + ", " + b + ")";
-        else out = "(" + a + " " + (kOps.count(e.op) ? kOps.at(e.op) : e.op) + " " + b + ")";
+        else out = "(" + a + " " + infix->opencl + " " + b + ")";
         return Status::success();
       }
       case K::Call: break;
@@ -634,19 +638,18 @@ class Emitter {
       out = "((" + args[0] + ") ? (" + args[1] + ") : (" + args[2] + "))";
       return Status::success();
     }
-    static const std::map<std::string, std::string> kFunctions = {
-        {"exp", "fusec_exp"}, {"log", "log"},     {"sqrt", "sqrt"},   {"rsqrt", "rsqrt"}, {"erf", "fusec_erf"},
-        {"tanh", "tanh"},   {"abs", "fabs"},    {"floor", "floor"}, {"ceil", "ceil"},   {"round", "rint"},
-        {"trunc", "trunc"}, {"sign", "sign"},   {"sin", "sin"},     {"cos", "cos"},     {"tan", "tan"},
-        {"asin", "asin"},   {"acos", "acos"},   {"atan", "atan"},   {"sinh", "sinh"},   {"cosh", "cosh"},
-        {"asinh", "asinh"}, {"acosh", "acosh"}, {"atanh", "atanh"}, {"isnan", "isnan"}, {"isinf", "isinf"},
-        {"pow", "pow"}};
     if (integerDialect() && integerCall(e, args, out)) return Status::success();
-    auto it = kFunctions.find(e.op);
-    if (it == kFunctions.end()) return Error{"function `" + e.op + "` has no OpenCL form", true};
+    const Builtin* fn = findBuiltin(e.op, Builtin::Form::Call, kInSemantics);
+    if (e.op == "reciprocal" && args.size() == 1) {
+      std::string one;
+      if (Status st = literal(1.0, one); !st) return st;
+      out = "(" + one + " / " + args[0] + ")";
+      return Status::success();
+    }
+    if (!fn || fn->opencl.empty()) return Error{"function `" + e.op + "` has no OpenCL form", true};
     // Other functions compute in floating point, whatever the operands.
     const std::string real = compute_ == DType::Float64 ? "(double)(" : "(float)(";
-    out = it->second + "(";
+    out = fn->opencl + "(";
     for (size_t i = 0; i < args.size(); ++i) out += (i ? ", " : "") + real + args[i] + ")";
     out += ")";
     return Status::success();

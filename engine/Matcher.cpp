@@ -3,6 +3,8 @@
 /// consumer is a sibling root) is undone when something later fails.
 #include "fusec/engine/Matcher.h"
 
+#include "fusec/engine/Builtins.h"
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -472,8 +474,9 @@ class Evaluator {
       case RuleExpr::Kind::Builtin: return builtin(e);
       case RuleExpr::Kind::Unary: {
         Val x = eval(e.args[0]);
-        if (x.kind != Val::Kind::Num) return v;
-        return num(e.text == "not" ? double(x.num == 0) : -x.num);
+        const Builtin* f = findBuiltin(e.text, Builtin::Form::Prefix, kInGuard);
+        if (x.kind != Val::Kind::Num || !f || !f->eval) return v;
+        return num(f->eval(&x.num, 1));
       }
       case RuleExpr::Kind::Index: {
         Val list = eval(e.args[0]), index = eval(e.args[1]);
@@ -512,18 +515,11 @@ class Evaluator {
       return num(op == "==" ? eq : !eq);
     }
     if (a.kind != Val::Kind::Num || b.kind != Val::Kind::Num) return {};
-    if (op == "and") return num(a.num != 0 && b.num != 0);
-    if (op == "or") return num(a.num != 0 || b.num != 0);
-    if (op == "<") return num(a.num < b.num);
-    if (op == "<=") return num(a.num <= b.num);
-    if (op == ">") return num(a.num > b.num);
-    if (op == ">=") return num(a.num >= b.num);
-    if (op == "+") return num(a.num + b.num);
-    if (op == "-") return num(a.num - b.num);
-    if (op == "*") return num(a.num * b.num);
-    if (op == "/") return b.num == 0 ? Val{} : num(a.num / b.num);
-    if (op == "%") return b.num == 0 ? Val{} : num(std::fmod(a.num, b.num));
-    return {};
+    if ((op == "/" || op == "%") && b.num == 0) return {};  // unknown, so the guard fails
+    const Builtin* f = findBuiltin(op, Builtin::Form::Infix, kInGuard);
+    if (!f || !f->eval) return {};
+    const double args[2] = {a.num, b.num};
+    return num(f->eval(args, 2));
   }
 
   /// Static dims of a value; nullopt if the rank is unknown.
@@ -545,15 +541,14 @@ class Evaluator {
         if (a.kind != Val::Kind::Tensor || a.value == kNoValue || !g_.isConstant(a.value)) return num(0);
       return num(1);
     }
-    if (f == "min" || f == "max") {
-      double acc = f == "min" ? INFINITY : -INFINITY;
+    if (const Builtin* b = findBuiltin(f, Builtin::Form::Call, kInGuard); b && b->eval) {
+      std::vector<double> numbers;
       for (const Val& a : args) {
         if (a.kind != Val::Kind::Num) return {};
-        acc = f == "min" ? std::min(acc, a.num) : std::max(acc, a.num);
+        numbers.push_back(a.num);
       }
-      return num(acc);
+      return num(b->eval(numbers.data(), numbers.size()));
     }
-    if (f == "abs") return args[0].kind == Val::Kind::Num ? num(std::abs(args[0].num)) : Val{};
     if (f == "len") return args[0].kind == Val::Kind::List ? num(static_cast<double>(args[0].list.size())) : Val{};
     if (args.empty() || args[0].kind != Val::Kind::Tensor || args[0].value == kNoValue) return {};
     const ValueId v = args[0].value;

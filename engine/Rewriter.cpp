@@ -9,6 +9,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "fusec/engine/Builtins.h"
 #include "fusec/engine/Interpreter.h"
 
 namespace fusec {
@@ -17,7 +18,8 @@ namespace {
 /// Builds the nodes of one rewrite, then redirects the replaced values.
 class RewriteBuilder {
  public:
-  RewriteBuilder(Graph& g, const Match& m, std::vector<NodeRef>& added) : g_(g), m_(m), added_(added) {}
+  RewriteBuilder(Graph& g, const OpCatalog& catalog, const Match& m, std::vector<NodeRef>& added)
+      : g_(g), catalog_(catalog), m_(m), added_(added) {}
 
   Status apply() {
     const Rule& rule = *m_.rule;
@@ -154,8 +156,9 @@ class RewriteBuilder {
       }
       case RuleExpr::Kind::OpCall: return build(e, 1, nullptr)[0];
       case RuleExpr::Kind::Unary: {
-        ValueId x = one(e.args[0]);
-        return node(e.text == "not" ? "Not" : "Neg", {x});
+        const Builtin* op = findBuiltin(e.text, Builtin::Form::Prefix, kInRewrite);
+        if (!op) throw UserError{"operator `" + e.text + "` cannot be computed in a rewrite"};
+        return lower(*op, {one(e.args[0])});
       }
       case RuleExpr::Kind::Binary: return binary(e);
       case RuleExpr::Kind::Builtin: return builtin(e);
@@ -180,28 +183,34 @@ class RewriteBuilder {
     };
     const ValueId a = side(e.args[0], e.args[1]);
     const ValueId b = side(e.args[1], e.args[0]);
-    static const std::map<std::string, std::string> kOps = {
-        {"+", "Add"}, {"-", "Sub"}, {"*", "Mul"}, {"/", "Div"}, {"%", "Mod"}, {"<", "Less"}, {"<=", "LessOrEqual"},
-        {">", "Greater"}, {">=", "GreaterOrEqual"}, {"==", "Equal"}, {"and", "And"}, {"or", "Or"}};
-    auto it = kOps.find(e.text);
-    if (it == kOps.end()) throw UserError{"operator `" + e.text + "` cannot be computed in a rewrite"};
-    AttrMap attrs;
-    if (e.text == "%") attrs["fmod"] = int64_t{1};
-    return node(it->second, {a, b}, attrs);
+    const Builtin* op = findBuiltin(e.text, Builtin::Form::Infix, kInRewrite);
+    if (!op) throw UserError{"operator `" + e.text + "` cannot be computed in a rewrite"};
+    return lower(*op, {a, b});
+  }
+
+  /// The ops a rewrite builds for builtin `b` on `args` (Builtins.h).
+  ValueId lower(const Builtin& b, const std::vector<ValueId>& args) {
+    if (b.lowering.empty()) throw UserError{"`" + b.name + "` cannot be computed in a rewrite"};
+    size_t next = 0;
+    ValueId result = kNoValue;
+    for (const LoweringStep& step : b.lowering) {
+      std::vector<ValueId> operands;
+      if (result != kNoValue) operands.push_back(result);
+      const OpDef* def = catalog_.find(step.op);
+      const size_t takes = !def || def->maxOperands() == SIZE_MAX ? args.size() - next : def->minOperands() - operands.size();
+      for (size_t i = 0; i < takes && next < args.size(); ++i) operands.push_back(args[next++]);
+      result = node(step.op, operands, step.attrs);
+    }
+    return result;
   }
 
   ValueId builtin(const RuleExpr& e) {
     const std::string& f = e.text;
-    static const std::map<std::string, std::string> kUnary = {{"sqrt", "Sqrt"}, {"exp", "Exp"}, {"log", "Log"},
-                                                              {"erf", "Erf"},   {"tanh", "Tanh"}, {"abs", "Abs"},
-                                                              {"reciprocal", "Reciprocal"}};
-    if (auto it = kUnary.find(f); it != kUnary.end()) return node(it->second, {one(e.args[0])});
-    if (f == "rsqrt") return node("Reciprocal", {node("Sqrt", {one(e.args[0])})});
-    if (f == "pow") return node("Pow", {one(e.args[0]), one(e.args[1])});
-    if (f == "min") return node("Min", {one(e.args[0]), one(e.args[1])});
-    if (f == "max") return node("Max", {one(e.args[0]), one(e.args[1])});
-    if (f == "select") return node("Where", {one(e.args[0]), one(e.args[1]), one(e.args[2])});
-    if (f == "fma") return node("Add", {node("Mul", {one(e.args[0]), one(e.args[1])}), one(e.args[2])});
+    if (const Builtin* b = findBuiltin(f, Builtin::Form::Call, kInRewrite); b && !b->lowering.empty()) {
+      std::vector<ValueId> args;
+      for (const RuleExpr& a : e.args) args.push_back(one(a));
+      return lower(*b, args);
+    }
     if (f == "unsqueeze" || f == "reshape") {
       std::vector<int64_t> list = intList(e.args[1]);
       ValueId shape = g_.addConstant(freshName(f == "unsqueeze" ? "axes" : "shape"),
@@ -220,6 +229,7 @@ class RewriteBuilder {
   }
 
   Graph& g_;
+  const OpCatalog& catalog_;
   const Match& m_;
   std::vector<NodeRef>& added_;
   std::vector<ValueId> built_;
@@ -435,7 +445,7 @@ Expected<RewriteStats> rewriteToFixpoint(Graph& g, const RuleSet& rules, const T
         return stats;
       }
       std::vector<NodeRef> added;
-      Status st = RewriteBuilder(g, *m, added).apply();
+      Status st = RewriteBuilder(g, rules.catalog, *m, added).apply();
       if (!st) return st.error();
       ++stats.rewrites;
       ++stats.fired[rule->name];

@@ -14,6 +14,7 @@
 #include <map>
 #include <set>
 
+#include "fusec/engine/Builtins.h"
 #include "fusec/grammar/Parser.h"
 
 namespace fusec::grammar {
@@ -27,36 +28,8 @@ std::string plural(size_t n, const char* word) {
   return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
 }
 
-/// Guard and cost builtins: name -> (min args, max args, result type).
-struct BuiltinSpec {
-  size_t minArgs, maxArgs;
-  ExprType result;
-  bool tensorArgs;  ///< arguments must be pattern values
-};
-const std::map<std::string, BuiltinSpec>& queryBuiltins() {
-  static const std::map<std::string, BuiltinSpec> k = {
-      {"uses", {1, 1, ExprType::Int, true}},       {"const", {1, SIZE_MAX, ExprType::Bool, true}},
-      {"dtype", {1, 1, ExprType::DType, true}},    {"rank", {1, 1, ExprType::Int, true}},
-      {"shape", {1, 1, ExprType::IntList, true}},  {"numel", {1, 1, ExprType::Int, true}},
-      {"is_output", {1, 1, ExprType::Bool, true}}, {"len", {1, 1, ExprType::Int, false}},
-      {"min", {2, SIZE_MAX, ExprType::Float, false}}, {"max", {2, SIZE_MAX, ExprType::Float, false}},
-      {"abs", {1, 1, ExprType::Float, false}},
-  };
-  return k;
-}
-
-/// Rewrite builtins: compile-time tensor functions, lowered to ops by the
-/// rewrite driver. name -> (min args, max args).
-const std::map<std::string, std::pair<size_t, size_t>>& rewriteBuiltins() {
-  static const std::map<std::string, std::pair<size_t, size_t>> k = {
-      {"sqrt", {1, 1}},  {"rsqrt", {1, 1}},     {"exp", {1, 1}},     {"log", {1, 1}},
-      {"erf", {1, 1}},   {"tanh", {1, 1}},      {"abs", {1, 1}},     {"reciprocal", {1, 1}},
-      {"pow", {2, 2}},   {"min", {2, 2}},       {"max", {2, 2}},     {"select", {3, 3}},
-      {"unsqueeze", {2, 2}}, {"reshape", {2, 2}}, {"transpose", {2, 2}}, {"cast", {2, 2}},
-      {"fma", {3, 3}},
-  };
-  return k;
-}
+/// The arguments a call of `b` takes.
+std::pair<size_t, size_t> callArity(const Builtin& b) { return {b.minArgs, b.maxArgs}; }
 
 bool isNumeric(ExprType t) { return t == ExprType::Int || t == ExprType::Float || t == ExprType::Unknown; }
 
@@ -318,33 +291,30 @@ class Checker {
         }
         out.args.push_back(scalar(*e.operands[0], d, def, ok));
         out.args.push_back(scalar(*e.operands[1], d, def, ok));
-        static const std::set<std::string> kBool = {"<", "<=", ">", ">=", "==", "!=", "and", "or"};
-        if (kBool.count(e.text)) out.type = T::Bool;
+        if (const Builtin* b = findBuiltin(e.text, Builtin::Form::Infix, kInSemantics); b && b->truth) out.type = T::Bool;
         else if (e.text == "??") out.type = out.args[0].type;
         return out;
       }
       case Expr::Kind::Call: {
-        const auto& fns = scalarFunctions();
-        auto it = fns.find(e.text);
-        if (it == fns.end()) {
-          std::string known;
-          for (const auto& [name, arity] : fns) known += (known.empty() ? "" : ", ") + name;
-          return fail(e.range, "unknown function " + quoted(e.text) + " in semantics; the functions are " + known);
-        }
+        const Builtin* fn = findBuiltin(e.text, Builtin::Form::Call, kInSemantics);
+        if (!fn)
+          return fail(e.range, "unknown function " + quoted(e.text) + " in semantics; the functions are " +
+                                   builtinNames(kInSemantics));
         const size_t n = e.operands.size();
         bool variadicOperand = n == 1 && e.operands[0]->kind == Expr::Kind::Name &&
                                std::any_of(def.params.begin(), def.params.end(), [&](const OpParam& p) {
                                  return p.variadic && p.name == e.operands[0]->text;
                                });
-        if (it->second >= 0 ? n != static_cast<size_t>(it->second) : (n < 2 && !variadicOperand))
+        const bool anyNumber = fn->maxArgs == SIZE_MAX;  // two or more, or one variadic operand
+        if (anyNumber ? (n < fn->minArgs && !variadicOperand) : (n < fn->minArgs || n > fn->maxArgs))
           return fail(e.range, quoted(e.text) + " takes " +
-                                   (it->second >= 0 ? plural(static_cast<size_t>(it->second), "argument")
-                                                    : std::string("a variadic operand or two or more arguments")) +
+                                   (anyNumber ? std::string("a variadic operand or two or more arguments")
+                                              : plural(fn->minArgs, "argument")) +
                                    ", got " + std::to_string(n));
         out.kind = K::Call;
         out.op = e.text;
         for (const Expr* a : e.operands) out.args.push_back(scalar(*a, d, def, ok));
-        if (e.text == "isnan" || e.text == "isinf") out.type = T::Bool;
+        if (fn->truth) out.type = T::Bool;
         if (e.text == "select") out.type = out.args[1].type;
         return out;
       }
@@ -728,8 +698,8 @@ class Checker {
     switch (e.kind) {
       case RuleExpr::Kind::OpCall: return e.op ? e.op->resultType : ResultType::Any;
       case RuleExpr::Kind::Binary: {
-        static const std::set<std::string> kCompare = {"<", "<=", ">", ">=", "==", "!="};
-        return kCompare.count(e.text) ? ResultType::Bool : ResultType::SameAsOperands;
+        const Builtin* b = findBuiltin(e.text, Builtin::Form::Infix, kInRewrite);
+        return b && b->truth ? ResultType::Bool : ResultType::SameAsOperands;
       }
       case RuleExpr::Kind::Binding: {
         const Binding& b = p.bindings[static_cast<size_t>(e.binding)];
@@ -814,8 +784,10 @@ class Checker {
         out.args.push_back(expr(*e.operands[0], s, ctx));
         const ExprType t = out.args[0].type;
         if (e.text == "not") {
-          if (t != ExprType::Bool && t != ExprType::Unknown) return fail("`not` needs a condition, got a " + std::string(exprTypeName(t)));
-          out.type = ExprType::Bool;
+          const bool tensor = t == ExprType::Tensor && ctx == Context::Rewrite;
+          if (t != ExprType::Bool && t != ExprType::Unknown && !tensor)
+            return fail("`not` needs a condition, got a " + std::string(exprTypeName(t)));
+          out.type = tensor ? ExprType::Tensor : ExprType::Bool;
         } else {
           if (!isNumeric(t) && t != ExprType::Tensor) return fail("`-` needs a number, got a " + std::string(exprTypeName(t)));
           out.type = t;
@@ -941,9 +913,11 @@ class Checker {
     };
     const bool tensor = a == ExprType::Tensor || b == ExprType::Tensor;
     if (op == "and" || op == "or") {
-      if ((a != ExprType::Bool && a != ExprType::Unknown) || (b != ExprType::Bool && b != ExprType::Unknown))
-        return fail(quoted(op) + " needs two conditions");
-      out.type = ExprType::Bool;
+      auto condition = [&](ExprType t) {
+        return t == ExprType::Bool || t == ExprType::Unknown || (t == ExprType::Tensor && ctx == Context::Rewrite);
+      };
+      if (!condition(a) || !condition(b)) return fail(quoted(op) + " needs two conditions");
+      out.type = tensor && ctx == Context::Rewrite ? ExprType::Tensor : ExprType::Bool;
     } else if (op == "??") {
       if (ctx != Context::Rewrite) return fail("`??` gives a default for an optional operand in a rewrite");
       const RuleExpr& lhs = out.args[0];
@@ -993,11 +967,10 @@ class Checker {
         arity(op->minOperands(), op->maxOperands());
         return out;
       }
-      auto it = rewriteBuiltins().find(e.text);
-      if (it != rewriteBuiltins().end()) {
+      if (const Builtin* b = findBuiltin(e.text, Builtin::Form::Call, kInRewrite)) {
         out.kind = RuleExpr::Kind::Builtin;
         out.type = ExprType::Tensor;
-        arity(it->second.first, it->second.second);
+        arity(callArity(*b).first, callArity(*b).second);
         return out;
       }
       if (out_.catalog.findClass(e.text)) {
@@ -1007,23 +980,22 @@ class Checker {
       diags_.emitError(e.range, "unknown op or function " + quoted(e.text) + " in a rewrite");
       return out;
     }
-    auto it = queryBuiltins().find(e.text);
-    if (it == queryBuiltins().end()) {
+    const Builtin* spec = findBuiltin(e.text, Builtin::Form::Call, kInGuard);
+    if (!spec) {
       if (out_.catalog.find(e.text))
         diags_.emitError(e.range, "ops are created only in a rewrite; " + quoted(e.text) + " cannot be called here");
       else
         diags_.emitError(e.range, "unknown function " + quoted(e.text));
       return out;
     }
-    const BuiltinSpec& spec = it->second;
     out.kind = RuleExpr::Kind::Builtin;
-    out.type = spec.result;
-    if (!arity(spec.minArgs, spec.maxArgs)) return out;
+    out.type = spec->guardType;
+    if (!arity(callArity(*spec).first, callArity(*spec).second)) return out;
     for (size_t i = 0; i < n; ++i) {
       const ExprType t = out.args[i].type;
-      if (spec.tensorArgs && t != ExprType::Tensor && t != ExprType::Unknown)
+      if (spec->queriesValues && t != ExprType::Tensor && t != ExprType::Unknown)
         diags_.emitError(e.operands[i]->range, quoted(e.text) + " takes a value bound by the pattern");
-      if (!spec.tensorArgs && e.text != "len" && !isNumeric(t))
+      if (!spec->queriesValues && e.text != "len" && !isNumeric(t))
         diags_.emitError(e.operands[i]->range, quoted(e.text) + " takes numbers");
     }
     if ((e.text == "min" || e.text == "max" || e.text == "abs") &&

@@ -53,7 +53,7 @@ struct ScalarExpr {
     Attr,      ///< attribute `index`
     Unary,     ///< `op` in {-, not}
     Binary,    ///< `op` in {+ - * / < <= > >= == != and or}
-    Call,      ///< function `op` (exp, select, min, ...)
+    Call,      ///< function `op` (exp, select, min, ...): Builtins.h
     Default,   ///< args[0] if that optional operand is present, else args[1]
   };
   enum class Type { Float, Bool };
@@ -64,10 +64,6 @@ struct ScalarExpr {
   std::string op;
   std::vector<ScalarExpr> args;
 };
-
-/// The scalar functions semantics may call, with their arity (-1: one
-/// variadic operand or two or more values).
-const std::map<std::string, int>& scalarFunctions();
 
 /// Evaluates semantics for one element. `operands[i]` holds the values of
 /// operand i (one value; several for a variadic operand; none when an
