@@ -49,7 +49,8 @@ std::vector<size_t> inputsDecidingShapes(const Graph& g) {
   return out;
 }
 
-Expected<std::vector<std::string>> specializeInputs(Graph& g, const std::vector<Tensor>& inputs, int64_t maxElements) {
+Expected<std::vector<std::string>> specializeInputs(Graph& g, const std::vector<Tensor>& inputs, const OpCatalog& catalog,
+                                                    int64_t maxElements) {
   if (inputs.size() != g.inputs().size())
     return Error{"model takes " + std::to_string(g.inputs().size()) + " inputs, got " + std::to_string(inputs.size())};
   std::vector<std::string> fixed;
@@ -67,7 +68,7 @@ Expected<std::vector<std::string>> specializeInputs(Graph& g, const std::vector<
   }
   if (fixed.empty()) return fixed;
   // Shapes now follow from values they could not before: fold and infer.
-  if (Expected<size_t> folded = foldConstants(g); !folded)
+  if (Expected<size_t> folded = foldConstants(g, catalog); !folded)
     return Error{"with inputs fixed to their values: " + folded.error().message, true};
   return fixed;
 }

@@ -275,9 +275,11 @@ std::optional<Tensor> shapeOnly(const NodeData& d, const Shape& shape) {
 /// data).
 /// Results whose size is unknown or above kMaxFoldedBytes stay nodes.
 /// Returns true if folded.
-Expected<bool> foldNode(Graph& g, NodeRef n) {
+Expected<bool> foldNode(Graph& g, NodeRef n, const OpCatalog& catalog) {
   const NodeData& d = g.node(n);
-  if (!d.domain.empty() || !interpreterSupports(d.op.str()) || d.outputs.empty()) return false;
+  const OpDef* def = d.domain.empty() ? catalog.find(d.op.str()) : nullptr;
+  if (!d.domain.empty() || !(interpreterSupports(d.op.str()) || (def && def->semantics)) || d.outputs.empty())
+    return false;
   if (nondeterministic(d)) return false;
   const bool ofShape = (d.op == "Shape" || d.op == "Size" || d.op == "EyeLike") && d.inputs.size() == 1 &&
                        d.inputs[0] != kNoValue && !g.isConstant(d.inputs[0]) &&
@@ -314,7 +316,7 @@ Expected<bool> foldNode(Graph& g, NodeRef n) {
   if (shapeResult) {
     results.push_back(std::move(*shapeResult));
   } else {
-    Expected<std::vector<Tensor>> evaluated = evaluateNode(g, n, operands);
+    Expected<std::vector<Tensor>> evaluated = evaluateNode(g, n, operands, &catalog);
     if (!evaluated) return evaluated.error();
     results = std::move(evaluated.value());
   }
@@ -337,13 +339,13 @@ std::vector<NodeRef> orderedNodes(const Graph& g) {
 
 }  // namespace
 
-Expected<size_t> foldConstants(Graph& g) {
+Expected<size_t> foldConstants(Graph& g, const OpCatalog& catalog) {
   // One sweep in topological order reaches the fixpoint: each node's
   // operands are final (folded or typed) when it is visited.
   size_t folded = 0;
   for (NodeRef n : orderedNodes(g)) {
     inferNodeTypes(g, n);
-    Expected<bool> f = foldNode(g, n);
+    Expected<bool> f = foldNode(g, n, catalog);
     if (!f) return f.error();
     folded += f.value();
   }
@@ -451,7 +453,7 @@ Expected<RewriteStats> rewriteToFixpoint(Graph& g, const RuleSet& rules, const T
       ++stats.fired[rule->name];
       // Fold what the rewrite computed from constants, drop what it replaced.
       for (NodeRef a : added) {
-        Expected<bool> folded = foldNode(g, a);
+        Expected<bool> folded = foldNode(g, a, rules.catalog);
         if (!folded) return folded.error();
         if (folded.value()) ++stats.nodesFolded;
         else alive.insert(a);
@@ -493,7 +495,7 @@ Expected<RewriteStats> rewriteToFixpoint(Graph& g, const RuleSet& rules, const T
 
 Expected<RewriteStats> runRewritePipeline(Graph& g, const RuleSet& rules, const Target* target,
                                           const RewriteOptions& options) {
-  Expected<size_t> folded = foldConstants(g);
+  Expected<size_t> folded = foldConstants(g, rules.catalog);
   if (!folded) return folded.error();
   Expected<RewriteStats> stats = rewriteToFixpoint(g, rules, target, options);
   if (!stats) return stats;

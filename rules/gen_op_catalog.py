@@ -20,7 +20,7 @@ ELEMENTWISE = {
     "Elu": "select(X >= 0.0, X, alpha * (exp(X) - 1.0))",
     "Celu": "max(0.0, X) + min(0.0, alpha * (exp(X / alpha) - 1.0))",
     "Selu": "gamma * select(X > 0.0, X, alpha * (exp(X) - 1.0))",
-    "Softplus": "log(1.0 + exp(X))", "Softsign": "input / (1.0 + abs(input))",
+    "Softplus": "max(X, 0.0) + log1p(exp(-abs(X)))", "Softsign": "input / (1.0 + abs(input))",
     "HardSigmoid": "max(0.0, min(1.0, alpha * X + beta))",
     "HardSwish": "X * max(0.0, min(1.0, X / 6.0 + 0.5))",
     "ThresholdedRelu": "select(X > alpha, X, 0.0)",

@@ -210,7 +210,7 @@ bool emitBundle(const CompileOptions& o, const Session& s, const Plan& plan, con
     return fail(st.error().message);
   Expected<codegen::Schedule> schedule = codegen::scheduleGraph(s.graph, codegen::planGroups(plan), s.rules->catalog);
   if (!schedule) return fail(schedule.error().message);
-  Expected<std::vector<Tensor>> expected = runGraph(original, inputs);
+  Expected<std::vector<Tensor>> expected = runGraph(original, inputs, &s.rules->catalog);
   if (!expected) return fail("the reference interpreter cannot run it: " + expected.error().message);
   std::string packs;
   for (const std::string& p : s.packs) packs += (packs.empty() ? "" : ", ") + std::filesystem::path(p).filename().string();
@@ -267,7 +267,7 @@ int compile(const CompileOptions& o) {
   }
   // Shapes are static wherever the inputs' shapes are known: shape
   // arithmetic folds before anything is counted.
-  Expected<size_t> foldedAtImport = foldConstants(s->graph);
+  Expected<size_t> foldedAtImport = foldConstants(s->graph, s->rules->catalog);
   if (!foldedAtImport) {
     std::cerr << "error: " << o.model << ": " << foldedAtImport.error().message << "\n";
     return 1;

@@ -61,14 +61,14 @@ struct Engine {
 
 /// Runs one graph the way `engine` says.
 Expected<std::vector<Tensor>> execute(const Graph& model, const Engine& engine, const std::vector<Tensor>& inputs) {
-  if (!engine.device) return runGraph(model, inputs);
+  if (!engine.device) return runGraph(model, inputs, &engine.catalog->catalog);
   // Kernels are generated for static shapes: inputs that decide shapes
   // (a ReduceSum's axes, Slice's starts) are fixed to this data set's values,
   // then what the shapes decide (Shape, Size and what follows from them)
   // folds and types are inferred again.
   Graph g = model.clone();
-  if (Expected<std::vector<std::string>> fixed = codegen::specializeInputs(g, inputs); !fixed) return fixed.error();
-  if (Expected<size_t> folded = foldConstants(g); !folded) return folded.error();
+  if (Expected<std::vector<std::string>> fixed = codegen::specializeInputs(g, inputs, engine.catalog->catalog); !fixed) return fixed.error();
+  if (Expected<size_t> folded = foldConstants(g, engine.catalog->catalog); !folded) return folded.error();
   std::vector<codegen::KernelGroup> groups;
   if (engine.fuse) {
     groups = codegen::planGroups(planFusion(g, *engine.rules, *engine.target, codegen::kernelFamilies()));
@@ -165,12 +165,11 @@ int runOnnxTests(const OnnxTestOptions& o) {
   }
   std::optional<Target> target;
   std::unique_ptr<RuleSet> rules;
-  if (o.rewrite || o.opencl) {
-    target = loadTargetOrDefault("");
-    if (!target) return 1;
-    rules = loadRules(o.packs, *target);
-    if (!rules) return 1;
-  }
+  // The packs' op catalog: the interpreter runs elementwise ops from it.
+  target = loadTargetOrDefault("");
+  if (!target) return 1;
+  rules = loadRules(o.packs, *target);
+  if (!rules) return 1;
   Engine engine;
   engine.tolerance = o.tolerance;
   engine.rules = o.rewrite || o.fuse ? rules.get() : nullptr;

@@ -326,7 +326,7 @@ int runOpenCL(const RunOptions& o, const Graph& original, const std::vector<Tens
   if (!writeOutputs(o, g, runs.front().outputs)) return 1;
   if (!writeJson(o, g, rw.value(), fusions, stages, runs)) return 1;
   if (o.check) {
-    Expected<std::vector<Tensor>> reference = runGraph(original, inputs);
+    Expected<std::vector<Tensor>> reference = runGraph(original, inputs, &rules->catalog);
     if (!reference) {
       std::cerr << "error: " << reference.error().message << "\n";
       return 1;
@@ -373,11 +373,16 @@ int runModel(const RunOptions& o) {
     fmt::print("input  {:<24} {} {}{}\n", g.value(g.inputs()[i]).name, dtypeName(inputs[i].dtype()),
                shapeToString(inputs[i].shape()), i < o.inputFiles.size() ? "" : fmt::format(" (random, seed {})", o.seed));
   if (!o.interpreter) return runOpenCL(o, g, inputs, importSeconds);
+  // The packs' op catalog: elementwise ops run from their semantics.
+  std::optional<Target> target = loadTargetOrDefault(o.target);
+  if (!target) return 1;
+  std::unique_ptr<RuleSet> rules = loadRules(o.rules, *target);
+  if (!rules) return 1;
   std::vector<Tensor> outputs;
   double best = 0;
   for (int r = 0; r < std::max(1, o.repeat); ++r) {
     auto start = std::chrono::steady_clock::now();
-    Expected<std::vector<Tensor>> result = runGraph(g, inputs);
+    Expected<std::vector<Tensor>> result = runGraph(g, inputs, &rules->catalog);
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (!result) {
       std::cerr << "error: " << o.model << ": " << result.error().message << "\n";

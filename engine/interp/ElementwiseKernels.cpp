@@ -1,5 +1,8 @@
-/// Elementwise kernels: unary math, activations, binary arithmetic with
-/// multidirectional broadcasting, comparisons, logic, Where, Clip, Cast.
+/// Elementwise kernels the op catalog does not run (CatalogKernel.cpp runs
+/// every op from its scalar semantics otherwise): exact 64-bit integer
+/// arithmetic and comparisons (a double holds 53 bits), Cast, CastLike,
+/// and Where, Identity and Dropout on any element type, and the forms of
+/// older opsets (Clip's bounds as attributes, per-channel PRelu).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -10,33 +13,6 @@ namespace fusec::interp {
 namespace {
 
 // ---- unary ------------------------------------------------------------------
-
-/// A unary op on floating-point values; attrs read through the context.
-using UnaryFloatFn = std::function<double(double)>;
-
-void runUnaryFloat(KernelContext& ctx, const std::function<UnaryFloatFn(const KernelContext&)>& make) {
-  const Tensor& x = ctx.in(0);
-  UnaryFloatFn f = make(ctx);
-  dispatchFloat(ctx, x.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    Tensor y(x.dtype(), x.shape());
-    const T* in = x.data<T>();
-    T* out = y.data<T>();
-    for (int64_t i = 0; i < x.numel(); ++i) out[i] = static_cast<T>(f(static_cast<double>(in[i])));
-    ctx.setOutput(0, std::move(y));
-  });
-}
-
-void registerUnary(KernelRegistry& r, const std::string& name, UnaryFloatFn f) {
-  r[name] = [f](KernelContext& ctx) { runUnaryFloat(ctx, [&](const KernelContext&) { return f; }); };
-}
-
-void registerUnaryWithAttrs(KernelRegistry& r, const std::string& name,
-                            std::function<UnaryFloatFn(const KernelContext&)> make) {
-  r[name] = [make](KernelContext& ctx) { runUnaryFloat(ctx, make); };
-}
-
-double roundHalfEven(double x) { return std::nearbyint(x); }  // default FE_TONEAREST
 
 /// Unary ops that keep integer types too (Abs, Neg, Sign).
 template <class Op>
@@ -191,23 +167,6 @@ void clip(KernelContext& ctx) {
   });
 }
 
-void logicalNot(KernelContext& ctx) {
-  expectDType(ctx, 0, DType::Bool);
-  const Tensor& x = ctx.in(0);
-  Tensor y(DType::Bool, x.shape());
-  for (int64_t i = 0; i < x.numel(); ++i) y.data<bool>()[i] = !x.data<bool>()[i];
-  ctx.setOutput(0, std::move(y));
-}
-
-template <class Op>
-KernelFn logical(Op op) {
-  return [op](KernelContext& ctx) {
-    expectDType(ctx, 0, DType::Bool);
-    expectDType(ctx, 1, DType::Bool);
-    runBinary<bool, true>(ctx, op);
-  };
-}
-
 void cast(KernelContext& ctx) {
   if (!ctx.hasAttr("to")) ctx.fail("attribute `to` is required");
   auto to = static_cast<DType>(ctx.attrInt("to", 0));
@@ -269,75 +228,9 @@ void prelu(KernelContext& ctx) {
   runBinary<void>(ctx, [](auto a, auto s) { return a < 0 ? a * s : a; });
 }
 
-void isInfNan(KernelContext& ctx, bool nan) {
-  const Tensor& x = ctx.in(0);
-  const bool detectPos = ctx.attrInt("detect_positive", 1) != 0;
-  const bool detectNeg = ctx.attrInt("detect_negative", 1) != 0;
-  dispatchFloat(ctx, x.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    Tensor y(DType::Bool, x.shape());
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      T v = x.data<T>()[i];
-      y.data<bool>()[i] = nan ? std::isnan(v) : (std::isinf(v) && ((v > 0 && detectPos) || (v < 0 && detectNeg)));
-    }
-    ctx.setOutput(0, std::move(y));
-  });
-}
-
 }  // namespace
 
 void registerElementwiseKernels(KernelRegistry& r) {
-  registerUnary(r, "Sqrt", [](double x) { return std::sqrt(x); });
-  registerUnary(r, "Exp", [](double x) { return std::exp(x); });
-  registerUnary(r, "Log", [](double x) { return std::log(x); });
-  registerUnary(r, "Reciprocal", [](double x) { return 1.0 / x; });
-  registerUnary(r, "Floor", [](double x) { return std::floor(x); });
-  registerUnary(r, "Ceil", [](double x) { return std::ceil(x); });
-  registerUnary(r, "Round", roundHalfEven);
-  registerUnary(r, "Erf", [](double x) { return std::erf(x); });
-  registerUnary(r, "Tanh", [](double x) { return std::tanh(x); });
-  registerUnary(r, "Sigmoid", [](double x) { return 1.0 / (1.0 + std::exp(-x)); });
-  registerUnary(r, "Relu", [](double x) { return x > 0 ? x : 0.0; });
-  registerUnary(r, "Softplus", [](double x) { return std::log1p(std::exp(-std::abs(x))) + std::max(x, 0.0); });
-  registerUnary(r, "Softsign", [](double x) { return x / (1.0 + std::abs(x)); });
-  registerUnary(r, "HardSwish", [](double x) { return x * std::max(0.0, std::min(1.0, x / 6.0 + 0.5)); });
-  registerUnary(r, "Sin", [](double x) { return std::sin(x); });
-  registerUnary(r, "Cos", [](double x) { return std::cos(x); });
-  registerUnary(r, "Tan", [](double x) { return std::tan(x); });
-  registerUnary(r, "Asin", [](double x) { return std::asin(x); });
-  registerUnary(r, "Acos", [](double x) { return std::acos(x); });
-  registerUnary(r, "Atan", [](double x) { return std::atan(x); });
-  registerUnary(r, "Sinh", [](double x) { return std::sinh(x); });
-  registerUnary(r, "Cosh", [](double x) { return std::cosh(x); });
-  registerUnary(r, "Asinh", [](double x) { return std::asinh(x); });
-  registerUnary(r, "Acosh", [](double x) { return std::acosh(x); });
-  registerUnary(r, "Atanh", [](double x) { return std::atanh(x); });
-  registerUnaryWithAttrs(r, "LeakyRelu", [](const KernelContext& c) -> UnaryFloatFn {
-    double alpha = c.attrFloat("alpha", 0.01f);
-    return [alpha](double x) { return x >= 0 ? x : alpha * x; };
-  });
-  registerUnaryWithAttrs(r, "Elu", [](const KernelContext& c) -> UnaryFloatFn {
-    double alpha = c.attrFloat("alpha", 1.0f);
-    return [alpha](double x) { return x >= 0 ? x : alpha * (std::exp(x) - 1.0); };
-  });
-  registerUnaryWithAttrs(r, "Celu", [](const KernelContext& c) -> UnaryFloatFn {
-    double alpha = c.attrFloat("alpha", 1.0f);
-    return [alpha](double x) { return std::max(0.0, x) + std::min(0.0, alpha * (std::exp(x / alpha) - 1.0)); };
-  });
-  registerUnaryWithAttrs(r, "Selu", [](const KernelContext& c) -> UnaryFloatFn {
-    double alpha = c.attrFloat("alpha", 1.67326319217681884765625f);
-    double gamma = c.attrFloat("gamma", 1.05070102214813232421875f);
-    return [alpha, gamma](double x) { return gamma * (x > 0 ? x : alpha * (std::exp(x) - 1.0)); };
-  });
-  registerUnaryWithAttrs(r, "HardSigmoid", [](const KernelContext& c) -> UnaryFloatFn {
-    double alpha = c.attrFloat("alpha", 0.2f), beta = c.attrFloat("beta", 0.5f);
-    return [alpha, beta](double x) { return std::max(0.0, std::min(1.0, alpha * x + beta)); };
-  });
-  registerUnaryWithAttrs(r, "ThresholdedRelu", [](const KernelContext& c) -> UnaryFloatFn {
-    double alpha = c.attrFloat("alpha", 1.0f);
-    return [alpha](double x) { return x > alpha ? x : 0.0; };
-  });
-
   r["Abs"] = [](KernelContext& c) {
     runUnaryNumeric(c, [](auto v) -> decltype(v) {
       if constexpr (std::is_unsigned_v<decltype(v)>) return v;
@@ -393,10 +286,6 @@ void registerElementwiseKernels(KernelRegistry& r) {
   r["Greater"] = [](KernelContext& c) { runBinary<bool>(c, [](auto a, auto b) { return a > b; }); };
   r["LessOrEqual"] = [](KernelContext& c) { runBinary<bool>(c, [](auto a, auto b) { return a <= b; }); };
   r["GreaterOrEqual"] = [](KernelContext& c) { runBinary<bool>(c, [](auto a, auto b) { return a >= b; }); };
-  r["And"] = logical([](bool a, bool b) { return a && b; });
-  r["Or"] = logical([](bool a, bool b) { return a || b; });
-  r["Xor"] = logical([](bool a, bool b) { return a != b; });
-  r["Not"] = logicalNot;
   r["Where"] = where;
   r["Clip"] = clip;
   r["Cast"] = cast;
@@ -404,8 +293,6 @@ void registerElementwiseKernels(KernelRegistry& r) {
   r["Identity"] = identity;
   r["Dropout"] = dropout;
   r["PRelu"] = prelu;
-  r["IsNaN"] = [](KernelContext& c) { isInfNan(c, true); };
-  r["IsInf"] = [](KernelContext& c) { isInfNan(c, false); };
 }
 
 }  // namespace fusec::interp

@@ -36,18 +36,25 @@ std::vector<std::string> interpreterOps() {
   return ops;
 }
 
-Expected<std::vector<Tensor>> evaluateNode(const Graph& graph, NodeRef n,
-                                           const std::vector<const Tensor*>& operands) {
+Expected<std::vector<Tensor>> evaluateNode(const Graph& graph, NodeRef n, const std::vector<const Tensor*>& operands,
+                                           const OpCatalog* catalog) {
   const NodeData& d = graph.node(n);
   const std::string where = "node " + graph.describe(n);
   if (!d.domain.empty() && d.domain != "ai.onnx")
     return Error{where + ": op domain `" + d.domain + "` is not supported by the interpreter", true};
+  const int64_t opset = graph.info.defaultOpset();
+  const OpDef* def = catalog && d.domain.empty() ? catalog->find(d.op.str()) : nullptr;
+  const bool fromCatalog = def && interp::catalogRuns(*def, d, opset, operands);
   auto it = registry().find(d.op.str());
-  if (it == registry().end())
+  if (!fromCatalog && it == registry().end()) {
+    if (def && def->semantics && !catalog)
+      return Error{where + ": op `" + d.op.str() + "` runs from its catalog semantics; no catalog was given", true};
     return Error{where + ": op `" + d.op.str() + "` is not supported by the interpreter", true};
-  interp::KernelContext ctx(d, graph.info.defaultOpset(), operands);
+  }
+  interp::KernelContext ctx(d, opset, operands);
   try {
-    it->second(ctx);
+    if (fromCatalog) interp::runFromCatalog(ctx, *def);
+    else it->second(ctx);
   } catch (const UserError& e) {
     return Error{where + ": " + e.message, e.unsupported};
   } catch (const std::bad_alloc&) {
@@ -60,7 +67,7 @@ Expected<std::vector<Tensor>> evaluateNode(const Graph& graph, NodeRef n,
   return std::move(ctx.outputs());
 }
 
-Expected<std::vector<Tensor>> runGraph(const Graph& graph, const std::vector<Tensor>& inputs) {
+Expected<std::vector<Tensor>> runGraph(const Graph& graph, const std::vector<Tensor>& inputs, const OpCatalog* catalog) {
   if (inputs.size() != graph.inputs().size())
     return Error{"model takes " + std::to_string(graph.inputs().size()) + " inputs, got " +
                  std::to_string(inputs.size())};
@@ -118,7 +125,7 @@ Expected<std::vector<Tensor>> runGraph(const Graph& graph, const std::vector<Ten
                      "` has no value (it is not an input, constant or earlier result)"};
       operands.push_back(t);
     }
-    Expected<std::vector<Tensor>> results = evaluateNode(graph, n, operands);
+    Expected<std::vector<Tensor>> results = evaluateNode(graph, n, operands, catalog);
     if (!results) return results.error();
     for (ValueId v : d.inputs) {
       if (v == kNoValue) continue;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "fusec/engine/Graph.h"
+#include "fusec/engine/OpCatalog.h"
 #include "fusec/engine/Tensor.h"
 
 namespace fusec::interp {
@@ -60,6 +61,14 @@ class KernelContext {
 
 using KernelFn = std::function<void(KernelContext&)>;
 using KernelRegistry = std::map<std::string, KernelFn>;
+
+/// Whether `node` (an op with catalog definition `op`) runs from its
+/// catalog semantics (CatalogKernel.cpp): elementwise and broadcast ops with
+/// scalar semantics and one result, at opset 11 and later, on operands of
+/// up to 32-bit integers or floats.
+bool catalogRuns(const OpDef& op, const NodeData& node, int64_t opset, const std::vector<const Tensor*>& operands);
+/// Runs the node from `op`'s semantics.
+void runFromCatalog(KernelContext& ctx, const OpDef& op);
 
 // Each kernel file registers its ops; Interpreter.cpp lists them in one place.
 void registerElementwiseKernels(KernelRegistry& r);

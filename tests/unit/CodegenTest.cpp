@@ -513,7 +513,7 @@ TEST_CASE("inputs that decide shapes are fixed to one run's values, and other va
   std::vector<Tensor> reference = test::run(g, inputs);
 
   Graph s = g.clone();
-  Expected<std::vector<std::string>> fixed = codegen::specializeInputs(s, inputs);
+  Expected<std::vector<std::string>> fixed = codegen::specializeInputs(s, inputs, test::coreCatalog());
   REQUIRE_MESSAGE(fixed.ok(), test::why(fixed));
   CHECK(fixed.value() == std::vector<std::string>{"a", "start", "limit"});
   CHECK(s.value(s.outputs()[1]).type.staticShape() == Shape{4});  // Range folded to a constant
@@ -675,5 +675,64 @@ TEST_CASE("Resize with constant scales, nearest and linear, matches the interpre
     Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, codegen::singleNodeGroups(g), ops->catalog, inputs);
     REQUIRE_MESSAGE(run.ok(), test::why(run));
     test::checkClose(run->outputs[0], reference[0], 1e-6f);
+  }
+}
+
+TEST_CASE("an op a pack declares runs on the interpreter and on OpenCL from its semantics alone") {
+  // Declared only here, as a rule author would: no C++ anywhere knows it.
+  std::unique_ptr<RuleSet> pack = test::compileRules("op ScaledFma(a, b, c) broadcast { k: float = 0.5 } = k * a * b + c");
+  const OpCatalog& catalog = pack->catalog;
+  REQUIRE(catalog.find("ScaledFma"));
+  // Built directly: ONNX's checker (rightly) knows no such op.
+  Graph g;
+  g.info.opsetImports[""] = 17;
+  const ValueId a = g.addInput("a", TensorType::of(DType::Float32, {3, 4}));
+  const ValueId b = g.addInput("b", TensorType::of(DType::Float32, {4}));
+  const ValueId c = g.addInput("c", TensorType::of(DType::Float32, {3, 1}));
+  const ValueId y = g.addValue("y", TensorType::of(DType::Float32, {3, 4}));
+  g.addNode("ScaledFma", {a, b, c}, {y}, {{"k", 2.0f}}, "scaled_fma");
+  g.addOutput(y);
+  std::vector<Tensor> inputs = {randomTensor({3, 4}, 1), randomTensor({4}, 2), randomTensor({3, 1}, 3)};
+  Tensor want(DType::Float32, {3, 4});
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 4; ++j)
+      want.data<float>()[i * 4 + j] =
+          2.0f * inputs[0].data<float>()[i * 4 + j] * inputs[1].data<float>()[j] + inputs[2].data<float>()[i];
+  Expected<std::vector<Tensor>> interpreted = runGraph(g, inputs, &catalog);
+  REQUIRE_MESSAGE(interpreted.ok(), test::why(interpreted));
+  test::checkClose(interpreted.value()[0], want, 1e-6f);
+  // Without the pack's catalog the interpreter does not know the op.
+  Expected<std::vector<Tensor>> unknown = runGraph(g, inputs, &test::coreCatalog());
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.error().message.find("`ScaledFma` is not supported") != std::string::npos);
+  Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, codegen::singleNodeGroups(g), catalog, inputs);
+  REQUIRE_MESSAGE(run.ok(), test::why(run));
+  test::checkClose(run->outputs[0], want, 1e-6f);
+}
+
+TEST_CASE("Softplus is one formula: the catalog's, on the interpreter and on OpenCL, finite at large x") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[10] x) => (float[10] y) {
+  y = Softplus (x)
+}
+)");
+  const std::vector<float> xs = {-500.f, -88.f, -30.f, -1.f, 0.f, 1e-3f, 1.f, 30.f, 197.f, 500.f};
+  Tensor x = test::floats({10}, xs);
+  // Oracle: log(1 + e^x) = max(x, 0) + log(1 + e^-|x|), in long double.
+  Tensor want(DType::Float32, {10});
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const long double v = xs[i];
+    want.data<float>()[i] = static_cast<float>(std::max(v, 0.0L) + std::log1p(std::exp(-std::fabs(v))));
+  }
+  std::vector<Tensor> interpreted = test::run(g, {x});
+  Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, codegen::singleNodeGroups(g), ops->catalog, {x});
+  REQUIRE_MESSAGE(run.ok(), test::why(run));
+  for (size_t i = 0; i < xs.size(); ++i) {
+    INFO("x = " << xs[i]);
+    const float w = want.data<float>()[i];
+    CHECK(interpreted[0].data<float>()[i] == doctest::Approx(w).epsilon(1e-6));
+    CHECK(std::isfinite(run->outputs[0].data<float>()[i]));
+    CHECK(run->outputs[0].data<float>()[i] == doctest::Approx(w).epsilon(1e-5));
   }
 }

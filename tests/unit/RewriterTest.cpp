@@ -160,7 +160,7 @@ TEST_CASE("constant folding, dead code and common subexpressions") {
       "g (float[2] x, float[2] a = {1.0, 2.0}, float[2] b = {3.0, 4.0}) => (float[2] y)",
       "k = Add (a, b)\nk2 = Mul (k, a)\np = Mul (x, k2)\nq = Mul (x, k2)\ndead = Exp (x)\ny = Add (p, q)"));
   checkSameOutputs(g, [&](Graph& h) {
-    Expected<size_t> folded = foldConstants(h);
+    Expected<size_t> folded = foldConstants(h, test::coreCatalog());
     REQUIRE(folded.ok());
     CHECK(folded.value() == 2);
     CHECK(eliminateCommonSubexpressions(h) == 1);
@@ -184,14 +184,14 @@ TEST_CASE("Shape and Size of static shapes fold, and what follows from them") {
     n = Size (x)
   )"));
   checkSameOutputs(g, [&](Graph& h) {
-    Expected<size_t> folded = foldConstants(h);
+    Expected<size_t> folded = foldConstants(h, test::coreCatalog());
     REQUIRE(folded.ok());
     CHECK(folded.value() == 4);  // Shape, ReduceProd, Concat, Size
   });
   CHECK(g.numNodes() == 1);  // the Reshape, its shape now a constant
   // A symbolic dim keeps Shape as it is.
   Graph sym = test::parse(test::model("g (float[N,4] x) => (int64[2] s)", "s = Shape (x)"));
-  Expected<size_t> none = foldConstants(sym);
+  Expected<size_t> none = foldConstants(sym, test::coreCatalog());
   REQUIRE(none.ok());
   CHECK(none.value() == 0);
 }
@@ -224,7 +224,7 @@ TEST_CASE("shape arithmetic as exporters write it folds in one sweep, and shapes
   )"));
   REQUIRE_FALSE(g.value(*g.findValue("r")).type.isStatic());  // import alone does not get there
   checkSameOutputs(g, [&](Graph& h) {
-    Expected<size_t> folded = foldConstants(h);
+    Expected<size_t> folded = foldConstants(h, test::coreCatalog());
     REQUIRE(folded.ok());
     CHECK(folded.value() == 9);  // every node but the two Reshapes (Constant nodes are constants from import on)
   });
@@ -238,7 +238,7 @@ TEST_CASE("shape arithmetic as exporters write it folds in one sweep, and shapes
 
 TEST_CASE("a shape that run-time data decides stays dynamic, and the message names that value") {
   Graph g = test::parse(test::model("g (float[6] x, int64[2] dims) => (float[?,?] y)", "y = Reshape (x, dims)"));
-  REQUIRE(foldConstants(g).ok());
+  REQUIRE(foldConstants(g, test::coreCatalog()).ok());
   Status st = requireStaticShapes(g, "bind it");
   REQUIRE_FALSE(st.ok());
   CHECK(st.error().message.find("the run-time values of `dims`") != std::string::npos);
@@ -279,7 +279,7 @@ TEST_CASE("folding does not allocate what the shapes do not bound") {
     big = Constant <value = int64[1] {1099511627776}> ()
     y = Expand (one, big)
   )"));
-  Expected<size_t> folded = foldConstants(g);
+  Expected<size_t> folded = foldConstants(g, test::coreCatalog());
   REQUIRE(folded.ok());
   CHECK(folded.value() == 1);
   CHECK(count(g, "Expand") == 1);

@@ -43,16 +43,37 @@ inline std::string model(const std::string& signature, const std::string& body, 
 inline Tensor floats(Shape shape, std::vector<float> v) { return Tensor::fromVector<float>(std::move(shape), v); }
 inline Tensor ints(Shape shape, std::vector<int64_t> v) { return Tensor::fromVector<int64_t>(std::move(shape), v); }
 
+/// Loads a shipped pack by its path under rules/ (`core.fuse`, `core/ops.fuse`).
+inline std::unique_ptr<RuleSet> loadShippedPack(const std::string& relative) {
+  grammar::SourceManager sources;
+  grammar::DiagnosticEngine diags(sources);
+  grammar::ast::AstContext context;
+  grammar::PackLoadOptions options;
+  options.families = &codegen::kernelFamilies();
+  auto result = grammar::loadPacks({grammar::defaultRulesDir() + "/" + relative}, sources, context, diags, options);
+  std::ostringstream err;
+  diags.print(err);
+  REQUIRE_MESSAGE(result.rules, err.str());
+  return std::move(result.rules);
+}
+
+/// The shipped op catalog (rules/core/ops.fuse), loaded once: the
+/// interpreter runs elementwise ops from its semantics.
+inline const OpCatalog& coreCatalog() {
+  static const std::unique_ptr<RuleSet> ops = loadShippedPack("core/ops.fuse");
+  return ops->catalog;
+}
+
 /// Runs a graph; fails the test on error.
 inline std::vector<Tensor> run(const Graph& g, const std::vector<Tensor>& inputs) {
-  Expected<std::vector<Tensor>> out = runGraph(g, inputs);
+  Expected<std::vector<Tensor>> out = runGraph(g, inputs, &coreCatalog());
   if (!out) FAIL(out.error().message);
   return std::move(out.value());
 }
 
 /// Runs a graph expecting an error, returning its message.
 inline std::string runError(const Graph& g, const std::vector<Tensor>& inputs) {
-  Expected<std::vector<Tensor>> out = runGraph(g, inputs);
+  Expected<std::vector<Tensor>> out = runGraph(g, inputs, &coreCatalog());
   REQUIRE_FALSE(out.ok());
   return out.error().message;
 }
@@ -73,20 +94,6 @@ inline std::unique_ptr<RuleSet> compileRules(const std::string& text) {
   grammar::DiagnosticEngine diags(sources);
   grammar::ast::AstContext context;
   auto result = grammar::loadPackText("test.fuse", "import \"core/ops\"\n" + text, sources, context, diags);
-  std::ostringstream err;
-  diags.print(err);
-  REQUIRE_MESSAGE(result.rules, err.str());
-  return std::move(result.rules);
-}
-
-/// Loads a shipped pack by its path under rules/ (`core.fuse`, `core/ops.fuse`).
-inline std::unique_ptr<RuleSet> loadShippedPack(const std::string& relative) {
-  grammar::SourceManager sources;
-  grammar::DiagnosticEngine diags(sources);
-  grammar::ast::AstContext context;
-  grammar::PackLoadOptions options;
-  options.families = &codegen::kernelFamilies();
-  auto result = grammar::loadPacks({grammar::defaultRulesDir() + "/" + relative}, sources, context, diags, options);
   std::ostringstream err;
   diags.print(err);
   REQUIRE_MESSAGE(result.rules, err.str());

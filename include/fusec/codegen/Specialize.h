@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "fusec/engine/Graph.h"
+#include "fusec/engine/OpCatalog.h"
 
 namespace fusec::codegen {
 
@@ -27,7 +28,7 @@ std::vector<size_t> inputsDecidingShapes(const Graph& g);
 /// per graph input), folds constants and infers types again. Inputs of more
 /// than `maxElements` elements are left alone (a shape is never that big).
 /// Returns the names of the fixed inputs.
-Expected<std::vector<std::string>> specializeInputs(Graph& g, const std::vector<Tensor>& inputs,
+Expected<std::vector<std::string>> specializeInputs(Graph& g, const std::vector<Tensor>& inputs, const OpCatalog& catalog,
                                                     int64_t maxElements = 4096);
 
 }  // namespace fusec::codegen

@@ -12,6 +12,7 @@
 
 #include "fusec/engine/Error.h"
 #include "fusec/engine/Graph.h"
+#include "fusec/engine/OpCatalog.h"
 #include "fusec/engine/Tensor.h"
 
 namespace fusec {
@@ -22,15 +23,20 @@ bool interpreterSupports(std::string_view op);
 std::vector<std::string> interpreterOps();
 
 /// Runs one node on the given operand tensors (nullptr for an omitted
-/// optional operand). `opset` is the default-domain opset version, which
-/// decides attribute-versus-input forms (Slice, Split, Squeeze, Pad, ...).
-/// Returns one tensor per node result (empty tensors for omitted results).
+/// optional operand). The graph's default-domain opset decides
+/// attribute-versus-input forms (Slice, Split, Squeeze, Pad, ...).
+/// Elementwise and broadcast ops run from their semantics in `catalog`
+/// (an op a pack declares included); without a catalog, only the ops with
+/// kernels of their own run. Returns one tensor per node result (empty
+/// tensors for omitted results).
 Expected<std::vector<Tensor>> evaluateNode(const Graph& graph, NodeRef node,
-                                           const std::vector<const Tensor*>& operands);
+                                           const std::vector<const Tensor*>& operands,
+                                           const OpCatalog* catalog);
 
 /// Executes the whole graph. `inputs` are given in the order of
 /// `graph.inputs()`; their dtypes and ranks are checked against the declared
 /// types. Returns the graph outputs in order.
-Expected<std::vector<Tensor>> runGraph(const Graph& graph, const std::vector<Tensor>& inputs);
+Expected<std::vector<Tensor>> runGraph(const Graph& graph, const std::vector<Tensor>& inputs,
+                                       const OpCatalog* catalog);
 
 }  // namespace fusec

@@ -41,11 +41,12 @@ Expected<RewriteStats> rewriteToFixpoint(Graph& g, const RuleSet& rules, const T
 /// Static shapes and constant folding, in one sweep in topological order:
 /// each node's result types are inferred (TypeInference.h), then the node is
 /// replaced by its result if its operands are all constants (computed by the
-/// interpreter) or if it is a Shape, Size or EyeLike of a value of static
-/// shape. Shape arithmetic (Shape -> Gather -> Concat -> Reshape) thus folds
-/// wherever the input shapes are known. Results above 256 MiB are not
-/// folded. Returns the number of nodes folded.
-Expected<size_t> foldConstants(Graph& g);
+/// interpreter, elementwise ops from their semantics in `catalog`) or if it
+/// is a Shape, Size or EyeLike of a value of static shape. Shape arithmetic
+/// (Shape -> Gather -> Concat -> Reshape) thus folds wherever the input
+/// shapes are known. Results above 256 MiB are not folded. Returns the
+/// number of nodes folded.
+Expected<size_t> foldConstants(Graph& g, const OpCatalog& catalog);
 
 /// Removes nodes none of whose results is used or a graph output.
 size_t eliminateDeadCode(Graph& g);
