@@ -1,6 +1,5 @@
-/// The contraction family; see Einsum.h.
-#include "fusec/codegen/Einsum.h"
-#include "fusec/codegen/Families.h"
+/// The contraction family; see Emitters.h.
+#include "fusec/codegen/Emitters.h"
 
 #include <sstream>
 
@@ -14,10 +13,9 @@ bool isEinsum(const Graph& g, NodeRef n) {
   return d.domain.empty() && d.op == "Einsum";
 }
 
-Expected<KernelSource> emitEinsum(const Graph& g, const std::vector<NodeRef>& members, const std::string& name,
-                                  const std::string& comment) {
-  if (members.size() != 1 || !isEinsum(g, members[0]))
-    return Error{"group `" + name + "`: the contraction family takes one Einsum", true};
+Expected<KernelSource> emitEinsum(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog&,
+                                  const std::string& name, const std::string& comment) {
+  if (members.size() != 1 || !isEinsum(g, members[0])) return Error{"the contraction family takes one Einsum", true};
   const NodeData& d = g.node(members[0]);
   if (d.outputs.empty() || d.outputs[0] == kNoValue) return Error{"Einsum without a result", true};
   const ValueId out = d.outputs[0];
@@ -74,19 +72,6 @@ Expected<KernelSource> emitEinsum(const Graph& g, const std::vector<NodeRef>& me
   src << "  out0[o] = acc;\n}\n";
   k.source = src.str();
   return k;
-}
-
-std::unique_ptr<CodegenFamily> makeContractionFamily() {
-  FunctionFamily::Spec spec;
-  spec.name = "contraction";
-  spec.accepts = "one Einsum";
-  spec.mismatch = "it is not one Einsum";
-  spec.claims = [](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog&) {
-    return group.size() == 1 && isEinsum(g, group[0]);
-  };
-  spec.emit = [](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog&, const std::string& name,
-                 const std::string& comment, const KernelOptions&) { return emitEinsum(g, group, name, comment); };
-  return std::make_unique<FunctionFamily>(std::move(spec));
 }
 
 }  // namespace fusec::codegen

@@ -5,29 +5,87 @@
 #include <algorithm>
 #include <memory>
 
+#include "fusec/codegen/Emitters.h"
+
 namespace fusec::codegen {
 
-// Each family lives with its emitter.
-std::unique_ptr<CodegenFamily> makeGemmEpilogueFamily();
-std::unique_ptr<CodegenFamily> makeConvEpilogueFamily();
-std::unique_ptr<CodegenFamily> makePoolEpilogueFamily();
-std::unique_ptr<CodegenFamily> makeRowReduceFamily();
-std::unique_ptr<CodegenFamily> makeReduceFamily();
-std::unique_ptr<CodegenFamily> makeIndexMapFamily();
-std::unique_ptr<CodegenFamily> makeContractionFamily();
-std::unique_ptr<CodegenFamily> makePointwiseFamily();
+namespace {
+
+using Group = std::vector<NodeRef>;
+
+/// An emitter that takes no kernel options.
+FunctionFamily::EmitFn plain(Expected<KernelSource> (*emit)(const Graph&, const Group&, const OpCatalog&,
+                                                            const std::string&, const std::string&)) {
+  return [emit](const Graph& g, const Group& group, const OpCatalog& catalog, const std::string& name,
+                const std::string& comment, const KernelOptions&) { return emit(g, group, catalog, name, comment); };
+}
+
+/// MatMul and Gemm heads (`conv` false) or Conv heads, tiled as a GEMM; the
+/// Convs it cannot tile (3-D and beyond) are gathered directly.
+FunctionFamily::EmitFn gemm(bool conv) {
+  return [conv](const Graph& g, const Group& group, const OpCatalog& catalog, const std::string& name,
+                const std::string& comment, const KernelOptions& options) {
+    Expected<KernelSource> k = emitGemm(g, group, catalog, name, comment, options.gemmFor(g.node(group.front())));
+    if (conv && !k && k.error().unsupported) return emitPool(g, group, catalog, name, comment);
+    return k;
+  };
+}
+
+bool headIs(const Graph& g, const Group& group, std::string_view op) { return g.node(group.front()).op == op; }
+
+bool scalarOps(const Graph& g, const Group& group, const OpCatalog& catalog) {
+  return std::all_of(group.begin(), group.end(), [&](NodeRef n) {
+    const NodeData& d = g.node(n);
+    const OpDef* op = d.domain.empty() ? catalog.find(d.op.str()) : nullptr;
+    return op && op->semantics && (op->kind == OpKind::Elementwise || op->kind == OpKind::Broadcast);
+  });
+}
+
+/// The families, in order of preference for a node no rule fused: name,
+/// what it builds, what a group lacks when it does not claim it, claims,
+/// emitter. A new family is a new emitter file and one entry here.
+std::vector<FunctionFamily::Spec> specs() {
+  return {
+      {"gemm_epilogue", "a MatMul or Gemm (float32, static shapes) followed by elementwise ops on its result",
+       "it does not start with a MatMul or Gemm",
+       [](const Graph& g, const Group& grp, const OpCatalog&) { return isGemmGroup(g, grp) && !headIs(g, grp, "Conv"); },
+       gemm(false)},
+      {"conv_epilogue", "a Conv (any groups, strides, dilations and pads; tiled as an implicit GEMM, gathered "
+       "directly when it cannot be tiled) followed by elementwise ops on its result", "it does not start with a Conv",
+       [](const Graph& g, const Group& grp, const OpCatalog&) { return isGemmGroup(g, grp) && headIs(g, grp, "Conv"); },
+       gemm(true)},
+      {"pool_epilogue", "MaxPool, AveragePool, ConvTranspose or inference BatchNormalization (float32) followed by "
+       "elementwise ops on its result", "it does not start with a pooling op, ConvTranspose or BatchNormalization",
+       [](const Graph& g, const Group& grp, const OpCatalog&) { return isPoolGroup(g, grp) && !headIs(g, grp, "Conv"); },
+       plain(emitPool)},
+      {"row_reduce", "elementwise ops feeding one reduction over contiguous rows (Reduce* over the innermost axis, "
+       "Softmax, LogSoftmax, LayerNormalization, global pools, InstanceNormalization), which ends the group; the "
+       "reduction's input is written too when it is read outside", "it does not end in a reduction over the innermost axes",
+       [](const Graph& g, const Group& grp, const OpCatalog&) { return isRowReduction(g, grp.back()); },
+       plain(emitRowReduce)},
+      {"reduce", "elementwise ops feeding one reduction over any axes known when the kernel is generated (Reduce*, "
+       "ArgMax, ArgMin, Softmax over an outer axis), which ends the group", "it does not end in a reduction with known axes",
+       [](const Graph& g, const Group& grp, const OpCatalog&) { return isAxisReduction(g, grp.back()); },
+       plain(emitReduce)},
+      {"index_map", "one data-movement op (Reshape, Transpose, Expand, Tile, Slice, Concat, Gather, Pad, Split, "
+       "Resize, ...) with static shapes", "it is not one data-movement op (index_map kernels take one op so far)",
+       [](const Graph& g, const Group& grp, const OpCatalog&) { return grp.size() == 1 && isIndexMapOp(g, grp[0]); },
+       plain(emitIndexMap)},
+      {"contraction", "one Einsum", "it is not one Einsum",
+       [](const Graph& g, const Group& grp, const OpCatalog&) { return grp.size() == 1 && isEinsum(g, grp[0]); },
+       plain(emitEinsum)},
+      {"pointwise", "elementwise and broadcast ops: any op the catalog gives scalar semantics, a pack's own "
+       "included; every result read outside the group is written",
+       "it has an op that is neither elementwise nor broadcast with scalar semantics", scalarOps, plain(emitPointwise)},
+  };
+}
+
+}  // namespace
 
 const KernelFamilies& kernelFamilies() {
   static const KernelFamilies families = [] {
     KernelFamilies f;
-    f.add(makeGemmEpilogueFamily());
-    f.add(makeConvEpilogueFamily());
-    f.add(makePoolEpilogueFamily());
-    f.add(makeRowReduceFamily());
-    f.add(makeReduceFamily());
-    f.add(makeIndexMapFamily());
-    f.add(makeContractionFamily());
-    f.add(makePointwiseFamily());
+    for (FunctionFamily::Spec& spec : specs()) f.add(std::make_unique<FunctionFamily>(std::move(spec)));
     return f;
   }();
   return families;

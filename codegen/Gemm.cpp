@@ -1,7 +1,5 @@
 /// The gemm_epilogue family; see Gemm.h.
 #include "fusec/codegen/Gemm.h"
-#include "fusec/codegen/Families.h"
-#include "fusec/codegen/Pool.h"
 
 #include <functional>
 #include <sstream>
@@ -349,33 +347,5 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
 }
 
 
-namespace {
-
-/// The family of MatMul and Gemm heads, or of Conv heads.
-std::unique_ptr<CodegenFamily> gemmFamily(bool conv) {
-  FunctionFamily::Spec spec;
-  spec.name = conv ? "conv_epilogue" : "gemm_epilogue";
-  spec.accepts = conv ? "a Conv (any groups, strides, dilations and pads; tiled as an implicit GEMM, gathered "
-                        "directly when it cannot be tiled) followed by elementwise ops on its result"
-                      : "a MatMul or Gemm (float32, static shapes) followed by elementwise ops on its result";
-  spec.mismatch = conv ? "it does not start with a Conv" : "it does not start with a MatMul or Gemm";
-  spec.claims = [conv](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog&) {
-    return isGemmGroup(g, group) && (g.node(group.front()).op == "Conv") == conv;
-  };
-  spec.emit = [conv](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog,
-                     const std::string& name, const std::string& comment,
-                     const KernelOptions& options) -> Expected<KernelSource> {
-    Expected<KernelSource> k = emitGemm(g, group, catalog, name, comment, options.gemmFor(g.node(group.front())));
-    // Convs the tiled GEMM cannot take (3-D and beyond) are gathered directly.
-    if (conv && !k && k.error().unsupported) return emitPool(g, group, catalog, name, comment);
-    return k;
-  };
-  return std::make_unique<FunctionFamily>(std::move(spec));
-}
-
-}  // namespace
-
-std::unique_ptr<CodegenFamily> makeGemmEpilogueFamily() { return gemmFamily(false); }
-std::unique_ptr<CodegenFamily> makeConvEpilogueFamily() { return gemmFamily(true); }
 
 }  // namespace fusec::codegen

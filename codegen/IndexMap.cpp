@@ -1,6 +1,5 @@
-/// The index_map family; see IndexMap.h.
-#include "fusec/codegen/IndexMap.h"
-#include "fusec/codegen/Families.h"
+/// The index_map family; see Emitters.h.
+#include "fusec/codegen/Emitters.h"
 
 #include <set>
 #include <sstream>
@@ -466,8 +465,8 @@ bool isIndexMapOp(const Graph& g, NodeRef n) {
   return d.domain.empty() && ops().count(d.op.str());
 }
 
-Expected<KernelSource> emitIndexMap(const Graph& g, const std::vector<NodeRef>& members, const std::string& name,
-                                    const std::string& comment) {
+Expected<KernelSource> emitIndexMap(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog&,
+                                    const std::string& name, const std::string& comment) {
   if (members.size() != 1 || !isIndexMapOp(g, members[0]))
     return Error{"group `" + name + "`: index_map kernels take one data-movement op so far", true};
   const NodeData& d = g.node(members[0]);
@@ -526,20 +525,6 @@ Expected<KernelSource> emitIndexMap(const Graph& g, const std::vector<NodeRef>& 
   src << "  const long i = get_global_id(0);\n" << bodyText << "}\n";
   k.source = src.str();
   return k;
-}
-
-std::unique_ptr<CodegenFamily> makeIndexMapFamily() {
-  FunctionFamily::Spec spec;
-  spec.name = "index_map";
-  spec.accepts = "one data-movement op (Reshape, Transpose, Expand, Tile, Slice, Concat, Gather, Pad, Split, "
-                 "Resize, ...) with static shapes";
-  spec.mismatch = "it is not one data-movement op (index_map kernels take one op so far)";
-  spec.claims = [](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog&) {
-    return group.size() == 1 && isIndexMapOp(g, group[0]);
-  };
-  spec.emit = [](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog&, const std::string& name,
-                 const std::string& comment, const KernelOptions&) { return emitIndexMap(g, group, name, comment); };
-  return std::make_unique<FunctionFamily>(std::move(spec));
 }
 
 }  // namespace fusec::codegen

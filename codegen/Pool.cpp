@@ -1,6 +1,5 @@
-/// The window family; see Pool.h.
-#include "fusec/codegen/Pool.h"
-#include "fusec/codegen/Families.h"
+/// The window family (pool_epilogue, direct Conv); see Emitters.h.
+#include "fusec/codegen/Emitters.h"
 
 #include <sstream>
 
@@ -367,20 +366,6 @@ Expected<KernelSource> emitPool(const Graph& g, const std::vector<NodeRef>& memb
   src << "}\n";
   ks.source = src.str();
   return ks;
-}
-
-std::unique_ptr<CodegenFamily> makePoolEpilogueFamily() {
-  FunctionFamily::Spec spec;
-  spec.name = "pool_epilogue";
-  spec.accepts = "MaxPool, AveragePool, ConvTranspose or inference BatchNormalization (float32) followed by "
-                 "elementwise ops on its result";
-  spec.mismatch = "it does not start with a pooling op, ConvTranspose or BatchNormalization";
-  spec.claims = [](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog&) {
-    return isPoolGroup(g, group) && g.node(group.front()).op != "Conv";
-  };
-  spec.emit = [](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog, const std::string& name,
-                 const std::string& comment, const KernelOptions&) { return emitPool(g, group, catalog, name, comment); };
-  return std::make_unique<FunctionFamily>(std::move(spec));
 }
 
 }  // namespace fusec::codegen

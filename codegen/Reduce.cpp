@@ -1,6 +1,5 @@
-/// The reduce family; see Reduce.h.
-#include "fusec/codegen/Reduce.h"
-#include "fusec/codegen/Families.h"
+/// The reduce family; see Emitters.h.
+#include "fusec/codegen/Emitters.h"
 
 #include <set>
 #include <sstream>
@@ -192,20 +191,6 @@ Expected<KernelSource> emitReduce(const Graph& g, const std::vector<NodeRef>& me
   src << "  out0[o] = (" << detail::cType(yt) << ")(" << result << ");\n}\n";
   k.source = src.str();
   return k;
-}
-
-std::unique_ptr<CodegenFamily> makeReduceFamily() {
-  FunctionFamily::Spec spec;
-  spec.name = "reduce";
-  spec.accepts = "elementwise ops feeding one reduction over any axes known when the kernel is generated "
-                 "(Reduce*, ArgMax, ArgMin, Softmax over an outer axis), which ends the group";
-  spec.mismatch = "it does not end in a reduction with known axes";
-  spec.claims = [](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog&) { return isAxisReduction(g, group.back()); };
-  spec.emit = [](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog, const std::string& name,
-                 const std::string& comment, const KernelOptions&) {
-    return emitReduce(g, group, catalog, name, comment);
-  };
-  return std::make_unique<FunctionFamily>(std::move(spec));
 }
 
 }  // namespace fusec::codegen

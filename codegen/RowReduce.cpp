@@ -1,12 +1,10 @@
-/// The row_reduce family; see RowReduce.h.
-#include "fusec/codegen/RowReduce.h"
-#include "fusec/codegen/Families.h"
+/// The row_reduce family; see Emitters.h.
+#include "fusec/codegen/Emitters.h"
 
 #include <functional>
 #include <sstream>
 
 #include "ElementwiseEmitter.h"
-#include "fusec/codegen/Reduce.h"
 
 namespace fusec::codegen {
 namespace {
@@ -259,21 +257,6 @@ Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>&
   src << "}\n";
   k.source = src.str();
   return k;
-}
-
-std::unique_ptr<CodegenFamily> makeRowReduceFamily() {
-  FunctionFamily::Spec spec;
-  spec.name = "row_reduce";
-  spec.accepts = "elementwise ops feeding one reduction over contiguous rows (Reduce* over the innermost axis, "
-                 "Softmax, LogSoftmax, LayerNormalization, global pools, InstanceNormalization), which ends the group; "
-                 "the reduction's input is written too when it is read outside";
-  spec.mismatch = "it does not end in a reduction over the innermost axes";
-  spec.claims = [](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog&) { return isRowReduction(g, group.back()); };
-  spec.emit = [](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog, const std::string& name,
-                 const std::string& comment, const KernelOptions&) {
-    return emitRowReduce(g, group, catalog, name, comment);
-  };
-  return std::make_unique<FunctionFamily>(std::move(spec));
 }
 
 }  // namespace fusec::codegen

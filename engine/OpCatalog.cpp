@@ -24,31 +24,26 @@ constexpr std::array<std::pair<AttrType, std::string_view>, 8> kAttrTypes = {{
     {AttrType::Tensor, "tensor"},   {AttrType::Graph, "graph"},
 }};
 
+/// The name of `value` in a (value, name) table, and back.
+template <class E, size_t N>
+std::string_view nameIn(const std::array<std::pair<E, std::string_view>, N>& table, E value) {
+  for (auto [v, name] : table)
+    if (v == value) return name;
+  return "?";
+}
+template <class E, size_t N>
+std::optional<E> valueIn(const std::array<std::pair<E, std::string_view>, N>& table, std::string_view name) {
+  for (auto [v, n] : table)
+    if (n == name) return v;
+  return std::nullopt;
+}
+
 }  // namespace
 
-std::string_view opKindName(OpKind k) {
-  for (auto [kind, name] : kKinds)
-    if (kind == k) return name;
-  return "?";
-}
-
-std::optional<OpKind> opKindFromName(std::string_view n) {
-  for (auto [kind, name] : kKinds)
-    if (name == n) return kind;
-  return std::nullopt;
-}
-
-std::string_view attrTypeName(AttrType t) {
-  for (auto [type, name] : kAttrTypes)
-    if (type == t) return name;
-  return "?";
-}
-
-std::optional<AttrType> attrTypeFromName(std::string_view n) {
-  for (auto [type, name] : kAttrTypes)
-    if (name == n) return type;
-  return std::nullopt;
-}
+std::string_view opKindName(OpKind k) { return nameIn(kKinds, k); }
+std::optional<OpKind> opKindFromName(std::string_view n) { return valueIn(kKinds, n); }
+std::string_view attrTypeName(AttrType t) { return nameIn(kAttrTypes, t); }
+std::optional<AttrType> attrTypeFromName(std::string_view n) { return valueIn(kAttrTypes, n); }
 
 std::string_view resultTypeName(ResultType t) {
   switch (t) {

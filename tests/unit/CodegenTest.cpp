@@ -10,8 +10,7 @@
 #include "TestUtil.h"
 #include "fusec/codegen/Executor.h"
 #include "fusec/codegen/Pointwise.h"
-#include "fusec/codegen/RowReduce.h"
-#include "fusec/codegen/IndexMap.h"
+#include "fusec/codegen/Emitters.h"
 #include "fusec/codegen/Gemm.h"
 #include "fusec/engine/Planner.h"
 #include "fusec/codegen/Spirv.h"
@@ -252,7 +251,7 @@ g (float[2,3,4] x, int64[2] idx = {2, -1}, int64[6] pads = {0, 1, 0, 0, 1, 0}) =
   REQUIRE_MESSAGE(run.ok(), test::why(run));
   for (size_t i = 0; i < reference.size(); ++i) CHECK(run->outputs[i] == reference[i]);  // bit-exact
   for (NodeRef n : g.nodes()) {
-    Expected<codegen::KernelSource> k = codegen::emitIndexMap(g, {n}, "k_" + g.node(n).op.str(), g.node(n).op.str());
+    Expected<codegen::KernelSource> k = codegen::emitIndexMap(g, {n}, ops->catalog, "k_" + g.node(n).op.str(), g.node(n).op.str());
     REQUIRE_MESSAGE(k.ok(), test::why(k));
     INFO(k->source);
     Expected<codegen::SpirvModule> spv = codegen::compileToSpirv(k->source, k->name);

@@ -4,9 +4,8 @@
 /// the group that is read outside it, and fits the target's local memory
 /// and work-group size. So a group is planned only when its kernel exists.
 ///
-/// A new family is one file (an emitter and a `make...Family()` factory
-/// returning a `FunctionFamily` or a subclass of CodegenFamily) and one
-/// line in Families.cpp's registry.
+/// A new family is one file (its emitter) and one entry in Families.cpp's
+/// table (name, what it builds, which groups it claims, the emitter).
 #pragma once
 
 #include <functional>

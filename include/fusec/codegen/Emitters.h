@@ -1,0 +1,108 @@
+/// The emitters of the kernel families other than gemm (Gemm.h) and
+/// pointwise (Pointwise.h): OpenCL C for one group each. Every emitter
+/// takes the group's members in topological order and returns an
+/// `unsupported` error for a group it cannot build; Families.h decides
+/// which family a group goes to.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "fusec/codegen/Pointwise.h"
+
+namespace fusec::codegen {
+
+// ---- window (pool_epilogue, and Convs the gemm family cannot tile)
+
+/// OpenCL C for the window family: MaxPool (without its Indices result) and
+/// AveragePool over 1 to 3 spatial dims, float32, with strides, pads,
+/// dilations, ceil_mode and count_include_pad as ONNX defines them; one
+/// work-item per output element looping over its window, followed by a
+/// fused elementwise epilogue. Conv and ConvTranspose (grouped, strided,
+/// dilated, padded, any number of spatial dims; output_padding,
+/// output_shape, auto_pad; with bias) are the same shape of kernel: each
+/// output element gathers the input positions its window reaches. (Convs
+/// the gemm family can tile go there instead.) BatchNormalization in inference mode (a per-channel
+/// affine map) uses the same frame. Global pools are row reductions
+/// (row_reduce, below).
+/// Whether `members` start with a pooling op this family generates.
+bool isPoolGroup(const Graph& g, const std::vector<NodeRef>& members);
+
+Expected<KernelSource> emitPool(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
+                                const std::string& name, const std::string& comment);
+
+// ---- row_reduce
+
+/// OpenCL C for the row_reduce family: an optional elementwise prologue
+/// feeding one reduction over a contiguous row: the innermost axis
+/// (ReduceSum/Mean/Max/Min/L2/SumSquare, Softmax, LogSoftmax), the trailing
+/// axes from `axis` (LayerNormalization, with its optional mean and
+/// inverse-stddev results; Softmax/LogSoftmax before opset 13), or each
+/// (image, channel) plane (global pools, InstanceNormalization). A row is
+/// shared by up to 64 work-items that reduce through a local-memory tree;
+/// short rows pack several to a work-group. Rows of up to 16 elements per
+/// work-item are loaded once into registers (the prologue computed once);
+/// mean and variance take two passes over them.
+/// Whether `n` is a reduction this family generates.
+bool isRowReduction(const Graph& g, NodeRef n);
+
+/// Generates the kernel for `members` (topological order; the reduction
+/// last). Errors are `unsupported` for groups outside the family.
+Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
+                                     const std::string& name, const std::string& comment);
+
+// ---- reduce
+
+/// OpenCL C for the reduce family: a reduction over any set of axes
+/// (ReduceSum/Mean/Max/Min/Prod/L1/L2/LogSum/LogSumExp/SumSquare, keepdims,
+/// noop_with_empty_axes) or the arg of one axis (ArgMax, ArgMin,
+/// select_last_index), or Softmax/LogSoftmax/Hardmax over a non-innermost
+/// axis (opset 13: one work-item per line of the axis writes the line),
+/// with an optional elementwise prologue recomputed in the loop. One work-item per output element walks the reduced axes in
+/// nested loops, so neighbouring work-items read neighbouring elements when
+/// the innermost axis is kept (column reductions). Reductions over the
+/// innermost axis alone go to the row_reduce family, which splits a row
+/// across a work-group.
+/// The axes `d` reduces over an input of rank `rank`, normalized and
+/// sorted: Reduce*'s `axes` (attribute or constant operand; empty means
+/// all unless noop_with_empty_axes), ArgMax/ArgMin's and, from opset 13,
+/// Softmax/LogSoftmax/Hardmax's `axis`. nullopt when they are not known at
+/// generation time (a computed operand), out of range, or (softmax before
+/// opset 13) not one axis.
+std::optional<std::vector<int64_t>> reducedAxes(const Graph& g, const NodeData& d, int64_t rank);
+
+/// Whether `n` is a reduction or arg-reduction this family generates.
+bool isAxisReduction(const Graph& g, NodeRef n);
+
+/// Generates the kernel for `members` (topological order; the reduction
+/// last). Errors are `unsupported` for groups outside the family.
+Expected<KernelSource> emitReduce(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
+                                  const std::string& name, const std::string& comment);
+
+// ---- index_map
+
+/// OpenCL C for the index_map family: data movement, where each output
+/// element is one input element (or a padding constant) at an index computed
+/// from the output's coordinates. Elements are copied by their bits, so
+/// every element type moves. One op per kernel so far: Reshape, Flatten,
+/// Squeeze, Unsqueeze, Transpose, Expand, Tile, Slice, Concat, Gather,
+/// DepthToSpace, SpaceToDepth and constant Pad; shape operands must be
+/// constants and shapes static.
+bool isIndexMapOp(const Graph& g, NodeRef n);
+
+Expected<KernelSource> emitIndexMap(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
+                                    const std::string& name, const std::string& comment);
+
+// ---- contraction
+
+/// OpenCL C for the contraction family: an Einsum, one work-item per output
+/// element summing the product of its operands over the contracted letters
+/// in nested loops (diagonals and broadcast ellipsis dims by their strides,
+/// as EinsumGeometry gives them). A general fallback: plain matrix products
+/// are MatMuls for the gemm family.
+bool isEinsum(const Graph& g, NodeRef n);
+
+Expected<KernelSource> emitEinsum(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
+                                  const std::string& name, const std::string& comment);
+
+}  // namespace fusec::codegen
