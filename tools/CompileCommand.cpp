@@ -17,6 +17,7 @@
 #include "fusec/codegen/Bundle.h"
 #include "fusec/codegen/Executor.h"
 #include "fusec/codegen/Spirv.h"
+#include "fusec/driver/Pipeline.h"
 #include "fusec/engine/Interpreter.h"
 #include "fusec/engine/OnnxIO.h"
 #include "fusec/engine/Planner.h"
@@ -78,16 +79,15 @@ std::string refusals(const Graph& g, const Plan& plan) {
   return out;
 }
 
-/// `imported`: the model as imported (shapes made static: `foldedAtImport`
-/// nodes of shape arithmetic and constants folded), every node its own kernel.
-std::string report(const Session& s, const RewriteStats& rw, const Plan& plan, const Estimate& imported,
-                   size_t foldedAtImport, const std::string& model) {
+std::string report(const Session& s, const driver::Compiled& c, const std::string& model) {
+  const RewriteStats& rw = c.rewrites;
+  const Plan& plan = c.plan;
   std::ostringstream os;
   std::string packs;
   for (const std::string& p : s.packs) packs += (packs.empty() ? "" : ", ") + std::filesystem::path(p).filename().string();
   os << fmt::format("fusec compile: {} for {} with {}\n\n", model, s.target.name, packs);
-  os << fmt::format("import: {} inputs ({}), {} nodes of shape arithmetic and constants folded\n\n", s.graph.inputs().size(),
-                    inputTypes(s.graph), foldedAtImport);
+  os << fmt::format("import: {} inputs ({}), {} nodes of shape arithmetic and constants folded\n\n", c.graph.inputs().size(),
+                    inputTypes(c.graph), c.foldedAtImport);
   os << "rewrites";
   if (rw.fired.empty()) os << ": none";
   os << "\n";
@@ -102,15 +102,15 @@ std::string report(const Session& s, const RewriteStats& rw, const Plan& plan, c
   }
   os << "fusions (chosen of candidates)\n";
   for (const auto& [rule, f] : fusions) os << fmt::format("  {:<32} {:>5} of {}\n", rule, f.first, f.second);
-  os << refusals(s.graph, plan);
+  os << refusals(c.graph, plan);
   os << "\ngroups\n";
   for (const Group& grp : plan.groups) {
     if (grp.nodes.size() < 2) continue;
     std::string ops;
-    for (NodeRef n : grp.nodes) ops += (ops.empty() ? "" : " ") + s.graph.node(n).op.str();
+    for (NodeRef n : grp.nodes) ops += (ops.empty() ? "" : " ") + c.graph.node(n).op.str();
     os << fmt::format("  {:<40} {:<16} {:>10}  {}\n", grp.name, grp.kernel, seconds(grp.estimate.seconds), ops);
   }
-  const Estimate& b = imported;
+  const Estimate& b = c.imported;
   const Estimate& a = plan.after;
   os << "\n";
   const Estimate& r = plan.before;
@@ -160,22 +160,20 @@ bool wants(const CompileOptions& o, const std::string& what) {
 /// Writes DIR/kernels/<group>.cl (and .spv, validated) for every group a
 /// generated kernel family covers; says which groups have no family yet.
 /// Returns false after printing an error.
-bool emitKernels(const CompileOptions& o, const Session& s, const Plan& plan, std::string& summary) {
+bool emitKernels(const CompileOptions& o, const Session& s, const driver::Compiled& c, std::string& summary) {
   const std::filesystem::path dir = std::filesystem::path(o.outDir) / "kernels";
   std::filesystem::create_directories(dir);
   size_t written = 0, validated = 0, views = 0;
   std::map<std::string, size_t> missing;
-  const std::vector<codegen::KernelGroup> groups = codegen::planGroups(plan);
-  for (size_t i = 0; i < groups.size(); ++i) {
-    const codegen::KernelGroup& grp = groups[i];
-    if (codegen::isViewGroup(s.graph, grp.nodes)) {
+  for (const codegen::KernelGroup& grp : c.groups) {
+    if (codegen::isViewGroup(c.graph, grp.nodes)) {
       ++views;  // no kernel: its result is a view of its operand's buffer
       continue;
     }
-    Expected<codegen::KernelSource> k = codegen::emitKernel(s.graph, grp.nodes, grp.family, s.rules->catalog,
-                                                            grp.name, codegen::kernelComment(s.graph, grp, grp.name));
+    Expected<codegen::KernelSource> k = codegen::emitKernel(c.graph, grp.nodes, grp.family, s.rules->catalog,
+                                                            grp.name, codegen::kernelComment(c.graph, grp, grp.name));
     if (!k) {
-      ++missing[s.graph.node(grp.nodes.front()).op.str()];
+      ++missing[c.graph.node(grp.nodes.front()).op.str()];
       continue;
     }
     std::ofstream(dir / (grp.name + ".cl")) << k->source;
@@ -200,16 +198,13 @@ bool emitKernels(const CompileOptions& o, const Session& s, const Plan& plan, st
 /// inputs and the interpreter's outputs for them (see codegen/Bundle.h).
 /// `original` is the imported model, `inputs` the sample its shapes were
 /// bound to. Returns false after printing an error.
-bool emitBundle(const CompileOptions& o, const Session& s, const Plan& plan, const Graph& original,
+bool emitBundle(const CompileOptions& o, const Session& s, const driver::Compiled& c, const Graph& original,
                 const std::vector<Tensor>& inputs, std::string& summary) {
   auto fail = [&](const std::string& message) {
     std::cerr << "error: " << o.model << ": " << message << "\n";
     return false;
   };
-  if (Status st = requireStaticShapes(s.graph, "--dim sets the size of symbolic input dims"); !st)
-    return fail(st.error().message);
-  Expected<codegen::Schedule> schedule = codegen::scheduleGraph(s.graph, codegen::planGroups(plan), s.rules->catalog);
-  if (!schedule) return fail(schedule.error().message);
+  const std::optional<codegen::Schedule>& schedule = c.schedule;
   Expected<std::vector<Tensor>> expected = runGraph(original, inputs, &s.rules->catalog);
   if (!expected) return fail("the reference interpreter cannot run it: " + expected.error().message);
   std::string packs;
@@ -217,7 +212,7 @@ bool emitBundle(const CompileOptions& o, const Session& s, const Plan& plan, con
   const std::string title = fmt::format("{} for {} with {}", std::filesystem::path(o.model).filename().string(),
                                         s.target.name, packs);
   const std::filesystem::path dir = std::filesystem::path(o.outDir) / "bundle";
-  if (Status st = codegen::writeBundle(dir, s.graph, schedule.value(), {inputs, expected.value()}, title); !st)
+  if (Status st = codegen::writeBundle(dir, c.graph, *schedule, {inputs, expected.value()}, title); !st)
     return fail(st.error().message);
   const codegen::MemoryPlan& m = schedule->memory;
   summary += fmt::format("\nbundle: {} kernels, {} device buffers (constants {:.1f} MB, intermediates {:.1f} MB), "
@@ -229,8 +224,8 @@ bool emitBundle(const CompileOptions& o, const Session& s, const Plan& plan, con
 }
 
 int compile(const CompileOptions& o) {
-  static const std::vector<std::string> kStages = {"import", "rewrite", "plan"};
-  if (!o.dumpAfter.empty() && std::find(kStages.begin(), kStages.end(), o.dumpAfter) == kStages.end()) {
+  const std::vector<std::string_view> stages(driver::kStages.begin(), driver::kStages.end() - 1);  // codegen: no graph
+  if (!o.dumpAfter.empty() && std::find(stages.begin(), stages.end(), o.dumpAfter) == stages.end()) {
     std::cerr << "error: unknown stage `" << o.dumpAfter << "`; stages are import, rewrite, plan\n";
     return 1;
   }
@@ -245,8 +240,12 @@ int compile(const CompileOptions& o) {
   }
   std::unique_ptr<Session> s = openSession(o.model, o.packs, o.target);
   if (!s) return 1;
+  driver::PipelineOptions options;
+  options.afterStage = [&](std::string_view stage, const Graph& g) {
+    if (stage == o.dumpAfter) std::cout << exportOnnxText(g);
+  };
   // A bundle runs fixed shapes: symbolic input dims are bound (--dim) to
-  // the sample inputs it ships, before rewriting.
+  // the sample inputs it ships, and every kernel is generated.
   Graph original;
   std::vector<Tensor> sample;
   if (wants(o, "bundle")) {
@@ -260,30 +259,18 @@ int compile(const CompileOptions& o) {
       }
       sample.push_back(std::move(t.value()));
     }
-    if (Status st = bindInputShapes(s->graph, sample); !st) {
-      std::cerr << "error: " << o.model << ": " << st.error().message << "\n";
-      return 1;
-    }
+    options.inputs = &sample;
+    options.generate = true;
+    options.staticShapesHint = "--dim sets the size of symbolic input dims";
   }
-  // Shapes are static wherever the inputs' shapes are known: shape
-  // arithmetic folds before anything is counted.
-  Expected<size_t> foldedAtImport = foldConstants(s->graph, s->rules->catalog);
-  if (!foldedAtImport) {
-    std::cerr << "error: " << o.model << ": " << foldedAtImport.error().message << "\n";
+  Expected<std::unique_ptr<driver::Compiled>> compiled =
+      driver::compile(std::move(s->graph), *s->rules, s->target, options);
+  if (!compiled) {
+    std::cerr << "error: " << o.model << ": " << compiled.error().message << "\n";
     return 1;
   }
-  if (o.dumpAfter == "import") std::cout << exportOnnxText(s->graph);
-  const Estimate imported = unfusedEstimate(s->graph, s->rules->catalog, s->target);
-  Expected<RewriteStats> rw = runRewritePipeline(s->graph, *s->rules, &s->target);
-  if (!rw) {
-    std::cerr << "error: " << o.model << ": " << rw.error().message << "\n";
-    return 1;
-  }
-  if (o.dumpAfter == "rewrite") std::cout << exportOnnxText(s->graph);
-  Plan plan = planFusion(s->graph, *s->rules, s->target, codegen::kernelFamilies());
-  Graph fused = buildFusedGraph(s->graph, plan);
-  if (o.dumpAfter == "plan") std::cout << exportOnnxText(fused);
-  const std::string text = report(*s, rw.value(), plan, imported, foldedAtImport.value(), o.model);
+  const driver::Compiled& c = *compiled.value();
+  const std::string text = report(*s, c, o.model);
   if (o.outDir.empty()) {
     if (o.dumpAfter.empty()) std::cout << text;
     return 0;
@@ -296,14 +283,14 @@ int compile(const CompileOptions& o) {
   }
   const std::filesystem::path dir(o.outDir);
   if (wants(o, "onnx"))
-    if (Status st = exportOnnxFile(fused, (dir / "model.fused.onnx").string()); !st) {
+    if (Status st = exportOnnxFile(buildFusedGraph(c.graph, c.plan), (dir / "model.fused.onnx").string()); !st) {
       std::cerr << "error: " << st.error().message << "\n";
       return 1;
     }
-  if (wants(o, "plan")) std::ofstream(dir / "plan.json") << planJson(s->graph, plan).dump(2) << "\n";
+  if (wants(o, "plan")) std::ofstream(dir / "plan.json") << planJson(c.graph, c.plan).dump(2) << "\n";
   std::string kernels;
-  if ((wants(o, "opencl") || wants(o, "spirv")) && !emitKernels(o, *s, plan, kernels)) return 1;
-  if (wants(o, "bundle") && !emitBundle(o, *s, plan, original, sample, kernels)) return 1;
+  if ((wants(o, "opencl") || wants(o, "spirv")) && !emitKernels(o, *s, c, kernels)) return 1;
+  if (wants(o, "bundle") && !emitBundle(o, *s, c, original, sample, kernels)) return 1;
   if (wants(o, "report")) std::ofstream(dir / "report.txt") << text << kernels;
   if (o.dumpAfter.empty()) std::cout << text << kernels;
   return 0;

@@ -8,7 +8,7 @@
 
 #include "Commands.h"
 #include "Session.h"
-#include "fusec/codegen/Families.h"
+#include "fusec/driver/Pipeline.h"
 #include "fusec/engine/Planner.h"
 #include "fusec/engine/Rewriter.h"
 
@@ -32,14 +32,18 @@ int explain(const ExplainOptions& o) {
     std::cerr << "\n";
     return 1;
   }
-  Graph& g = s->graph;
+  // A fusion rule is explained on the graph the planner sees (the
+  // pipeline's), a rewrite rule on the model as imported.
+  std::unique_ptr<driver::Compiled> compiled;
   if (rule->kind == Rule::Kind::Fusion) {
-    Expected<RewriteStats> rw = runRewritePipeline(g, *s->rules, &s->target);
-    if (!rw) {
-      std::cerr << "error: " << rw.error().message << "\n";
+    Expected<std::unique_ptr<driver::Compiled>> c = driver::compile(std::move(s->graph), *s->rules, s->target);
+    if (!c) {
+      std::cerr << "error: " << c.error().message << "\n";
       return 1;
     }
+    compiled = std::move(c.value());
   }
+  Graph& g = compiled ? compiled->graph : s->graph;
   const PatternNode& root = rule->pattern.nodes[static_cast<size_t>(rule->pattern.roots.at(0))];
   std::vector<NodeRef> starts;
   for (NodeRef n : g.nodes()) {
@@ -62,8 +66,7 @@ int explain(const ExplainOptions& o) {
     return 0;
   }
   Matcher matcher(*s->rules, &s->target);
-  std::optional<Plan> plan;
-  if (rule->kind == Rule::Kind::Fusion) plan = planFusion(g, *s->rules, s->target, codegen::kernelFamilies());
+  const Plan* plan = compiled ? &compiled->plan : nullptr;
   for (NodeRef n : starts) {
     MatchFailure why;
     std::optional<Match> m = matcher.matchAt(g, n, *rule, &why);

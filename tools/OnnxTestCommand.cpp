@@ -14,7 +14,7 @@
 
 #include "Commands.h"
 #include "fusec/codegen/Executor.h"
-#include "fusec/codegen/Specialize.h"
+#include "fusec/driver/Pipeline.h"
 #include "fusec/engine/Interpreter.h"
 #include "fusec/engine/Planner.h"
 #include "fusec/engine/OnnxIO.h"
@@ -51,45 +51,42 @@ std::vector<fs::path> sortedFiles(const fs::path& dir, const std::string& prefix
 
 /// How a case is executed.
 struct Engine {
-  const RuleSet* rules = nullptr;        ///< run the rewrite stage first
+  const RuleSet* packs = nullptr;        ///< the op catalog, rewrite and fusion rules
+  const Target* target = nullptr;
+  bool rewrite = false;                  ///< run the rewrite stage first
   codegen::Device* device = nullptr;     ///< run generated kernels instead of the interpreter
-  const RuleSet* catalog = nullptr;      ///< op catalog for code generation
-  const Target* target = nullptr;        ///< with `fuse`: plan fusion for this target
-  bool fuse = false;
+  bool fuse = false;                     ///< on the device: plan fusion
   Tolerance tolerance;
 };
 
-/// Runs one graph the way `engine` says.
+/// Runs one graph the way `engine` says: on the interpreter, after the
+/// rewrite stage when asked; on the device through the pipeline, with the
+/// inputs that decide shapes (a ReduceSum's axes, Slice's starts) fixed to
+/// this data set's values, as kernels are generated for static shapes.
 Expected<std::vector<Tensor>> execute(const Graph& model, const Engine& engine, const std::vector<Tensor>& inputs) {
-  if (!engine.device) return runGraph(model, inputs, &engine.catalog->catalog);
-  // Kernels are generated for static shapes: inputs that decide shapes
-  // (a ReduceSum's axes, Slice's starts) are fixed to this data set's values,
-  // then what the shapes decide (Shape, Size and what follows from them)
-  // folds and types are inferred again.
-  Graph g = model.clone();
-  if (Expected<std::vector<std::string>> fixed = codegen::specializeInputs(g, inputs, engine.catalog->catalog); !fixed) return fixed.error();
-  if (Expected<size_t> folded = foldConstants(g, engine.catalog->catalog); !folded) return folded.error();
-  std::vector<codegen::KernelGroup> groups;
-  if (engine.fuse) {
-    groups = codegen::planGroups(planFusion(g, *engine.rules, *engine.target, codegen::kernelFamilies()));
-  } else {
-    groups = codegen::singleNodeGroups(g);
+  const OpCatalog& catalog = engine.packs->catalog;
+  if (!engine.rewrite && !engine.device) return runGraph(model, inputs, &catalog);
+  driver::PipelineOptions options;
+  options.rewrite = engine.rewrite;
+  options.fuse = engine.device && engine.fuse;
+  if (engine.device) {
+    options.inputs = &inputs;
+    options.specialize = true;
   }
-  Expected<codegen::DeviceRun> run = codegen::runOnDevice(*engine.device, g, groups, engine.catalog->catalog, inputs);
+  Expected<std::unique_ptr<driver::Compiled>> compiled = driver::compile(model.clone(), *engine.packs, *engine.target, options);
+  if (!compiled) return compiled.error();
+  const driver::Compiled& c = *compiled.value();
+  if (!engine.device) return runGraph(c.graph, inputs, &catalog);
+  Expected<codegen::DeviceRun> run = codegen::runOnDevice(*engine.device, c.graph, c.groups, catalog, inputs);
   if (!run) return run.error();
   return std::move(run->outputs);
 }
 
-/// `engine.rules`: when set, the rewrite stage runs before execution, so the
+/// With `engine.rewrite`, the rewrite stage runs before execution, so the
 /// case checks that rewriting kept the model's meaning.
 CaseResult runCase(const fs::path& dir, const Engine& engine) {
-  const RuleSet* rules = engine.rules;
   Expected<Graph> g = importOnnxFile((dir / "model.onnx").string());
   if (!g) return {g.error().unsupported ? Outcome::Unsupported : Outcome::Fail, g.error().message};
-  if (rules) {
-    Expected<RewriteStats> st = runRewritePipeline(g.value(), *rules, nullptr);
-    if (!st) return {st.error().unsupported ? Outcome::Unsupported : Outcome::Fail, "rewriting: " + st.error().message};
-  }
   std::vector<fs::path> sets = sortedFiles(dir, "test_data_set_");
   if (sets.empty()) return {Outcome::Fail, "no test_data_set_* folders"};
   double maxErr = 0;
@@ -172,8 +169,9 @@ int runOnnxTests(const OnnxTestOptions& o) {
   if (!rules) return 1;
   Engine engine;
   engine.tolerance = o.tolerance;
-  engine.rules = o.rewrite || o.fuse ? rules.get() : nullptr;
-  engine.catalog = rules.get();
+  engine.packs = rules.get();
+  engine.target = &*target;
+  engine.rewrite = o.rewrite || o.fuse;  // fusion plans the rewritten graph, as compile does
   std::unique_ptr<codegen::Device> device;
   if (o.opencl) {
     Expected<std::unique_ptr<codegen::Device>> d = codegen::Device::open(o.device);
@@ -184,7 +182,6 @@ int runOnnxTests(const OnnxTestOptions& o) {
     device = std::move(d.value());
     engine.device = device.get();
     engine.fuse = o.fuse;
-    engine.target = &*target;
   }
   size_t passed = 0, failed = 0, unsupported = 0;
   std::vector<std::string> passNames;

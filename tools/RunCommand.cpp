@@ -15,6 +15,7 @@
 #include "Random.h"
 #include "fusec/codegen/Executor.h"
 #include "fusec/codegen/Tuner.h"
+#include "fusec/driver/Pipeline.h"
 #include "fusec/engine/CostModel.h"
 #include "fusec/engine/Interpreter.h"
 #include "fusec/engine/OnnxIO.h"
@@ -262,42 +263,30 @@ int runOpenCL(const RunOptions& o, const Graph& original, const std::vector<Tens
     std::cerr << "error: " << device.error().message << "\n";
     return 1;
   }
-  Graph g = original.clone();
-  if (Status st = bindInputShapes(g, inputs); !st) {
-    std::cerr << "error: " << o.model << ": " << st.error().message << "\n";
+  // Import (symbolic dims bound to the inputs', shapes folded), rewrite,
+  // plan and generate: the pipeline; the fused plan when fusing at all.
+  const bool fused = !o.noFuse || o.compare;
+  driver::PipelineOptions options;
+  options.inputs = &inputs;
+  options.fuse = fused;
+  options.generate = true;  // codegen timed apart (DeviceProgram::build below generates again, then builds)
+  options.staticShapesHint = "--interpreter runs it anyway";
+  Expected<std::unique_ptr<driver::Compiled>> compiled = driver::compile(original.clone(), *rules, *target, options);
+  if (!compiled) {
+    std::cerr << "error: " << o.model << ": " << compiled.error().message << "\n";
     return 1;
   }
-  Clock::time_point start = Clock::now();
-  Expected<RewriteStats> rw = runRewritePipeline(g, *rules, &target.value());
-  if (!rw) {
-    std::cerr << "error: " << rw.error().message << "\n";
-    return 1;
-  }
-  stages["rewrite"] = since(start);  // static shapes and constant folding included
-  if (Status st = requireStaticShapes(g, "--interpreter runs it anyway"); !st) {
-    std::cerr << "error: " << o.model << ": " << st.error().message << "\n";
-    return 1;
-  }
+  const driver::Compiled& c = *compiled.value();
+  const Graph& g = c.graph;
+  for (const auto& [stage, sec] : c.stageSeconds) stages[stage] += sec;
   fmt::print("device: {} (target profile {}, {} pack{})\n", (*device)->info().name, target->name, packs.size(),
              packs.size() == 1 ? "" : "s");
   std::vector<Measured> runs;
   std::map<std::string, size_t> fusions;  // fusion rule -> groups chosen
-  if (!o.noFuse || o.compare) {
-    start = Clock::now();
-    Plan plan = planFusion(g, *rules, target.value(), codegen::kernelFamilies());
-    stages["plan"] = since(start);
-    for (const Group& grp : plan.groups)
+  if (fused) {
+    for (const Group& grp : c.plan.groups)
       if (grp.rule) ++fusions[grp.rule->name];
-    // Codegen alone, timed apart for the report (DeviceProgram::build below
-    // generates again, then builds: milliseconds against seconds).
-    start = Clock::now();
-    Expected<codegen::Schedule> sources = codegen::scheduleGraph(g, codegen::planGroups(plan), rules->catalog);
-    stages["codegen"] = since(start);
-    if (!sources) {
-      std::cerr << "error: " << o.model << ": " << sources.error().message << "\n";
-      return 1;
-    }
-    std::optional<Measured> m = prepare(o, **device, g, codegen::planGroups(plan), rules->catalog, *target, "fused");
+    std::optional<Measured> m = prepare(o, **device, g, c.groups, rules->catalog, *target, "fused");
     if (!m) return 1;
     runs.push_back(std::move(*m));
   }
@@ -324,7 +313,7 @@ int runOpenCL(const RunOptions& o, const Graph& original, const std::vector<Tens
   }
   printOutputs(g, runs.front().outputs);
   if (!writeOutputs(o, g, runs.front().outputs)) return 1;
-  if (!writeJson(o, g, rw.value(), fusions, stages, runs)) return 1;
+  if (!writeJson(o, g, c.rewrites, fusions, stages, runs)) return 1;
   if (o.check) {
     Expected<std::vector<Tensor>> reference = runGraph(original, inputs, &rules->catalog);
     if (!reference) {

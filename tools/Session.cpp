@@ -1,5 +1,4 @@
-/// Loading a model, packs and a target for the compiling commands; binding
-/// input shapes for the commands that generate kernels.
+/// Loading a model, packs and a target for the compiling commands.
 #include "Session.h"
 
 #include <fmt/format.h>
@@ -54,15 +53,5 @@ std::unique_ptr<Session> openSession(const std::string& model, const std::vector
   return s;
 }
 
-Status bindInputShapes(Graph& g, const std::vector<Tensor>& inputs) {
-  bool changed = false;
-  for (size_t i = 0; i < inputs.size() && i < g.inputs().size(); ++i) {
-    TensorType& t = g.value(g.inputs()[i]).type;
-    if (t.isStatic()) continue;
-    t = TensorType::of(inputs[i].dtype(), inputs[i].shape());
-    changed = true;
-  }
-  return changed ? inferTypes(g) : Status::success();
-}
 
 }  // namespace fusec::tools

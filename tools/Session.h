@@ -31,10 +31,6 @@ std::optional<Target> loadTargetOrDefault(const std::string& path);
 std::unique_ptr<RuleSet> loadRules(const std::vector<std::string>& packs, const Target& target,
                                    std::vector<std::string>* loaded = nullptr);
 
-/// Gives symbolic dims of the graph inputs the sizes of `inputs` and infers
-/// every shape from them: kernels are generated for static shapes.
-Status bindInputShapes(Graph& g, const std::vector<Tensor>& inputs);
-
 /// Loads everything; prints diagnostics to stderr and returns null on error.
 std::unique_ptr<Session> openSession(const std::string& model, const std::vector<std::string>& packs,
                                      const std::string& target);

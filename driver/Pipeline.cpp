@@ -1,0 +1,92 @@
+/// The compile pipeline; see Pipeline.h.
+#include "fusec/driver/Pipeline.h"
+
+#include <chrono>
+
+#include "fusec/codegen/Families.h"
+#include "fusec/codegen/Specialize.h"
+#include "fusec/engine/TypeInference.h"
+
+namespace fusec::driver {
+namespace {
+
+/// Sizes the graph inputs' symbolic dims from `inputs` and infers types.
+Status bindInputShapes(Graph& g, const std::vector<Tensor>& inputs) {
+  bool changed = false;
+  for (size_t i = 0; i < inputs.size() && i < g.inputs().size(); ++i) {
+    TensorType& t = g.value(g.inputs()[i]).type;
+    if (t.isStatic()) continue;
+    t = TensorType::of(inputs[i].dtype(), inputs[i].shape());
+    changed = true;
+  }
+  return changed ? inferTypes(g) : Status::success();
+}
+
+class Timer {
+ public:
+  explicit Timer(Compiled& c) : c_(c) {}
+  void done(const std::string& stage) {
+    const auto now = std::chrono::steady_clock::now();
+    c_.stageSeconds.emplace_back(stage, std::chrono::duration<double>(now - start_).count());
+    start_ = now;
+  }
+
+ private:
+  Compiled& c_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<Compiled>> compile(Graph model, const RuleSet& rules, const Target& target,
+                                            const PipelineOptions& options) {
+  auto out = std::make_unique<Compiled>();
+  Compiled& c = *out;
+  c.graph = std::move(model);
+  Graph& g = c.graph;
+  auto after = [&](std::string_view stage, const Graph& shown) {
+    if (options.afterStage) options.afterStage(stage, shown);
+  };
+  Timer timer(c);
+  // ---- import: bind, specialize, fold
+  if (options.inputs) {
+    if (Status st = bindInputShapes(g, *options.inputs); !st) return st.error();
+    if (options.specialize)
+      if (Expected<std::vector<std::string>> fixed = codegen::specializeInputs(g, *options.inputs, rules.catalog); !fixed)
+        return fixed.error();
+  }
+  Expected<size_t> folded = foldConstants(g, rules.catalog);
+  if (!folded) return folded.error();
+  c.foldedAtImport = folded.value();
+  c.imported = unfusedEstimate(g, rules.catalog, target);
+  timer.done("import");
+  after("import", g);
+  // ---- rewrite
+  if (options.rewrite) {
+    Expected<RewriteStats> rw = runRewritePipeline(g, rules, &target);
+    if (!rw) return rw.error();
+    c.rewrites = std::move(rw.value());
+    timer.done("rewrite");
+  }
+  after("rewrite", g);
+  // ---- plan
+  if (options.fuse) {
+    c.plan = planFusion(g, rules, target, codegen::kernelFamilies());
+    c.groups = codegen::planGroups(c.plan);
+  } else {
+    c.groups = codegen::singleNodeGroups(g);
+  }
+  timer.done("plan");
+  if (options.afterStage) options.afterStage("plan", options.fuse ? buildFusedGraph(g, c.plan) : g.clone());
+  // ---- codegen
+  if (options.generate) {
+    if (Status st = requireStaticShapes(g, options.staticShapesHint); !st) return st.error();
+    Expected<codegen::Schedule> schedule = codegen::scheduleGraph(g, c.groups, rules.catalog);
+    if (!schedule) return schedule.error();
+    c.schedule = std::move(schedule.value());
+    timer.done("codegen");
+  }
+  return out;
+}
+
+}  // namespace fusec::driver
