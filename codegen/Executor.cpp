@@ -20,11 +20,11 @@ std::string identifier(const std::string& s) {
 
 }  // namespace
 
-bool isViewGroup(const Graph& g, const std::vector<NodeRef>& group) {
+bool isViewGroup(const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog) {
   if (group.size() != 1) return false;
   const NodeData& d = g.node(group[0]);
-  static const std::set<std::string> kViews = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
-  return d.domain.empty() && kViews.count(d.op.str()) && !d.inputs.empty() && d.inputs[0] != kNoValue &&
+  const OpDef* op = d.domain.empty() ? catalog.find(d.op.str()) : nullptr;
+  return op && op->view && !d.inputs.empty() && d.inputs[0] != kNoValue &&
          d.outputs.size() == 1 && g.value(d.outputs[0]).type.isStatic() && g.value(d.inputs[0]).type.isStatic() &&
          g.value(d.outputs[0]).type.dtype == g.value(d.inputs[0]).type.dtype;
 }
@@ -86,7 +86,7 @@ Expected<Schedule> scheduleGraph(const Graph& g, const std::vector<KernelGroup>&
   // Generate every kernel first: which values each one reads and writes.
   size_t index = 0;
   for (const KernelGroup& group : groups) {
-    if (isViewGroup(g, group.nodes)) {
+    if (isViewGroup(g, group.nodes, catalog)) {
       const NodeData& d = g.node(group.nodes[0]);
       views[d.outputs[0]] = resolve(d.inputs[0]);
       continue;

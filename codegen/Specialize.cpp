@@ -1,37 +1,21 @@
 #include "fusec/codegen/Specialize.h"
 
-#include <map>
 #include <set>
 
 #include "fusec/engine/Rewriter.h"
 
 namespace fusec::codegen {
 
-const std::vector<uint32_t>& generationTimeOperands(const std::string& op) {
-  static const std::vector<uint32_t> kNone;
-  static const std::map<std::string, std::vector<uint32_t>> kOperands = {
-      {"Reshape", {1}},       {"Expand", {1}},        {"Tile", {1}},           {"Slice", {1, 2, 3, 4}},
-      {"Pad", {1, 3}},        {"Squeeze", {1}},       {"Unsqueeze", {1}},      {"Split", {1}},
-      {"ConstantOfShape", {0}}, {"Range", {0, 1, 2}}, {"OneHot", {1}},         {"TopK", {1}},
-      {"Resize", {1, 2, 3}},  {"Upsample", {1}},      {"CenterCropPad", {1, 2}}, {"Col2Im", {1, 2, 3}},
-      {"ReduceSum", {1}},     {"ReduceMean", {1}},    {"ReduceMax", {1}},      {"ReduceMin", {1}},
-      {"ReduceProd", {1}},    {"ReduceL1", {1}},      {"ReduceL2", {1}},       {"ReduceLogSum", {1}},
-      {"ReduceLogSumExp", {1}}, {"ReduceSumSquare", {1}}, {"HannWindow", {0}}, {"HammingWindow", {0}},
-      {"BlackmanWindow", {0}}, {"DFT", {1, 2}},       {"STFT", {1, 3}},        {"MelWeightMatrix", {0, 1, 2, 3, 4}},
-      {"AffineGrid", {1}}};
-  auto it = kOperands.find(op);
-  return it == kOperands.end() ? kNone : it->second;
-}
-
-std::vector<size_t> inputsDecidingShapes(const Graph& g) {
+std::vector<size_t> inputsDecidingShapes(const Graph& g, const OpCatalog& catalog) {
   // Walk back from every non-constant generation-time operand to the graph
   // inputs it is computed from.
   std::vector<ValueId> work;
   for (NodeRef n : g.nodes()) {
     const NodeData& d = g.node(n);
-    if (!d.domain.empty()) continue;
-    for (uint32_t i : generationTimeOperands(d.op.str()))
-      if (i < d.inputs.size() && d.inputs[i] != kNoValue && !g.isConstant(d.inputs[i])) work.push_back(d.inputs[i]);
+    const OpDef* op = d.domain.empty() ? catalog.find(d.op.str()) : nullptr;
+    if (!op) continue;
+    for (size_t i = 0; i < d.inputs.size() && i < op->params.size(); ++i)
+      if (op->params[i].staticValue && d.inputs[i] != kNoValue && !g.isConstant(d.inputs[i])) work.push_back(d.inputs[i]);
   }
   std::set<ValueId> seen, reached;
   while (!work.empty()) {
@@ -54,7 +38,7 @@ Expected<std::vector<std::string>> specializeInputs(Graph& g, const std::vector<
   if (inputs.size() != g.inputs().size())
     return Error{"model takes " + std::to_string(g.inputs().size()) + " inputs, got " + std::to_string(inputs.size())};
   std::vector<std::string> fixed;
-  for (size_t i : inputsDecidingShapes(g)) {
+  for (size_t i : inputsDecidingShapes(g, catalog)) {
     const ValueId in = g.inputs()[i];
     const Tensor& t = inputs[i];
     Value& v = g.value(in);

@@ -235,9 +235,12 @@ class RewriteBuilder {
   std::vector<ValueId> built_;
 };
 
-/// Ops whose result is not a function of their operands: never folded or merged.
-bool nondeterministic(const NodeData& d) {
-  return d.op.str().rfind("Random", 0) == 0 || d.op == "Bernoulli" || d.op == "Multinomial";
+/// Whether `d` computes a function of its operands by the catalog: an op
+/// the catalog declares and does not mark `nondeterministic`. Only these
+/// fold or merge (an op fusec does not know might draw random numbers).
+bool deterministic(const NodeData& d, const OpCatalog& catalog) {
+  const OpDef* def = d.domain.empty() ? catalog.find(d.op.str()) : nullptr;
+  return def && !def->nondeterministic;
 }
 
 /// Results larger than this are not folded: the node runs on the device
@@ -280,7 +283,7 @@ Expected<bool> foldNode(Graph& g, NodeRef n, const OpCatalog& catalog) {
   const OpDef* def = d.domain.empty() ? catalog.find(d.op.str()) : nullptr;
   if (!d.domain.empty() || !(interpreterSupports(d.op.str()) || (def && def->semantics)) || d.outputs.empty())
     return false;
-  if (nondeterministic(d)) return false;
+  if (!deterministic(d, catalog)) return false;
   const bool ofShape = (d.op == "Shape" || d.op == "Size" || d.op == "EyeLike") && d.inputs.size() == 1 &&
                        d.inputs[0] != kNoValue && !g.isConstant(d.inputs[0]) &&
                        g.value(d.inputs[0]).type.isStatic() && g.value(d.inputs[0]).type.dtype != DType::String;
@@ -366,7 +369,7 @@ size_t eliminateDeadCode(Graph& g) {
   return removed;
 }
 
-size_t eliminateCommonSubexpressions(Graph& g) {
+size_t eliminateCommonSubexpressions(Graph& g, const OpCatalog& catalog) {
   // Key: op, domain, attributes (printed), operands (constants by content).
   auto operandKey = [&](ValueId v) -> std::string {
     if (v == kNoValue) return "-";
@@ -396,7 +399,7 @@ size_t eliminateCommonSubexpressions(Graph& g) {
   size_t merged = 0;
   for (NodeRef n : orderedNodes(g)) {
     const NodeData& d = g.node(n);
-    if (nondeterministic(d)) continue;
+    if (!deterministic(d, catalog)) continue;
     std::string key = d.domain + "|" + d.op.str() + "|" + attrKey(d.attrs) + "|" + std::to_string(d.outputs.size());
     for (ValueId v : d.inputs) key += "|" + operandKey(v);
     auto [it, fresh] = seen.emplace(key, n);
@@ -500,7 +503,7 @@ Expected<RewriteStats> runRewritePipeline(Graph& g, const RuleSet& rules, const 
   Expected<RewriteStats> stats = rewriteToFixpoint(g, rules, target, options);
   if (!stats) return stats;
   stats->nodesFolded += folded.value();
-  stats->nodesRemoved += eliminateCommonSubexpressions(g);
+  stats->nodesRemoved += eliminateCommonSubexpressions(g, rules.catalog);
   stats->nodesRemoved += eliminateDeadCode(g);
   std::vector<std::string> problems = g.verify();
   if (!problems.empty()) return Error{"internal error: the rewritten graph is malformed: " + problems.front()};

@@ -160,10 +160,14 @@ class Checker {
         kind = k;
       } else if (t.text == "commutative") {
         def.commutative = true;
+      } else if (t.text == "view") {
+        def.view = true;
+      } else if (t.text == "nondeterministic") {
+        def.nondeterministic = true;
       } else {
         diags_.emitError(t.range, "unknown op kind or trait " + quoted(t.text) +
                                       "; kinds are `elementwise`, `broadcast`, `injective`, `reduction`, "
-                                      "`anchor`, `opaque`; the trait is `commutative`");
+                                      "`anchor`, `opaque`; traits are `commutative`, `view`, `nondeterministic`");
       }
     }
     const bool kindKnown = kind.has_value();
@@ -180,7 +184,13 @@ class Checker {
           diags_.emitError(p.name.range, std::string(what) + " name " + quoted(p.name.text) + " is used twice");
         if (p.variadic && i + 1 != in.size())
           diags_.emitError(p.range, "only the last " + std::string(what) + " can be variadic");
-        out.push_back(OpParam{p.name.text, p.optional, p.variadic});
+        bool staticValue = false;
+        if (p.type) {
+          if (p.type->text == "static" && std::string(what) == "operand") staticValue = true;
+          else diags_.emitError(p.type->range, "unknown " + std::string(what) + " annotation " + quoted(p.type->text) +
+                                                   (std::string(what) == "operand" ? "; the annotation is `static`" : ""));
+        }
+        out.push_back(OpParam{p.name.text, p.optional, p.variadic, staticValue});
       }
     };
     params(d.params, def.params, "operand");

@@ -59,17 +59,35 @@ ATTR_TYPES = {AttributeProto.INT: "int", AttributeProto.FLOAT: "float", Attribut
 FIXED_TYPES = {"tensor(bool)": "bool", "tensor(int64)": "int64", "tensor(float)": "float"}
 
 
+# Operands whose values kernels need when they are generated: they decide a
+# result's shape or an index map (written `name: static`).
+STATIC_OPERANDS = {
+    "Reshape": {1}, "Expand": {1}, "Tile": {1}, "Slice": {1, 2, 3, 4}, "Pad": {1, 3}, "Squeeze": {1},
+    "Unsqueeze": {1}, "Split": {1}, "ConstantOfShape": {0}, "Range": {0, 1, 2}, "OneHot": {1}, "TopK": {1},
+    "Resize": {1, 2, 3}, "Upsample": {1}, "CenterCropPad": {1, 2}, "Col2Im": {1, 2, 3}, "ReduceSum": {1},
+    "ReduceMean": {1}, "ReduceMax": {1}, "ReduceMin": {1}, "ReduceProd": {1}, "ReduceL1": {1}, "ReduceL2": {1},
+    "ReduceLogSum": {1}, "ReduceLogSumExp": {1}, "ReduceSumSquare": {1}, "HannWindow": {0}, "HammingWindow": {0},
+    "BlackmanWindow": {0}, "DFT": {1, 2}, "STFT": {1, 3}, "MelWeightMatrix": {0, 1, 2, 3, 4}, "AffineGrid": {1},
+}
+# Ops whose result is their first operand's bytes in the same order (a
+# kernel can return a view of its buffer).
+VIEW = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}
+# Ops whose result is not a function of their operands: never folded or merged.
+NONDETERMINISTIC = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli",
+                    "Multinomial"}
+
+
 def ident(name):
     return name + "_" if name in KEYWORDS else name
 
 
-def param(p, result=False):
+def param(p, result=False, static=False):
     name = ident(p.name)
     if p.option == onnx.defs.OpSchema.FormalParameterOption.Optional:
         name += "?"
     elif p.option == onnx.defs.OpSchema.FormalParameterOption.Variadic:
         name += "..."
-    return name
+    return name + (": static" if static else "")
 
 
 def float32_literal(v):
@@ -108,13 +126,17 @@ def result_type(schema):
 
 def op_line(name, kind):
     s = onnx.defs.get_schema(name, OPSET)
-    params = ", ".join(param(p) for p in s.inputs)
+    params = ", ".join(param(p, static=i in STATIC_OPERANDS.get(name, ())) for i, p in enumerate(s.inputs))
     line = f"op {name}({params}){result_type(s)}"
     if len(s.outputs) > 1 or s.outputs[0].option != onnx.defs.OpSchema.FormalParameterOption.Single:
         line += " -> (" + ", ".join(param(p, True) for p in s.outputs) + ")"
     line += " " + kind
     if name in COMMUTATIVE:
         line += " commutative"
+    if name in VIEW:
+        line += " view"
+    if name in NONDETERMINISTIC:
+        line += " nondeterministic"
     attrs = []
     for a in sorted(s.attributes.values(), key=lambda a: a.name):
         t = ATTR_TYPES.get(a.type)

@@ -166,7 +166,7 @@ bool emitKernels(const CompileOptions& o, const Session& s, const driver::Compil
   size_t written = 0, validated = 0, views = 0;
   std::map<std::string, size_t> missing;
   for (const codegen::KernelGroup& grp : c.groups) {
-    if (codegen::isViewGroup(c.graph, grp.nodes)) {
+    if (codegen::isViewGroup(c.graph, grp.nodes, s.rules->catalog)) {
       ++views;  // no kernel: its result is a view of its operand's buffer
       continue;
     }

@@ -45,7 +45,7 @@ g (float[N,16] x, float[N,16] skip, float[16] gamma) => (float[N,16] y) {
   CHECK(stages == std::vector<std::string>{"import", "rewrite", "plan", "codegen"});
   REQUIRE(compiled.groups.size() == 2);
   CHECK(compiled.groups[0].family == "row_reduce");
-  CHECK(codegen::isViewGroup(compiled.graph, compiled.groups[1].nodes));
+  CHECK(codegen::isViewGroup(compiled.graph, compiled.groups[1].nodes, core->catalog));
   REQUIRE(compiled.schedule.has_value());
   CHECK(compiled.schedule->kernels.size() == 1);
   // Hand-computed: each row r = x - 0.25, normalized, times 2.

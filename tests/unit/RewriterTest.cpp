@@ -163,14 +163,14 @@ TEST_CASE("constant folding, dead code and common subexpressions") {
     Expected<size_t> folded = foldConstants(h, test::coreCatalog());
     REQUIRE(folded.ok());
     CHECK(folded.value() == 2);
-    CHECK(eliminateCommonSubexpressions(h) == 1);
+    CHECK(eliminateCommonSubexpressions(h, test::coreCatalog()) == 1);
     CHECK(eliminateDeadCode(h) == 1);
   });
   CHECK(g.numNodes() == 2);  // one Mul, one Add
   // Equal constants count as the same operand.
   Graph h = test::parse(test::model("g (float[2] x, float[2] a = {1.0, 2.0}, float[2] b = {1.0, 2.0}) => (float[2] y)",
                                     "p = Mul (x, a)\nq = Mul (x, b)\ny = Add (p, q)"));
-  CHECK(eliminateCommonSubexpressions(h) == 1);
+  CHECK(eliminateCommonSubexpressions(h, test::coreCatalog()) == 1);
   CHECK(h.numNodes() == 2);
 }
 

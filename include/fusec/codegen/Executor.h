@@ -58,10 +58,10 @@ struct DeviceRun {
   }
 };
 
-/// A lone reshape-like (Reshape, Flatten, Squeeze, Unsqueeze, Identity):
-/// it keeps the bytes and their order, so its result is a view of its
-/// operand's buffer and no kernel runs.
-bool isViewGroup(const Graph& g, const std::vector<NodeRef>& group);
+/// A lone op the catalog marks `view` (Reshape, Flatten, Squeeze,
+/// Unsqueeze, Identity): it keeps the bytes and their order, so its result
+/// is a view of its operand's buffer and no kernel runs.
+bool isViewGroup(const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog);
 
 /// The kernel for one group, from the family the plan chose (`family`), or
 /// when that is empty from the first family that builds it (Families.h

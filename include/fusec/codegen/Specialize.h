@@ -16,13 +16,10 @@
 
 namespace fusec::codegen {
 
-/// Operands of `op` (ONNX domain) whose values the kernels need when they are
-/// generated: they decide a result's shape or an index map.
-const std::vector<uint32_t>& generationTimeOperands(const std::string& op);
-
-/// The graph inputs that generation-time operands depend on (through any
-/// nodes that do not fold away), as indices into g.inputs().
-std::vector<size_t> inputsDecidingShapes(const Graph& g);
+/// The graph inputs that the catalog's `static` operands (values kernels
+/// need when generated) depend on, through any nodes that do not fold away,
+/// as indices into g.inputs().
+std::vector<size_t> inputsDecidingShapes(const Graph& g, const OpCatalog& catalog);
 
 /// Fixes each input of inputsDecidingShapes to its value in `inputs` (one
 /// per graph input), folds constants and infers types again. Inputs of more

@@ -76,6 +76,10 @@ struct OpParam {
   std::string name;
   bool optional = false;
   bool variadic = false;
+  /// `name: static`: kernels need its value when they are generated (it
+  /// decides a result's shape or an index map): a constant, or an input
+  /// fixed to its value (codegen/Specialize.h).
+  bool staticValue = false;
 };
 
 struct AttrSpec {
@@ -89,6 +93,8 @@ struct OpDef {
   Symbol name;
   OpKind kind = OpKind::Opaque;
   bool commutative = false;
+  bool view = false;              ///< its result is its first operand's bytes in the same order
+  bool nondeterministic = false;  ///< its result is not a function of its operands: never folded or merged
   std::vector<OpParam> params;
   std::vector<OpParam> results;  ///< at least one
   ResultType resultType = ResultType::SameAsOperands;

@@ -53,7 +53,8 @@ size_t eliminateDeadCode(Graph& g);
 
 /// Merges nodes with the same op, attributes and operands (constants equal
 /// by value count as the same operand). Returns the number of nodes merged.
-size_t eliminateCommonSubexpressions(Graph& g);
+/// Only ops the catalog declares deterministic are merged.
+size_t eliminateCommonSubexpressions(Graph& g, const OpCatalog& catalog);
 
 /// The rewrite stage as the compiler runs it: constant folding, rewrites to
 /// a fixpoint, common subexpressions, dead code. The graph computes the same
