@@ -535,21 +535,15 @@ class Emitter {
     if (e.kind == K::Unary && e.op == "not")
       if (std::optional<double> x = constantValue(e.args[0])) return *x == 0;
     if (e.kind != K::Binary) return std::nullopt;
-    static const std::set<std::string> kDecided = {"==", "!=", "<", "<=", ">", ">=", "and", "or"};
-    if (!kDecided.count(e.op)) return std::nullopt;
+    const Builtin* op = findBuiltin(e.op, Builtin::Form::Infix, kInSemantics);
+    if (!op || !op->truth) return std::nullopt;  // conditions only
     std::optional<double> a = constantValue(e.args[0]), b = constantValue(e.args[1]);
     // `false and x` and `true or x` are decided by one side.
     if (e.op == "and" && ((a && *a == 0) || (b && *b == 0))) return 0.0;
     if (e.op == "or" && ((a && *a != 0) || (b && *b != 0))) return 1.0;
     if (!a || !b) return std::nullopt;
-    if (e.op == "==") return *a == *b;
-    if (e.op == "!=") return *a != *b;
-    if (e.op == "<") return *a < *b;
-    if (e.op == "<=") return *a <= *b;
-    if (e.op == ">") return *a > *b;
-    if (e.op == ">=") return *a >= *b;
-    if (e.op == "and") return *a != 0 && *b != 0;
-    return *a != 0 || *b != 0;
+    const double args[2] = {*a, *b};
+    return op->eval(args, 2);
   }
 
   Status expr(const ScalarExpr& e, std::string& out) {
