@@ -150,6 +150,8 @@ std::vector<Builtin> makeBuiltins() {
       query("numel", 1, 1, ExprType::Int, true),
       query("is_output", 1, 1, ExprType::Bool, true),
       query("len", 1, 1, ExprType::Int, false),
+      query("prod", 1, 1, ExprType::Int, false),      // product of a list's items (1 when empty)
+      query("present", 1, 1, ExprType::Int, true),    // 1 when an optional operand is there, else 0
       // ---- rewrite helpers
       helper("unsqueeze", 2),
       helper("reshape", 2),

@@ -1,6 +1,8 @@
 /// Roofline estimates; see CostModel.h.
 #include "fusec/engine/CostModel.h"
 
+#include "fusec/engine/Matcher.h"
+
 #include <algorithm>
 #include <set>
 
@@ -27,13 +29,27 @@ double semanticsOps(const ScalarExpr& e) {
   return n;
 }
 
-const std::vector<Dim>* dims(const Graph& g, ValueId v) {
-  if (v == kNoValue) return nullptr;
-  const auto& t = g.value(v).type;
-  return t.dims ? &*t.dims : nullptr;
+/// The op's `cost { flops = ... }` over node `d`: its operands, results and
+/// attributes (or their defaults) bound in the order the front end bound them.
+std::optional<double> opCost(const Graph& g, const NodeData& d, const OpDef& op) {
+  Match m;
+  auto value = [](const std::vector<ValueId>& vs, size_t i) { return i < vs.size() ? vs[i] : kNoValue; };
+  for (size_t i = 0; i < op.params.size(); ++i) {
+    m.values.push_back(value(d.inputs, i));
+    m.attrs.emplace_back();
+  }
+  for (size_t i = 0; i < op.results.size(); ++i) {
+    m.values.push_back(value(d.outputs, i));
+    m.attrs.emplace_back();
+  }
+  for (const AttrSpec& a : op.attrs) {
+    m.values.push_back(kNoValue);
+    const Attribute* given = d.attr(a.name);
+    m.attrs.push_back(given ? std::optional<Attribute>(*given) : a.defaultValue);
+  }
+  return evaluateExpr(g, m, *op.flops, nullptr, /*symbolicAsOne=*/true);
 }
 
-double dimOr1(const Dim& d) { return d.isStatic() ? static_cast<double>(d.size) : 1.0; }
 
 }  // namespace
 
@@ -55,44 +71,11 @@ double nodeFlops(const Graph& g, NodeRef n, const OpCatalog& catalog) {
   const NodeData& d = g.node(n);
   const OpDef* op = d.domain.empty() ? catalog.find(d.op.str()) : nullptr;
   if (!op || d.outputs.empty()) return 0;
-  const double out = numel(g, d.outputs[0]);
-  const std::string& name = d.op.str();
-  const double in = d.inputs.empty() ? 0 : numel(g, d.inputs[0]);
-  switch (op->kind) {
-    case OpKind::Elementwise: case OpKind::Broadcast:
-      return out * (op->semantics ? semanticsOps(*op->semantics) : 1.0);
-    case OpKind::Injective: case OpKind::Opaque:
-      return name == "BatchNormalization" ? 2 * out : 0;
-    case OpKind::Reduction:
-      if (name == "Softmax" || name == "LogSoftmax") return 5 * in;
-      if (name == "LayerNormalization" || name == "InstanceNormalization") return 8 * in;
-      return in;
-    case OpKind::Anchor: break;
-  }
-  if (name == "Conv" || name == "ConvTranspose") {
-    const auto* w = d.inputs.size() > 1 ? dims(g, d.inputs[1]) : nullptr;
-    if (!w || w->size() < 2) return 0;
-    double perOutput = 1;  // multiply-adds per output (Conv) or per input (ConvTranspose) element
-    for (size_t i = 1; i < w->size(); ++i) perOutput *= dimOr1((*w)[i]);
-    const bool bias = d.inputs.size() > 2 && d.inputs[2] != kNoValue;
-    if (name == "Conv") return 2 * out * perOutput + (bias ? out : 0);
-    // ConvTranspose: W is [C, M/group, k...]; each input element scatters M/group * prod(k).
-    return 2 * in * perOutput + (bias ? out : 0);
-  }
-  if (name == "MatMul" || name == "Gemm") {
-    const auto* a = dims(g, d.inputs[0]);
-    if (!a || a->empty()) return 0;
-    const bool transA = name == "Gemm" && d.attrInt("transA", 0) != 0;
-    const double k = dimOr1(transA ? (*a)[0] : a->back());
-    const bool c = name == "Gemm" && d.inputs.size() > 2 && d.inputs[2] != kNoValue;
-    return 2 * out * k + (c ? out : 0);
-  }
-  // Pools: one operation per window element per output.
-  const Attribute* ks = d.attr("kernel_shape");
-  double window = 1;
-  if (ks && std::holds_alternative<std::vector<int64_t>>(*ks))
-    for (int64_t k : std::get<std::vector<int64_t>>(*ks)) window *= static_cast<double>(k);
-  return out * window;
+  // The catalog says: the op's own cost, or its scalar semantics' operations
+  // per element of the result; data movement costs no FLOPs.
+  if (op->flops) return opCost(g, d, *op).value_or(0);
+  if (op->semantics) return numel(g, d.outputs[0]) * semanticsOps(*op->semantics);
+  return 0;
 }
 
 Estimate rooflineEstimate(double flops, double bytes, const Target& t) {

@@ -431,7 +431,8 @@ namespace {
 /// Guard evaluation over a match.
 class Evaluator {
  public:
-  Evaluator(const Graph& g, const Match& m, const Target* t) : g_(g), m_(m), t_(t) {}
+  Evaluator(const Graph& g, const Match& m, const Target* t, bool symbolicAsOne = false)
+      : g_(g), m_(m), t_(t), symbolicAsOne_(symbolicAsOne) {}
 
   Val eval(const RuleExpr& e) {
     Val v;
@@ -528,7 +529,7 @@ class Evaluator {
     const TensorType& t = g_.value(v).type;
     if (!t.dims) return std::nullopt;
     std::vector<double> dims;
-    for (const Dim& d : *t.dims) dims.push_back(d.isStatic() ? static_cast<double>(d.size) : -1.0);
+    for (const Dim& d : *t.dims) dims.push_back(d.isStatic() ? static_cast<double>(d.size) : symbolicAsOne_ ? 1.0 : -1.0);
     return dims;
   }
 
@@ -550,6 +551,13 @@ class Evaluator {
       return num(b->eval(numbers.data(), numbers.size()));
     }
     if (f == "len") return args[0].kind == Val::Kind::List ? num(static_cast<double>(args[0].list.size())) : Val{};
+    if (f == "prod") {
+      if (args[0].kind != Val::Kind::List) return {};
+      double p = 1;
+      for (double x : args[0].list) p *= x;
+      return num(p);
+    }
+    if (f == "present") return num(args[0].kind == Val::Kind::Tensor && args[0].value != kNoValue);
     if (args.empty() || args[0].kind != Val::Kind::Tensor || args[0].value == kNoValue) return {};
     const ValueId v = args[0].value;
     if (f == "uses") return num(static_cast<double>(g_.uses(v).size() + (g_.isGraphOutput(v) ? 1 : 0)));
@@ -583,12 +591,18 @@ class Evaluator {
   const Graph& g_;
   const Match& m_;
   const Target* t_;
+  bool symbolicAsOne_;
 };
 
 }  // namespace
 
 std::optional<double> Matcher::evaluate(const Graph& g, const Match& m, const RuleExpr& e) const {
-  Val v = Evaluator(g, m, target_).eval(e);
+  return evaluateExpr(g, m, e, target_);
+}
+
+std::optional<double> evaluateExpr(const Graph& g, const Match& m, const RuleExpr& e, const Target* target,
+                                   bool symbolicAsOne) {
+  Val v = Evaluator(g, m, target, symbolicAsOne).eval(e);
   if (v.kind != Val::Kind::Num) return std::nullopt;
   return v.num;
 }

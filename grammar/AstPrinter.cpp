@@ -129,6 +129,11 @@ void printOp(std::ostream& os, const ast::OpDecl& op) {
     os << (inlineAttrs ? " }" : "}");
   }
   if (op.semantics) os << " = " << printExpr(*op.semantics);
+  if (!op.cost.empty()) {
+    os << " cost {";
+    for (const ast::CostItem& c : op.cost) os << " " << c.name.text << " = " << printExpr(*c.value);
+    os << " }";
+  }
   os << "\n";
 }
 

@@ -20,6 +20,7 @@ importDecl : 'import' path=STRING ;
 // op Relu(x) elementwise = max(x, 0.0)
 // op Equal(a, b): bool broadcast commutative = a == b
 // op Dropout(x, ratio?, training_mode?) -> (y, mask?: bool) elementwise { seed: int = 0 } = x
+// op MatMul(A, B) anchor cost { flops = 2 * numel(Y) * shape(A)[rank(A) - 1] }
 opDecl
   : 'op' name=IDENT '(' (params+=param (',' params+=param)*)? ')'
     (':' resultType=IDENT)?
@@ -27,6 +28,7 @@ opDecl
     traits+=IDENT+
     attrDecls?
     ('=' semantics=expr)?
+    ('cost' '{' costs+=costItem* '}')?
   ;
 
 param : name=IDENT (optional='?' | variadic='...')? (':' type=IDENT)? ;

@@ -178,6 +178,7 @@ class AstBuilder {
         d->attrs.push_back(decl);
       }
     if (o->semantics) d->semantics = expr(o->semantics);
+    for (auto* item : o->costs) d->cost.push_back(ast::CostItem{name(item->name), expr(item->value), range(item)});
     d->range = range(o);
     return d;
   }

@@ -238,8 +238,25 @@ class Checker {
     } else if (elementwise && !d.semantics) {
       diags_.emitError(d.name.range, std::string(opKindName(def.kind)) + " op " + quoted(d.name.text) + " needs scalar semantics (`= expression`)");
     }
+    for (const ast::CostItem& c : d.cost) {
+      if (c.name.text != "flops") {
+        diags_.emitError(c.name.range, "an op's cost states `flops`, got " + quoted(c.name.text) +
+                                           " (bytes follow from a kernel's operands and results)");
+        continue;
+      }
+      if (def.flops) {
+        diags_.emitError(c.name.range, "cost item `flops` is given twice");
+        continue;
+      }
+      Scope scope = opScope(def, d.name.range);
+      RuleExpr v = expr(*c.value, scope, Context::Cost);
+      if (!isNumeric(v.type))
+        diags_.emitError(c.value->range, "cost `flops` must be a number, got a " + std::string(exprTypeName(v.type)));
+      def.flops = std::make_shared<const RuleExpr>(std::move(v));
+    }
     if (!out_.catalog.addOp(std::move(def))) return;  // duplicate: reported in collect
   }
+
 
   /// Type-checks scalar semantics. Operands are untyped (float or bool,
   /// whichever the context needs); attributes must be numeric.
@@ -410,6 +427,25 @@ class Checker {
     std::vector<std::string> rewriteNames;
     bool inRewrite = false;
   };
+
+  /// An op's operands, results and attributes as bindings (in that order, as
+  /// OpDef::flops reads them), for its cost expression.
+  Scope opScope(const OpDef& def, SourceRange at) {
+    Scope s;
+    auto add = [&](const std::string& name, Binding::Kind kind, bool optional) {
+      Binding b;
+      b.name = name;
+      b.kind = kind;
+      b.optional = optional;
+      s.pattern.bindings.push_back(b);
+      s.uses.push_back(0);
+      s.where.push_back(at);
+    };
+    for (const OpParam& p : def.params) add(p.name, Binding::Kind::Value, p.optional);
+    for (const OpParam& r : def.results) add(r.name, Binding::Kind::Value, r.optional);
+    for (const AttrSpec& a : def.attrs) add(a.name, Binding::Kind::Attr, !a.required && !a.defaultValue);
+    return s;
+  }
 
   std::optional<Rule> checkRule(const ast::Rule& r, const std::string& pack) {
     const size_t errorsBefore = diags_.errorCount();

@@ -77,6 +77,35 @@ NONDETERMINISTIC = {"RandomNormal", "RandomNormalLike", "RandomUniform", "Random
                     "Multinomial"}
 
 
+def flops(name, kind, schema):
+    """The op's `cost { flops = ... }` for the kinds without scalar semantics:
+    FLOPs of one node, over its operand, result and attribute names."""
+    x = ident(schema.inputs[0].name) if schema.inputs else None
+    y = ident(schema.outputs[0].name)
+    operands = [ident(p.name) for p in schema.inputs]
+    if name in ("Conv", "ConvTranspose"):
+        # Multiply-adds per output (Conv) or per input (ConvTranspose)
+        # element: W's size over its first dim; the bias adds one per output.
+        per = f"numel({operands[1]}) / shape({operands[1]})[0]"
+        each = y if name == "Conv" else x
+        return f"2 * numel({each}) * {per} + present({operands[2]}) * numel({y})"
+    if name == "MatMul":
+        return f"2 * numel({y}) * shape({x})[rank({x}) - 1]"
+    if name == "Gemm":
+        return f"2 * numel({y}) * shape({x})[1 - transA] + present({operands[2]}) * numel({y})"
+    if kind == "anchor":  # pools: one operation per window element per output
+        return f"numel({y}) * prod(kernel_shape)"
+    if name in ("Softmax", "LogSoftmax"):
+        return f"5 * numel({x})"
+    if name in ("LayerNormalization", "InstanceNormalization"):
+        return f"8 * numel({x})"
+    if kind == "reduction":
+        return f"numel({x})"
+    if name == "BatchNormalization":
+        return f"2 * numel({y})"
+    return None
+
+
 def ident(name):
     return name + "_" if name in KEYWORDS else name
 
@@ -157,6 +186,9 @@ def op_line(name, kind):
     semantics = ELEMENTWISE.get(name) or BROADCAST.get(name)
     if semantics:
         line += " = " + semantics
+    cost = flops(name, kind, s)
+    if cost:
+        line += " cost { flops = " + cost + " }"
     return line
 
 

@@ -90,3 +90,25 @@ TEST_CASE("whole models: estimates are positive and fusion of everything saves l
   Estimate one = groupEstimate(g.value(), g->nodes(), f.rules->catalog, f.target);
   CHECK(one.bytes < unfused.bytes);
 }
+
+TEST_CASE("an op's FLOPs come from its catalog cost: attributes, absent operands and a pack's own op") {
+  Fixture f;
+  // Gemm with A transposed: K is A's first dim (5), no C.
+  Graph gemm = test::parse(test::model("g (float[5,10] a, float[5,3] b) => (float[10,3] y)", "y = Gemm <transA = 1> (a, b)"));
+  CHECK(nodeFlops(gemm, f.only(gemm, "Gemm"), f.rules->catalog) == 2 * 30 * 5);
+  // Conv without bias, 2 groups: W is [4, 1, 3, 3], 9 multiply-adds per output.
+  Graph conv = test::parse(test::model("g (float[1,2,6,6] x, float[4,1,3,3] w) => (float[1,4,4,4] y)",
+                                       "y = Conv <group = 2> (x, w)"));
+  CHECK(nodeFlops(conv, f.only(conv, "Conv"), f.rules->catalog) == 2 * 64 * 9);
+  // An op a pack declares, with its own cost over an attribute.
+  std::unique_ptr<RuleSet> pack =
+      test::compileRules("op Stencil(X) anchor { taps: int = 3 } cost { flops = 2 * taps * numel(Y) }");
+  Graph g;
+  g.info.opsetImports[""] = 17;
+  const ValueId x = g.addInput("x", TensorType::of(DType::Float32, {8, 8}));
+  const ValueId y = g.addValue("y", TensorType::of(DType::Float32, {8, 8}));
+  g.addNode("Stencil", {x}, {y}, {{"taps", int64_t{5}}}, "stencil");
+  CHECK(nodeFlops(g, f.only(g, "Stencil"), pack->catalog) == 2 * 5 * 64);
+  g.node(f.only(g, "Stencil")).attrs.erase("taps");  // the declared default
+  CHECK(nodeFlops(g, f.only(g, "Stencil"), pack->catalog) == 2 * 3 * 64);
+}

@@ -65,4 +65,10 @@ class Matcher {
   std::map<std::string, std::vector<const Rule*>> byRootOp_;
 };
 
+/// Evaluates a guard or cost expression over `m` (Matcher::evaluate without
+/// a matcher: an op's cost over a node). With `symbolicAsOne`, a symbolic
+/// dim counts as 1 (the cost model's convention) instead of unknown.
+std::optional<double> evaluateExpr(const Graph& g, const Match& m, const RuleExpr& e, const Target* target,
+                                   bool symbolicAsOne = false);
+
 }  // namespace fusec

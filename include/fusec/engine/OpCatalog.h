@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,6 +17,8 @@
 #include "fusec/engine/Graph.h"
 
 namespace fusec {
+
+struct RuleExpr;
 
 /// Where something was written, for messages: `rules/cnn.fuse:12:3`.
 struct SourceLocation {
@@ -100,6 +103,10 @@ struct OpDef {
   ResultType resultType = ResultType::SameAsOperands;
   std::vector<AttrSpec> attrs;
   std::optional<ScalarExpr> semantics;
+  /// `cost { flops = ... }`: FLOPs of one node, over its operands, results
+  /// and attributes as bindings in that order (CostModel.h evaluates it).
+  /// Without it: the semantics' operations per element, else none.
+  std::shared_ptr<const RuleExpr> flops;
   SourceLocation loc;
 
   const AttrSpec* findAttr(std::string_view attr) const;

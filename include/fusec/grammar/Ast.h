@@ -53,6 +53,12 @@ struct AttrDecl {
   SourceRange range;
 };
 
+struct CostItem {
+  Name name;
+  Expr* value;
+  SourceRange range;
+};
+
 struct OpDecl {
   Name name;
   std::vector<Param> params;
@@ -61,6 +67,7 @@ struct OpDecl {
   std::vector<Name> traits;        ///< the kind and traits such as `commutative`
   std::vector<AttrDecl> attrs;
   Expr* semantics = nullptr;
+  std::vector<CostItem> cost;  ///< `cost { flops = ... }`
   SourceRange range;
 };
 
@@ -122,11 +129,6 @@ struct RewriteStmt {
   SourceRange range;
 };
 
-struct CostItem {
-  Name name;
-  Expr* value;
-  SourceRange range;
-};
 
 struct Rule {
   Name name;
