@@ -8,7 +8,14 @@
 namespace fusec::codegen {
 namespace {
 
-size_t bytesOf(const TensorType& t) { return static_cast<size_t>(shapeNumel(t.staticShape())) * dtypeSize(t.dtype); }
+/// A buffer's bytes; a size past the tensor limit is the model's error.
+size_t bytesOf(const TensorType& t) {
+  const std::optional<int64_t> bytes = checkedBytes(t.staticShape(), t.dtype);
+  if (!bytes || *bytes > maxTensorBytes())
+    throw UserError{"a value of type " + t.str() + " is larger than the limit of " + std::to_string(maxTensorBytes()) +
+                    " bytes (FUSEC_MAX_TENSOR_BYTES)"};
+  return static_cast<size_t>(*bytes);
+}
 
 /// A C identifier from a node name (kernel names must be identifiers).
 std::string identifier(const std::string& s) {

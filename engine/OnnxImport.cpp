@@ -4,6 +4,9 @@
 #include <sstream>
 #include <unordered_map>
 
+#include <cmath>
+
+#include "fusec/engine/Files.h"
 #include <onnx/checker.h>
 #include <onnx/defs/parser.h>
 #include <onnx/shape_inference/implementation.h>
@@ -119,6 +122,23 @@ Attribute attributeFromProto(const onnx::AttributeProto& proto) {
     case A::STRINGS: return std::vector<std::string>(proto.strings().begin(), proto.strings().end());
     default: return OpaqueAttr{proto.SerializeAsString()};
   }
+}
+
+std::string attributeProblem(std::string_view name, const Attribute& value) {
+  const std::string quoted = "attribute `" + std::string(name) + "`";
+  if (name == "strides" || name == "dilations" || name == "kernel_shape") {
+    if (const auto* ints = std::get_if<std::vector<int64_t>>(&value))
+      for (int64_t v : *ints)
+        if (v <= 0) return quoted + " must be positive, got " + shapeToString(*ints);
+  } else if (name == "group") {
+    if (const auto* i = std::get_if<int64_t>(&value); i && *i < 1)
+      return quoted + " must be at least 1, got " + std::to_string(*i);
+  } else if (name == "scales") {
+    if (const auto* floats = std::get_if<std::vector<float>>(&value))
+      for (float v : *floats)
+        if (!(v > 0) || !std::isfinite(v)) return quoted + " must hold positive finite numbers";
+  }
+  return {};
 }
 
 // ---- model loading ----------------------------------------------------------
@@ -261,6 +281,27 @@ Graph buildGraph(const onnx::ModelProto& model) {
 
 }  // namespace
 
+/// The first node (in `graph` or a subgraph of it) with an attribute that
+/// would reach shape inference or a kernel broken (attributeProblem).
+std::string firstAttributeProblem(const onnx::GraphProto& graph) {
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const onnx::NodeProto& node = graph.node(i);
+    for (const onnx::AttributeProto& a : node.attribute()) {
+      if (a.has_g())
+        if (std::string p = firstAttributeProblem(a.g()); !p.empty()) return p;
+      for (const onnx::GraphProto& sub : a.graphs())
+        if (std::string p = firstAttributeProblem(sub); !p.empty()) return p;
+      if (a.type() == onnx::AttributeProto::TENSOR || a.type() == onnx::AttributeProto::GRAPH ||
+          a.type() == onnx::AttributeProto::GRAPHS)
+        continue;  // large or nested: not what attributeProblem checks
+      if (std::string p = attributeProblem(a.name(), attributeFromProto(a)); !p.empty())
+        return (node.name().empty() ? "node " + std::to_string(i) : "node '" + node.name() + "'") + " (" +
+               node.op_type() + "): " + p;
+    }
+  }
+  return {};
+}
+
 Expected<Graph> importOnnxBuffer(std::string_view bytes, std::string_view sourceName,
                                  const ImportOptions& options) {
   const std::string where(sourceName);
@@ -289,6 +330,7 @@ Expected<Graph> importOnnxBuffer(std::string_view bytes, std::string_view source
   } catch (const std::exception& e) {
     return Error{where + ": ONNX checker: " + oneLine(e.what())};
   }
+  if (std::string p = firstAttributeProblem(model.graph()); !p.empty()) return Error{where + ": " + p};
   try {
     if (options.inferShapes) onnx::shape_inference::InferShapes(model);
   } catch (const std::exception& e) {
@@ -302,20 +344,16 @@ Expected<Graph> importOnnxBuffer(std::string_view bytes, std::string_view source
 }
 
 Expected<Graph> importOnnxFile(const std::string& path, const ImportOptions& options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error{path + ": cannot open file"};
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return importOnnxBuffer(ss.str(), path, options);
+  Expected<std::string> bytes = readInputFile(path, kMaxModelFileBytes);
+  if (!bytes) return bytes.error();
+  return importOnnxBuffer(bytes.value(), path, options);
 }
 
 Expected<Tensor> loadTensorProtoFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error{path + ": cannot open file"};
-  std::ostringstream ss;
-  ss << in.rdbuf();
+  Expected<std::string> bytes = readInputFile(path, kMaxModelFileBytes);
+  if (!bytes) return bytes.error();
   onnx::TensorProto proto;
-  if (!proto.ParseFromString(ss.str()) || proto.data_type() == 0)
+  if (!proto.ParseFromString(bytes.value()) || proto.data_type() == 0)
     return Error{path + ": not a valid TensorProto"};
   try {
     return tensorFromProto(proto);

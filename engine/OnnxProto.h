@@ -19,6 +19,12 @@ void typeToProto(const TensorType& type, onnx::TypeProto& proto);
 /// The node as a NodeProto (op, domain, name, operand and result names, attributes).
 void nodeToProto(const Graph& g, NodeRef n, onnx::NodeProto& proto);
 
+/// What is wrong with attribute `name` = `value` of a node before any shape
+/// inference or kernel sees it (ONNX's own inference divides by strides and
+/// trusts kernel sizes), or empty: window sizes, strides and dilations must
+/// be positive, `group` at least 1, scales positive and finite.
+std::string attributeProblem(std::string_view name, const Attribute& value);
+
 Attribute attributeFromProto(const onnx::AttributeProto& proto);
 void attributeToProto(const std::string& name, const Attribute& attr, onnx::AttributeProto& proto);
 

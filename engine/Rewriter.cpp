@@ -247,15 +247,6 @@ bool deterministic(const NodeData& d, const OpCatalog& catalog) {
 /// instead of a model growing a constant of that size at compile time.
 constexpr int64_t kMaxFoldedBytes = int64_t{256} << 20;
 
-/// The bytes of a value of type `t`, or nullopt when its shape is not static
-/// or the size overflows.
-std::optional<int64_t> staticBytes(const TensorType& t) {
-  if (!t.isStatic()) return std::nullopt;
-  int64_t bytes = static_cast<int64_t>(dtypeSize(t.dtype));
-  for (const Dim& d : *t.dims)
-    if (__builtin_mul_overflow(bytes, d.size, &bytes)) return std::nullopt;
-  return bytes;
-}
 
 /// Shape or Size of a value of static shape `shape`, computed from the shape
 /// alone (no stand-in tensor of that size).
@@ -293,7 +284,8 @@ Expected<bool> foldNode(Graph& g, NodeRef n, const OpCatalog& catalog) {
     shapeResult = shapeOnly(d, g.value(d.inputs[0]).type.staticShape());
     if (!shapeResult) return false;
   } else if (ofShape) {  // EyeLike: a stand-in as large as its result
-    std::optional<int64_t> bytes = staticBytes(g.value(d.inputs[0]).type);
+    const TensorType& in = g.value(d.inputs[0]).type;
+    const std::optional<int64_t> bytes = checkedBytes(in.staticShape(), in.dtype);
     if (!bytes || *bytes > kMaxFoldedBytes) return false;
     standIn.emplace(g.value(d.inputs[0]).type.dtype, g.value(d.inputs[0]).type.staticShape());
     operands.push_back(&*standIn);
@@ -312,8 +304,13 @@ Expected<bool> foldNode(Graph& g, NodeRef n, const OpCatalog& catalog) {
   // inference could not tell, fold only shape-sized arithmetic.
   for (ValueId v : d.outputs) {
     if (v == kNoValue || ofShape) continue;
-    std::optional<int64_t> bytes = staticBytes(g.value(v).type);
-    if (bytes ? *bytes > kMaxFoldedBytes : operandBytes > static_cast<int64_t>(kInferenceDataBytes)) return false;
+    const TensorType& type = g.value(v).type;
+    if (type.isStatic()) {
+      const std::optional<int64_t> bytes = checkedBytes(type.staticShape(), type.dtype);
+      if (!bytes || *bytes > kMaxFoldedBytes) return false;  // too large (or overflowing): it stays a node
+    } else if (operandBytes > static_cast<int64_t>(kInferenceDataBytes)) {
+      return false;
+    }
   }
   std::vector<Tensor> results;
   if (shapeResult) {

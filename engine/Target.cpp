@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <set>
+#include <sstream>
 
 #include <toml.hpp>
+
+#include "fusec/engine/Files.h"
 
 namespace fusec {
 namespace {
@@ -134,10 +137,46 @@ std::optional<double> Target::property(const std::string& n) const {
   return std::nullopt;
 }
 
+namespace {
+
+/// The deepest nesting of arrays and inline tables in TOML text (brackets
+/// outside strings and comments): toml11 parses them by recursion.
+int nestingDepth(const std::string& text) {
+  int depth = 0, deepest = 0;
+  char quote = 0;
+  bool comment = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (comment) {
+      comment = c != '\n';
+    } else if (quote) {
+      if (c == '\\' && quote == '"') ++i;
+      else if (c == quote) quote = 0;
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == '#') {
+      comment = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      depth = std::max(0, depth - 1);
+    }
+  }
+  return deepest;
+}
+
+}  // namespace
+
 Expected<Target> loadTarget(const std::string& path) {
+  Expected<std::string> text = readInputFile(path, kMaxProfileFileBytes);
+  if (!text) return text.error();
+  constexpr int kMaxNesting = 32;
+  if (nestingDepth(text.value()) > kMaxNesting)
+    return Error{path + ": error: arrays or tables nested more than " + std::to_string(kMaxNesting) + " deep"};
   toml::value root;
   try {
-    root = toml::parse(path);
+    std::istringstream in(text.value());
+    root = toml::parse(in, path);
   } catch (const std::exception& e) {
     // toml11's syntax errors already carry the file, line and a source excerpt.
     return Error{path + ": error: not a valid TOML file\n" + std::string(e.what())};

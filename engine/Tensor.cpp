@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <type_traits>
 #include <sstream>
@@ -32,10 +33,38 @@ std::string shapeToString(const Shape& shape) {
   return os.str();
 }
 
+std::optional<int64_t> checkedNumel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return std::nullopt;
+  return n;
+}
+
+std::optional<int64_t> checkedBytes(const Shape& shape, DType dtype) {
+  std::optional<int64_t> n = checkedNumel(shape);
+  int64_t bytes = 0;
+  if (!n || __builtin_mul_overflow(*n, static_cast<int64_t>(dtypeSize(dtype)), &bytes)) return std::nullopt;
+  return bytes;
+}
+
+int64_t maxTensorBytes() {
+  static const int64_t limit = [] {
+    const char* env = std::getenv("FUSEC_MAX_TENSOR_BYTES");
+    char* end = nullptr;
+    const long long v = env ? std::strtoll(env, &end, 10) : 0;
+    return env && end != env && *end == '\0' && v > 0 ? static_cast<int64_t>(v) : int64_t{4} << 30;
+  }();
+  return limit;
+}
+
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
-  assert(std::all_of(shape_.begin(), shape_.end(), [](int64_t d) { return d >= 0; }) &&
-         "tensor dims must be non-negative");
-  bytes_.resize(static_cast<size_t>(numel()) * dtypeSize(dtype_));
+  const std::optional<int64_t> bytes = checkedBytes(shape_, dtype_);
+  if (!bytes)
+    throw UserError{"a tensor of shape " + shapeToString(shape_) + " has a negative dim or a size past 64 bits"};
+  if (*bytes > maxTensorBytes())
+    throw UserError{"a tensor of shape " + shapeToString(shape_) + " would take " + std::to_string(*bytes) +
+                    " bytes, above the limit of " + std::to_string(maxTensorBytes()) + " (FUSEC_MAX_TENSOR_BYTES)"};
+  bytes_.resize(static_cast<size_t>(*bytes));
 }
 
 Tensor Tensor::bitcast(DType dtype) const {

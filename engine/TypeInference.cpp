@@ -35,6 +35,8 @@ bool inferNodeTypes(Graph& g, NodeRef n) {
   const int version = static_cast<int>(opset == g.info.opsetImports.end() ? g.info.defaultOpset() : opset->second);
   const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(d.op.str(), version, d.domain);
   if (!schema || !schema->has_type_and_shape_inference_function()) return false;
+  for (const auto& [name, value] : d.attrs)
+    if (!attributeProblem(name, value).empty()) return false;  // ONNX's inference would trust it
 
   // A one-node graph: operands as typed inputs, small constants with data.
   onnx::GraphProto graph;

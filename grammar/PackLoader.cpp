@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "Sema.h"
+#include "fusec/engine/Files.h"
 #include "fusec/grammar/Parser.h"
 
 namespace fusec::grammar {
@@ -57,14 +58,12 @@ class Loader {
     if (text) {
       contents = *text;
     } else {
-      std::ifstream in(path, std::ios::binary);
-      if (!in) {
-        diags_.emitError(importedAt, "cannot open `" + path.string() + "`");
+      Expected<std::string> read = readInputFile(path.string(), kMaxPackFileBytes);
+      if (!read) {
+        diags_.emitError(importedAt, read.error().message);
         return;
       }
-      std::ostringstream ss;
-      ss << in.rdbuf();
-      contents = ss.str();
+      contents = std::move(read.value());
     }
     uint32_t id = sources_.addFile(path.string(), std::move(contents));
     ast::File* file = parseFile(context_, sources_, id, diags_);
@@ -75,7 +74,8 @@ class Loader {
       if (auto target = resolve((*imp)->path, path.parent_path()))
         load(*target, (*imp)->range);
       else
-        diags_.emitError((*imp)->range, "cannot find pack `" + (*imp)->path + "` (looked in " + searchedText(path.parent_path()) + ")");
+        diags_.emitError((*imp)->range, "cannot find pack `" + (*imp)->path + "` (an import is a relative path to a `.fuse` "
+                                        "file, without `..`; looked in " + searchedText(path.parent_path()) + ")");
     }
     stack_.pop_back();
     done_.insert(key);
@@ -88,11 +88,25 @@ class Loader {
     return dirs;
   }
 
+  /// An import names a `.fuse` file by a relative path without `..`; it
+  /// resolves inside the importer's folder, the search folders or the
+  /// shipped rules, and only to a file that stays inside that folder once
+  /// links are followed. Nothing else is read (nor quoted in a message).
   std::optional<fs::path> resolve(const std::string& name, const fs::path& importerDir) const {
-    if (name.empty()) return std::nullopt;
+    const fs::path rel(name);
+    if (name.empty() || rel.is_absolute() || rel.has_root_name()) return std::nullopt;
+    for (const fs::path& part : rel)
+      if (part == "..") return std::nullopt;
+    const fs::path file = rel.extension() == ".fuse" ? rel : fs::path(name + ".fuse");
     for (const fs::path& dir : searchDirs(importerDir)) {
-      for (const fs::path& candidate : {dir / name, dir / (name + ".fuse")})
-        if (fs::is_regular_file(candidate)) return candidate;
+      std::error_code ec;
+      const fs::path candidate = dir / file;
+      if (!fs::is_regular_file(candidate, ec)) continue;
+      const fs::path root = fs::weakly_canonical(dir.empty() ? fs::path(".") : dir, ec);
+      const fs::path real = fs::weakly_canonical(candidate, ec);
+      if (ec) continue;
+      const std::string r = root.string(), f = real.string();
+      if (f.compare(0, r.size(), r) == 0 && (f.size() == r.size() || f[r.size()] == '/')) return candidate;
     }
     return std::nullopt;
   }

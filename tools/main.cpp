@@ -1,9 +1,13 @@
 /// fusec: the command-line driver. Each subcommand lives in its own file;
 /// this table wires them to the argument parser.
+#include <exception>
+#include <iostream>
+#include <new>
 #include <utility>
 #include <vector>
 
 #include "Commands.h"
+#include "fusec/engine/Error.h"
 
 int main(int argc, char** argv) {
   using namespace fusec::tools;
@@ -35,7 +39,22 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  for (auto& [sub, run] : runners)
-    if (sub->parsed()) return run();
+  // One handler for what escapes a command: an error and exit 1, never an
+  // abort. Input problems are Error values long before this; an exception
+  // here is a limit (memory) or a bug, and says so.
+  try {
+    for (auto& [sub, run] : runners)
+      if (sub->parsed()) return run();
+  } catch (const std::bad_alloc&) {
+    std::cerr << "error: out of memory (the input asks for more than this machine has)\n";
+  } catch (const fusec::UserError& e) {
+    std::cerr << "error: " << e.message << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "error: internal error: " << e.what() << "\n"
+              << "  this is a bug in fusec; please report it with the input that caused it\n";
+  } catch (...) {
+    std::cerr << "error: internal error (an unknown exception)\n"
+              << "  this is a bug in fusec; please report it with the input that caused it\n";
+  }
   return 1;
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cassert>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,15 @@ using Shape = std::vector<int64_t>;
 
 /// Number of elements of a shape (1 for a scalar, 0 if any dim is 0).
 int64_t shapeNumel(const Shape& shape);
+/// Element count and byte size with every multiplication checked: nullopt
+/// when a dim is negative or the product overflows int64. Use these
+/// wherever a model's numbers decide a size.
+std::optional<int64_t> checkedNumel(const Shape& shape);
+std::optional<int64_t> checkedBytes(const Shape& shape, DType dtype);
+/// The largest tensor fusec allocates for a model (weights, folded
+/// constants, interpreter results, device buffers): $FUSEC_MAX_TENSOR_BYTES,
+/// default 4 GiB. A larger one is an error, not an attempt.
+int64_t maxTensorBytes();
 /// Row-major strides of a shape, in elements.
 Shape stridesOf(const Shape& shape);
 /// `[2, 3, 4]`

@@ -1,0 +1,22 @@
+/// Reading the files a user names (models, packs, tensors, target profiles),
+/// which may come from anyone: only regular files, never more than a stated
+/// size, read whole or not at all.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "fusec/engine/Error.h"
+
+namespace fusec {
+
+/// Size limits for what fusec reads.
+inline constexpr int64_t kMaxModelFileBytes = int64_t{2} << 30;   ///< protobuf's own limit
+inline constexpr int64_t kMaxPackFileBytes = int64_t{16} << 20;   ///< a .fuse pack
+inline constexpr int64_t kMaxProfileFileBytes = int64_t{1} << 20; ///< a target profile
+
+/// The contents of `path`, a regular file (or a link to one) of at most
+/// `maxBytes` bytes; otherwise an error naming the path and the reason.
+Expected<std::string> readInputFile(const std::string& path, int64_t maxBytes);
+
+}  // namespace fusec
