@@ -4,6 +4,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "fusec/engine/Files.h"
+
 namespace fusec::codegen {
 namespace fs = std::filesystem;
 namespace {
@@ -23,10 +25,7 @@ std::string shapeField(const Shape& s) {
 }
 
 Status writeFile(const fs::path& path, const void* data, size_t bytes) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes)))
-    return Error{path.string() + ": cannot write"};
-  return Status::success();
+  return writeOutputFile(path.string(), std::string_view(static_cast<const char*>(data), bytes));
 }
 
 Status writeFile(const fs::path& path, const std::string& text) { return writeFile(path, text.data(), text.size()); }

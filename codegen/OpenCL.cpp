@@ -5,11 +5,15 @@
 
 #include <CL/cl.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <sstream>
+
+#include "fusec/engine/Files.h"
 
 namespace fusec::codegen {
 namespace fs = std::filesystem;
@@ -40,8 +44,39 @@ std::string hashHex(const std::string& text) {
   return buf;
 }
 
+namespace {
+
+constexpr std::string_view kCacheMagic = "fusec kernel cache 1\n";
+
+/// A cache entry: a header naming the key, the binary's size and checksum
+/// (enough to tell a torn or altered entry from a whole one), then the binary.
+std::string cacheEntry(const std::string& key, const std::string& binary) {
+  return std::string(kCacheMagic) + key + "\n" + std::to_string(binary.size()) + " " + hashHex(binary) + "\n" + binary;
+}
+
+/// The binary in the entry at `path` if it is whole and made for `key`.
+std::optional<std::string> readCacheEntry(const fs::path& path, const std::string& key) {
+  Expected<std::string> file = readInputFile(path.string(), int64_t{1} << 30);
+  if (!file) return std::nullopt;
+  std::string_view rest = file.value();
+  if (rest.substr(0, kCacheMagic.size()) != kCacheMagic) return std::nullopt;
+  rest.remove_prefix(kCacheMagic.size());
+  const size_t keyEnd = rest.find('\n');
+  if (keyEnd == std::string_view::npos || rest.substr(0, keyEnd) != key) return std::nullopt;
+  rest.remove_prefix(keyEnd + 1);
+  const size_t lineEnd = rest.find('\n');
+  if (lineEnd == std::string_view::npos) return std::nullopt;
+  const std::string sizeAndSum(rest.substr(0, lineEnd));
+  rest.remove_prefix(lineEnd + 1);
+  std::string binary(rest);
+  if (sizeAndSum != std::to_string(binary.size()) + " " + hashHex(binary)) return std::nullopt;
+  return binary;
+}
+
+}  // namespace
+
 std::string cacheDir() {
-  if (const char* d = std::getenv("FUSEC_CACHE_DIR")) return d;
+  if (const char* d = std::getenv("FUSEC_CACHE_DIR"); d && *d) return d;  // empty: unset, never the current folder
   if (const char* home = std::getenv("HOME")) return (fs::path(home) / ".cache" / "fusec" / "kernels").string();
   return (fs::temp_directory_path() / "fusec-kernels").string();
 }
@@ -122,11 +157,11 @@ Expected<void*> Device::kernel(const std::string& source, const std::string& ker
   } else {
     // On-disk cache of device binaries, keyed by source and device.
     const fs::path cached = fs::path(cacheDir()) / (key + ".bin");
-    std::ifstream in(cached, std::ios::binary);
-    if (in) {
-      std::string bin((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      const unsigned char* ptr = reinterpret_cast<const unsigned char*>(bin.data());
-      const size_t len = bin.size();
+    // A cache entry is trusted only whole and for this key (cacheEntry);
+    // anything else is rebuilt from source and replaced.
+    if (std::optional<std::string> bin = readCacheEntry(cached, key)) {
+      const unsigned char* ptr = reinterpret_cast<const unsigned char*>(bin->data());
+      const size_t len = bin->size();
       cl_int status = CL_SUCCESS;
       program = clCreateProgramWithBinary(ctx, 1, &dev, &len, &ptr, &status, &err);
       if (err != CL_SUCCESS || status != CL_SUCCESS || clBuildProgram(program, 1, &dev, "", nullptr, nullptr) != CL_SUCCESS) {
@@ -158,7 +193,7 @@ Expected<void*> Device::kernel(const std::string& source, const std::string& ker
         if (clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof ptr, &ptr, nullptr) == CL_SUCCESS) {
           std::error_code ec;
           fs::create_directories(fs::path(cacheDir()), ec);
-          std::ofstream(cached, std::ios::binary) << bin;
+          (void)writeOutputFile(cached.string(), cacheEntry(key, bin));  // a cache that cannot be written is no cache
         }
       }
     }

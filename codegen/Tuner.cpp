@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "fusec/codegen/Gemm.h"
+#include "fusec/engine/Files.h"
 
 namespace fusec::codegen {
 namespace {
@@ -126,7 +127,9 @@ Expected<std::vector<TunedKernel>> tuneKernels(Device& device, const Graph& g, c
     if (tuning.useCache) {
       std::error_code ec;
       fs::create_directories(cacheFolder, ec);
-      std::ofstream(cached) << describe(result.tiling) << " " << result.defaultSeconds << " " << result.tunedSeconds << "\n";
+      std::ostringstream entry;
+      entry << describe(result.tiling) << " " << result.defaultSeconds << " " << result.tunedSeconds << "\n";
+      (void)writeOutputFile(cached.string(), entry.str());  // a cache that cannot be written is no cache
     }
     out.push_back(result);
   }

@@ -5,6 +5,9 @@
 #include <cstring>
 #include <fstream>
 #include <sys/stat.h>
+#include <unistd.h>
+#include <filesystem>
+#include <cstdlib>
 
 namespace fusec {
 
@@ -23,6 +26,34 @@ Expected<std::string> readInputFile(const std::string& path, int64_t maxBytes) {
   in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   if (in.gcount() != static_cast<std::streamsize>(bytes.size())) return Error{path + ": cannot read the whole file"};
   return bytes;
+}
+
+Status writeOutputFile(const std::string& path, std::string_view bytes) {
+  const std::filesystem::path target(path);
+  const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+  std::string temp = (dir / ("." + target.filename().string() + ".XXXXXX")).string();
+  const int fd = ::mkstemp(temp.data());
+  if (fd < 0) return Error{path + ": cannot write file: " + std::string(std::strerror(errno))};
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  const bool written = done == bytes.size();
+  const int writeErrno = errno;
+  if (::close(fd) != 0 || !written) {
+    ::unlink(temp.c_str());
+    return Error{path + ": cannot write file: " + std::string(std::strerror(written ? errno : writeErrno))};
+  }
+  ::chmod(temp.c_str(), 0644);
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    ::unlink(temp.c_str());
+    return Error{path + ": cannot write file: " + std::string(std::strerror(e))};
+  }
+  return Status::success();
 }
 
 }  // namespace fusec

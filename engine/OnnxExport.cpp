@@ -2,6 +2,7 @@
 #include <fstream>
 
 #include "OnnxProto.h"
+#include "fusec/engine/Files.h"
 #include "fusec/engine/OnnxIO.h"
 
 namespace fusec {
@@ -116,11 +117,7 @@ std::string exportOnnxBinary(const Graph& graph) { return toModelProto(graph).Se
 
 Status exportOnnxFile(const Graph& graph, const std::string& path) {
   bool text = path.ends_with(".txt") || path.ends_with(".onnxtxt");
-  std::ofstream out(path, std::ios::binary);
-  if (!out) return Error{path + ": cannot write file"};
-  out << (text ? exportOnnxText(graph) : exportOnnxBinary(graph));
-  if (!out) return Error{path + ": write failed"};
-  return Status::success();
+  return writeOutputFile(path, text ? exportOnnxText(graph) : exportOnnxBinary(graph));
 }
 
 std::string serializeTensorProto(const Tensor& tensor, const std::string& name) {

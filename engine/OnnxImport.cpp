@@ -1,17 +1,16 @@
 /// ONNX import: bytes -> ModelProto (binary or text) -> checker -> shape
 /// inference -> Graph.
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
 
-#include <cmath>
-
-#include "fusec/engine/Files.h"
 #include <onnx/checker.h>
 #include <onnx/defs/parser.h>
 #include <onnx/shape_inference/implementation.h>
 
 #include "OnnxProto.h"
+#include "fusec/engine/Files.h"
 #include "fusec/engine/OnnxIO.h"
 
 namespace fusec {

@@ -18,6 +18,7 @@
 #include "fusec/codegen/Executor.h"
 #include "fusec/codegen/Spirv.h"
 #include "fusec/driver/Pipeline.h"
+#include "fusec/engine/Files.h"
 #include "fusec/engine/Interpreter.h"
 #include "fusec/engine/OnnxIO.h"
 #include "fusec/engine/Planner.h"
@@ -176,7 +177,10 @@ bool emitKernels(const CompileOptions& o, const Session& s, const driver::Compil
       ++missing[c.graph.node(grp.nodes.front()).op.str()];
       continue;
     }
-    std::ofstream(dir / (grp.name + ".cl")) << k->source;
+    if (Status st = writeOutputFile((dir / (grp.name + ".cl")).string(), k->source); !st) {
+      std::cerr << "error: " << st.error().message << "\n";
+      return false;
+    }
     ++written;
     if (!wants(o, "spirv")) continue;
     Expected<codegen::SpirvModule> spv = codegen::compileToSpirv(k->source, k->name);
@@ -184,8 +188,11 @@ bool emitKernels(const CompileOptions& o, const Session& s, const driver::Compil
       std::cerr << "error: " << spv.error().message << "\n";
       return false;
     }
-    std::ofstream(dir / (grp.name + ".spv"), std::ios::binary)
-        .write(reinterpret_cast<const char*>(spv->words.data()), static_cast<std::streamsize>(spv->words.size() * 4));
+    const std::string_view words(reinterpret_cast<const char*>(spv->words.data()), spv->words.size() * 4);
+    if (Status st = writeOutputFile((dir / (grp.name + ".spv")).string(), words); !st) {
+      std::cerr << "error: " << st.error().message << "\n";
+      return false;
+    }
     ++validated;
   }
   summary = fmt::format("\nkernels: {} OpenCL C files, {} SPIR-V modules validated, in {} ({} reshape(s) are views, "
@@ -287,11 +294,16 @@ int compile(const CompileOptions& o) {
       std::cerr << "error: " << st.error().message << "\n";
       return 1;
     }
-  if (wants(o, "plan")) std::ofstream(dir / "plan.json") << planJson(c.graph, c.plan).dump(2) << "\n";
+  auto write = [](const std::filesystem::path& path, const std::string& text) {
+    Status st = writeOutputFile(path.string(), text);
+    if (!st) std::cerr << "error: " << st.error().message << "\n";
+    return st.ok();
+  };
+  if (wants(o, "plan") && !write(dir / "plan.json", planJson(c.graph, c.plan).dump(2) + "\n")) return 1;
   std::string kernels;
   if ((wants(o, "opencl") || wants(o, "spirv")) && !emitKernels(o, *s, c, kernels)) return 1;
   if (wants(o, "bundle") && !emitBundle(o, *s, c, original, sample, kernels)) return 1;
-  if (wants(o, "report")) std::ofstream(dir / "report.txt") << text << kernels;
+  if (wants(o, "report") && !write(dir / "report.txt", text + kernels)) return 1;
   if (o.dumpAfter.empty()) std::cout << text << kernels;
   return 0;
 }

@@ -15,6 +15,7 @@
 #include "Commands.h"
 #include "fusec/codegen/Executor.h"
 #include "fusec/driver/Pipeline.h"
+#include "fusec/engine/Files.h"
 #include "fusec/engine/Interpreter.h"
 #include "fusec/engine/Planner.h"
 #include "fusec/engine/OnnxIO.h"
@@ -225,10 +226,13 @@ int runOnnxTests(const OnnxTestOptions& o) {
     if (regressions) status = 1;
   }
   if (!o.writePasses.empty()) {
-    std::ofstream out(o.writePasses);
-    out << "# ONNX backend test cases that pass on the reference interpreter.\n"
-           "# Regenerate with: fusec onnx-test DIR --write-passes FILE\n";
-    for (const std::string& n : passNames) out << n << "\n";
+    std::string text = "# ONNX backend test cases that pass on the reference interpreter.\n"
+                       "# Regenerate with: fusec onnx-test DIR --write-passes FILE\n";
+    for (const std::string& n : passNames) text += n + "\n";
+    if (Status st = writeOutputFile(o.writePasses, text); !st) {
+      std::cerr << "error: " << st.error().message << "\n";
+      return 1;
+    }
   }
   fmt::print("onnx-test: {} passed, {} failed, {} unsupported (of {})\n", passed, failed, unsupported,
              cases.size());

@@ -16,6 +16,7 @@
 #include "fusec/codegen/Executor.h"
 #include "fusec/codegen/Tuner.h"
 #include "fusec/driver/Pipeline.h"
+#include "fusec/engine/Files.h"
 #include "fusec/engine/CostModel.h"
 #include "fusec/engine/Interpreter.h"
 #include "fusec/engine/OnnxIO.h"
@@ -72,10 +73,8 @@ bool writeOutputs(const RunOptions& o, const Graph& g, const std::vector<Tensor>
   std::filesystem::create_directories(o.outputDir, ec);
   for (size_t i = 0; i < outputs.size() && !ec; ++i) {
     const std::filesystem::path file = std::filesystem::path(o.outputDir) / fmt::format("output_{}.pb", i);
-    std::ofstream out(file, std::ios::binary | std::ios::trunc);
-    out << serializeTensorProto(outputs[i], g.value(g.outputs()[i]).name);
-    if (!out) {
-      std::cerr << "error: " << file.string() << ": cannot write file\n";
+    if (Status st = writeOutputFile(file.string(), serializeTensorProto(outputs[i], g.value(g.outputs()[i]).name)); !st) {
+      std::cerr << "error: " << st.error().message << "\n";
       return false;
     }
   }
@@ -242,10 +241,8 @@ bool writeJson(const RunOptions& o, const Graph& g, const RewriteStats& rw, cons
               {"fusions_chosen", fusions},
               {"stage_seconds", stages},
               {"runs", variants}};
-  std::ofstream file(o.jsonFile, std::ios::trunc);
-  file << out.dump(1) << "\n";
-  if (!file) {
-    std::cerr << "error: " << o.jsonFile << ": cannot write file\n";
+  if (Status st = writeOutputFile(o.jsonFile, out.dump(1) + "\n"); !st) {
+    std::cerr << "error: " << st.error().message << "\n";
     return false;
   }
   return true;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "fusec/engine/Error.h"
 
@@ -18,5 +19,10 @@ inline constexpr int64_t kMaxProfileFileBytes = int64_t{1} << 20; ///< a target 
 /// The contents of `path`, a regular file (or a link to one) of at most
 /// `maxBytes` bytes; otherwise an error naming the path and the reason.
 Expected<std::string> readInputFile(const std::string& path, int64_t maxBytes);
+
+/// Writes `bytes` to `path` whole or not at all: into a new temporary file
+/// in the same folder, then renamed over `path`. A link at `path` is
+/// replaced, never followed; a reader never sees half a file.
+Status writeOutputFile(const std::string& path, std::string_view bytes);
 
 }  // namespace fusec
