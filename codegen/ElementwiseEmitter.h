@@ -434,8 +434,11 @@ class Emitter {
         if (Status st = literal(d.attrFloat("max", std::numeric_limits<float>::max()), hi); !st) return st;
         const std::string prefix = integerDialect() ? "FUSEC_I" : "FUSEC_";
         e = prefix + "MIN(" + prefix + "MAX(" + operand(0).at(0) + ", " + lo + "), " + hi + ")";
-      } else if (Status st = expr(*op->semantics, e); !st) {
-        return st;
+      } else {
+        statements_ = &body;  // calls may name intermediate steps there
+        Status st = expr(*op->semantics, e);
+        statements_ = nullptr;
+        if (!st) return st;
       }
       const std::string var = "v" + std::to_string(v);
       const DType stored = g_.value(v).type.dtype;
@@ -623,6 +626,14 @@ class Emitter {
         if (e.op == "min") acc = prefix + "MIN(" + acc + ", " + args[i] + ")";
         else if (e.op == "max") acc = prefix + "MAX(" + acc + ", " + args[i] + ")";
         else acc = "(" + acc + " + " + args[i] + ")";
+        // The macros read their arguments more than once: each step's result
+        // is a named value, so the text grows with the operand count, not
+        // exponentially.
+        if (statements_ && i + 1 < args.size()) {
+          const std::string t = "s" + std::to_string(temps_++);
+          *statements_ << "  const " << cType(compute_) << " " << t << " = " << acc << ";\n";
+          acc = t;
+        }
       }
       if (e.op == "mean") acc = "(" + acc + " / " + floatLiteral(static_cast<double>(args.size())) + ")";
       out = acc;
@@ -671,6 +682,8 @@ class Emitter {
   bool doubleAllowed_ = false, usesDouble_ = false;
   bool halfAllowed_ = false, usesBfloat16_ = false, usesFloat16_ = false;  // 16-bit floats: pointwise groups only
   std::map<ValueId, std::string> vars_;
+  std::ostringstream* statements_ = nullptr;  // where the current node's statements go
+  size_t temps_ = 0;
   const NodeData* node_ = nullptr;
   const OpDef* op_ = nullptr;
 };

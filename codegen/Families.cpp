@@ -129,6 +129,13 @@ Expected<KernelSource> CodegenFamily::build(const Graph& g, const std::vector<No
                      " read outside the group, and a " + std::string(this->name()) + " kernel writes only " +
                      valueList(g, k->outputs),
                  true};
+  // OpenCL passes every buffer as a kernel argument; devices take a few
+  // hundred bytes of them.
+  constexpr size_t kMaxBuffers = 64;
+  if (k->inputs.size() + k->outputs.size() > kMaxBuffers)
+    return Error{"the kernel would take " + std::to_string(k->inputs.size() + k->outputs.size()) +
+                     " buffers, more than the " + std::to_string(kMaxBuffers) + " a kernel may have",
+                 true};
   if (target) {
     if (target->localMemBytes > 0 && static_cast<int64_t>(k->localMemBytes) > target->localMemBytes)
       return Error{"the kernel needs " + std::to_string(k->localMemBytes) + " bytes of local memory; the target has " +

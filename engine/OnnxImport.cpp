@@ -307,7 +307,12 @@ Expected<Graph> importOnnxBuffer(std::string_view bytes, std::string_view source
   onnx::ModelProto model;
   if (looksLikeText(bytes)) {
     std::string text(bytes);
-    onnx::Common::Status st = onnx::OnnxParser::Parse(model, text.c_str());
+    onnx::Common::Status st;
+    try {
+      st = onnx::OnnxParser::Parse(model, text.c_str());
+    } catch (const std::exception&) {  // libonnx's number parsing throws on literals out of range
+      return Error{where + ": cannot parse ONNX text: a number is out of range"};
+    }
     if (!st.IsOK()) return Error{where + ": cannot parse ONNX text: " + oneLine(st.ErrorMessage())};
     // The text syntax has no spelling for rank 0 (`float x` leaves the shape
     // out). Graph inputs and outputs must have a shape, so there it means a scalar.

@@ -320,7 +320,8 @@ CommandRunner addCompileCommand(CLI::App& sub) {
                  "what to write: onnx, plan, report, opencl (one .cl per group), spirv (validated), bundle (a "
                  "standalone OpenCL program in DIR/bundle)")
       ->delimiter(',');
-  sub.add_option("--dim", o->symbolicDim, "bundle: the size of symbolic input dims");
+  sub.add_option("--dim", o->symbolicDim, "bundle: the size of symbolic input dims")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 31));
   sub.add_option("--seed", o->seed, "bundle: the seed of the sample inputs");
   sub.add_option("--dump-after", o->dumpAfter, "print the graph after a stage: import, rewrite, plan");
   return [o] { return compile(*o); };

@@ -391,7 +391,8 @@ CommandRunner addRunCommand(CLI::App& sub) {
   sub.add_option("--input", o->inputFiles, "TensorProto files for the inputs, in order; the rest are random");
   sub.add_option("--seed", o->seed, "seed for random inputs");
   sub.add_option("--repeat", o->repeat, "run this many times and report the best time");
-  sub.add_option("--dim", o->symbolicDim, "size used for symbolic dims of random inputs");
+  sub.add_option("--dim", o->symbolicDim, "size used for symbolic dims of random inputs")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 31));
   sub.add_flag("--interpreter", o->interpreter, "run on the reference interpreter instead of OpenCL");
   sub.add_flag("--tune", o->tune,
                "time a few tilings of every gemm_epilogue kernel first and keep the fastest (cached per machine)");

@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return app.exit(e) == 0 ? 0 : 1;  // --help and --version exit 0; a bad flag is an error like any other
   }
   // One handler for what escapes a command: an error and exit 1, never an
   // abort. Input problems are Error values long before this; an exception

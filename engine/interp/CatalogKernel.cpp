@@ -6,6 +6,7 @@
 /// table the kernel emitter spells, so the catalog, the interpreter and the
 /// device compute the same thing by construction, and an op a pack declares
 /// runs here too.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -27,7 +28,7 @@ class ScalarProgram {
 
   double run(const double* operands) const {
     double* r = regs_.data();
-    double args[kMaxArgs];
+    double* args = args_.data();
     for (size_t i = 0; i < code_.size(); ++i) {
       const Instr& in = code_[i];
       if (in.operand >= 0) {
@@ -43,7 +44,6 @@ class ScalarProgram {
   }
 
  private:
-  static constexpr size_t kMaxArgs = 64;
   struct Instr {
     int operand = -1;  ///< load operand slot
     double constant = 0;
@@ -99,14 +99,14 @@ class ScalarProgram {
       }
       in.args.push_back(compile(a));
     }
-    if (in.args.size() > kMaxArgs) throw UserError{"`" + e.op + "` of more than 64 values", true};
+    args_.resize(std::max(args_.size(), in.args.size()));
     return emit(std::move(in));
   }
 
   const std::vector<std::vector<uint32_t>>& slots_;
   const std::vector<double>& attrs_;
   std::vector<Instr> code_;
-  mutable std::vector<double> regs_;
+  mutable std::vector<double> regs_, args_;
   uint32_t result_ = 0;
 };
 
