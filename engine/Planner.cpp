@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <functional>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 
 namespace fusec {
@@ -196,13 +197,43 @@ Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target, cons
   Plan plan;
   const Order order(g);
   Matcher matcher(rules, &target);
-  // ---- candidates
-  std::set<std::vector<NodeRef>> seenSets;
-  for (NodeRef n : order.nodes) {
-    for (const Rule* rule : matcher.rulesFor(g.node(n).op.str())) {
+  // ---- matches: at every root for most rules. For a rule with a
+  // repetition, the matches at successive nodes of a chain nest, each
+  // holding the one before, so a chain of n nodes would give n candidates
+  // of n / 2 nodes on average: roots are visited last to first and a node a
+  // match of the rule already covers starts none (the maximal chains, in
+  // linear time).
+  struct Found {
+    size_t root, ruleIndex;
+    const Rule* rule;
+    Match match;
+  };
+  std::vector<Found> found;
+  std::map<const Rule*, std::set<NodeRef>> covered;
+  for (size_t i = order.nodes.size(); i-- > 0;) {
+    const NodeRef n = order.nodes[i];
+    const std::vector<const Rule*>& candidatesRules = matcher.rulesFor(g.node(n).op.str());
+    for (size_t r = 0; r < candidatesRules.size(); ++r) {
+      const Rule* rule = candidatesRules[r];
       if (rule->kind != Rule::Kind::Fusion) continue;
+      const bool repeats = std::any_of(rule->pattern.nodes.begin(), rule->pattern.nodes.end(),
+                                       [](const PatternNode& p) { return p.repeat != PatternNode::Repeat::Once; });
+      if (repeats && covered[rule].count(n)) continue;
       std::optional<Match> m = matcher.matchAt(g, n, *rule);
       if (!m) continue;
+      if (repeats)
+        for (NodeRef x : m->allNodes()) covered[rule].insert(x);
+      found.push_back({i, r, rule, std::move(*m)});
+    }
+  }
+  std::sort(found.begin(), found.end(),
+            [](const Found& a, const Found& b) { return std::tie(a.root, a.ruleIndex) < std::tie(b.root, b.ruleIndex); });
+  // ---- candidates
+  std::set<std::vector<NodeRef>> seenSets;
+  for (Found& f : found) {
+    {
+      const Rule* rule = f.rule;
+      const std::optional<Match> m = std::move(f.match);
       std::vector<NodeRef> nodes = m->allNodes();
       if (nodes.size() < 2) continue;  // one node is no fusion
       std::sort(nodes.begin(), nodes.end(), [&](NodeRef a, NodeRef b) { return order.index.at(a) < order.index.at(b); });

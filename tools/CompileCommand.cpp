@@ -107,8 +107,9 @@ std::string report(const Session& s, const driver::Compiled& c, const std::strin
   os << "\ngroups\n";
   for (const Group& grp : plan.groups) {
     if (grp.nodes.size() < 2) continue;
-    std::string ops;
-    for (NodeRef n : grp.nodes) ops += (ops.empty() ? "" : " ") + c.graph.node(n).op.str();
+    std::string ops;  // the first few members, then how many in all
+    for (size_t i = 0; i < grp.nodes.size() && i < 8; ++i) ops += (i ? " " : "") + c.graph.node(grp.nodes[i]).op.str();
+    if (grp.nodes.size() > 8) ops += fmt::format(" ... ({} ops)", grp.nodes.size());
     os << fmt::format("  {:<40} {:<16} {:>10}  {}\n", grp.name, grp.kernel, seconds(grp.estimate.seconds), ops);
   }
   const Estimate& b = c.imported;
