@@ -40,6 +40,10 @@ class RewriteBuilder {
       // The replacement takes over the name (graph outputs keep their names).
       Value& fresh = g_.value(built_[i]);
       Value& replaced = g_.value(old);
+      if (!sameType(fresh.type, replaced.type))
+        return Error{"rule `" + rule.name + "` replaces `" + replaced.name + "` (" + replaced.type.str() +
+                     ") with a value of type " + fresh.type.str() +
+                     "; a rewrite must keep the element type and shape of what it replaces"};
       if (fresh.type.dtype == DType::Undefined || !fresh.type.dims) fresh.type = replaced.type;
       if (!fresh.constant || !g_.isGraphOutput(old)) {
         std::swap(fresh.name, replaced.name);
@@ -51,6 +55,17 @@ class RewriteBuilder {
   }
 
  private:
+  /// Whether two types can be the same value's: element types equal where
+  /// both are known, and ranks and static dims equal where both are known.
+  static bool sameType(const TensorType& a, const TensorType& b) {
+    if (a.dtype != DType::Undefined && b.dtype != DType::Undefined && a.dtype != b.dtype) return false;
+    if (!a.dims || !b.dims) return true;
+    if (a.dims->size() != b.dims->size()) return false;
+    for (size_t i = 0; i < a.dims->size(); ++i)
+      if ((*a.dims)[i].isStatic() && (*b.dims)[i].isStatic() && (*a.dims)[i].size != (*b.dims)[i].size) return false;
+    return true;
+  }
+
   /// Unique within the graph and the same on every run: the next value id.
   std::string freshName(const std::string& base) { return base + "_rw" + std::to_string(g_.valueCapacity()); }
 
@@ -82,13 +97,20 @@ class RewriteBuilder {
     NodeRef node = g_.addNode(op, std::move(inputs), outs, std::move(attrs), freshName(op));
     added_.push_back(node);
     // Typed there and then, so later steps, guards and codegen see shapes;
-    // where the op cannot be inferred, the element type of the first typed
-    // operand.
+    // where ONNX cannot infer the op (LessOrEqual has no inference of its
+    // own), the element type the catalog gives its result.
     inferNodeTypes(g_, node);
+    const OpDef* def = catalog_.find(op);
+    const ResultType result = def ? def->resultType : ResultType::SameAsOperands;
     for (ValueId o : outs) {
       Value& v = g_.value(o);
-      for (ValueId in : g_.node(node).inputs)
-        if (in != kNoValue && v.type.dtype == DType::Undefined) v.type.dtype = g_.value(in).type.dtype;
+      if (v.type.dtype != DType::Undefined) continue;
+      if (result == ResultType::Bool) v.type.dtype = DType::Bool;
+      else if (result == ResultType::Int64) v.type.dtype = DType::Int64;
+      else if (result == ResultType::Float) v.type.dtype = DType::Float32;
+      else if (result == ResultType::SameAsOperands)
+        for (ValueId in : g_.node(node).inputs)
+          if (in != kNoValue && v.type.dtype == DType::Undefined) v.type.dtype = g_.value(in).type.dtype;
     }
     return outs;
   }

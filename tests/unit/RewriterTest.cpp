@@ -248,26 +248,46 @@ TEST_CASE("nodes a rewrite creates are typed when they are created") {
   auto set = test::compileRules(R"(
 rule relu_as_max {
   match { y = Relu(x) }
-  rewrite { y = Max(transpose(x, [1, 0]), 0.0) }
+  rewrite { y = transpose(Max(transpose(x, [1, 0]), 0.0), [1, 0]) }
 }
 )");
   Graph g = test::parse(test::model("g (float[2,3] x) => (float[3,2] y)", "t = Transpose <perm = [1, 0]> (x)\ny = Relu (t)"));
   Expected<RewriteStats> stats = rewriteToFixpoint(g, *set, nullptr);
   REQUIRE(stats.ok());
   REQUIRE(stats->fired["relu_as_max"] == 1);
-  // The rewrite's own Transpose (of a [3,2] value) is [2,3]; nothing copied
-  // the replaced value's type onto it.
+  // The rewrite's inner Transpose (of a [3,2] value) is [2,3]; nothing
+  // copied the replaced value's type onto it.
   bool sawTranspose = false;
   for (NodeRef n : g.nodes()) {
     const NodeData& d = g.node(n);
     if (d.name.find("_rw") == std::string::npos) continue;
     for (ValueId v : d.outputs) CHECK_MESSAGE(g.value(v).type.isStatic(), d.name);
-    if (d.op == "Transpose") {
+    if (d.op == "Transpose" && g.producer(d.inputs[0]) && g.node(*g.producer(d.inputs[0])).op == "Max")
+      CHECK(g.value(d.outputs[0]).type.str() == "float[3,2]");
+    else if (d.op == "Transpose") {
       sawTranspose = true;
       CHECK(g.value(d.outputs[0]).type.str() == "float[2,3]");
     }
   }
   CHECK(sawTranspose);
+}
+
+TEST_CASE("a rewrite that changes the shape of what it replaces is refused, naming the rule") {
+  auto set = test::compileRules(R"(
+rule transposes {
+  match { y = Relu(x) }
+  rewrite { y = transpose(x, [1, 0]) }
+}
+)");
+  Graph g = test::parse(test::model("g (float[2,3] x) => (float[2,3] y)", "y = Relu (x)"));
+  Expected<RewriteStats> stats = rewriteToFixpoint(g, *set, nullptr);
+  REQUIRE_FALSE(stats.ok());
+  CHECK(stats.error().message ==
+        "rule `transposes` replaces `y` (float[2,3]) with a value of type float[3,2]; a rewrite must keep the element "
+        "type and shape of what it replaces");
+  // The same rule on a square input keeps the shape and runs.
+  Graph square = test::parse(test::model("g (float[3,3] x) => (float[3,3] y)", "y = Relu (x)"));
+  CHECK(rewriteToFixpoint(square, *set, nullptr).ok());
 }
 
 TEST_CASE("folding does not allocate what the shapes do not bound") {
