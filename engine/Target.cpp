@@ -3,6 +3,7 @@
 #include "fusec/engine/Target.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <sstream>
 
@@ -61,6 +62,10 @@ class Reader {
     else if (v->is_integer()) d = static_cast<double>(v->as_integer());
     else {
       error(*v, "`" + key + "` must be a number");
+      return std::nullopt;
+    }
+    if (!std::isfinite(d) || d >= 1e15) {  // units are giga-, micro-: nothing real comes near
+      error(*v, "`" + key + "` must be a finite number below 1e15");
       return std::nullopt;
     }
     if (d < 0 || (!allowZero && d == 0)) {
@@ -170,12 +175,16 @@ int nestingDepth(const std::string& text) {
 Expected<Target> loadTarget(const std::string& path) {
   Expected<std::string> text = readInputFile(path, kMaxProfileFileBytes);
   if (!text) return text.error();
+  return parseTarget(text.value(), path);
+}
+
+Expected<Target> parseTarget(const std::string& text, const std::string& path) {
   constexpr int kMaxNesting = 32;
-  if (nestingDepth(text.value()) > kMaxNesting)
+  if (nestingDepth(text) > kMaxNesting)
     return Error{path + ": error: arrays or tables nested more than " + std::to_string(kMaxNesting) + " deep"};
   toml::value root;
   try {
-    std::istringstream in(text.value());
+    std::istringstream in(text);
     root = toml::parse(in, path);
   } catch (const std::exception& e) {
     // toml11's syntax errors already carry the file, line and a source excerpt.

@@ -48,5 +48,7 @@ struct Target {
 /// Reads and validates a profile. Errors are located:
 /// `file:line:col: error: ...`, one per problem found.
 Expected<Target> loadTarget(const std::string& path);
+/// The same for a profile's text; `path` names it in messages.
+Expected<Target> parseTarget(const std::string& text, const std::string& path);
 
 }  // namespace fusec
