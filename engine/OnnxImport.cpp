@@ -1,6 +1,8 @@
 /// ONNX import: bytes -> ModelProto (binary or text) -> checker -> shape
 /// inference -> Graph.
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
@@ -17,10 +19,71 @@ namespace fusec {
 
 // ---- proto conversions ------------------------------------------------------
 
-Tensor tensorFromProto(const onnx::TensorProto& proto) {
+namespace {
+
+/// The bytes of a tensor stored outside the model (how models over 2 GB keep
+/// their weights): `location` is a regular file inside `dir`, the model's own
+/// folder (a relative path without `..`, and no link leading out), and
+/// offset and length lie in it and match the tensor's declared size.
+std::string externalData(const onnx::TensorProto& proto, const std::string& label, const std::string& dir,
+                         int64_t expectedBytes) {
+  namespace fs = std::filesystem;
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& kv : proto.external_data()) {
+    auto number = [&]() {
+      char* end = nullptr;
+      const long long v = std::strtoll(kv.value().c_str(), &end, 10);
+      if (kv.value().empty() || *end != '\0' || v < 0)
+        throw UserError{label + ": external data `" + kv.key() + "` is not a count: `" + kv.value() + "`"};
+      return static_cast<int64_t>(v);
+    };
+    if (kv.key() == "location") location = kv.value();
+    else if (kv.key() == "offset") offset = number();
+    else if (kv.key() == "length") length = number();
+  }
+  const fs::path rel(location);
+  bool escapes = location.empty() || rel.is_absolute() || rel.has_root_name();
+  for (const fs::path& part : rel) escapes |= part == "..";
+  if (escapes)
+    throw UserError{label + ": external data location `" + location +
+                    "` must be a relative path inside the model's folder, without `..`"};
+  std::error_code ec;
+  const fs::path root = fs::weakly_canonical(dir.empty() ? fs::path(".") : fs::path(dir), ec);
+  const fs::path file = fs::weakly_canonical(fs::path(dir) / rel, ec);
+  const std::string r = root.string(), f = file.string();
+  if (ec || f.compare(0, r.size(), r) != 0 || f.size() <= r.size() || f[r.size()] != '/')
+    throw UserError{label + ": external data `" + location + "` leads outside the model's folder"};
+  if (length < 0) length = expectedBytes;
+  if (length != expectedBytes)
+    throw UserError{label + ": external data holds " + std::to_string(length) + " bytes, its shape needs " +
+                    std::to_string(expectedBytes)};
+  Expected<std::string> bytes = readInputFile(file.string(), kMaxModelFileBytes * 8);
+  if (!bytes) throw UserError{label + ": external data: " + bytes.error().message};
+  int64_t end = 0;
+  if (__builtin_add_overflow(offset, length, &end) || end > static_cast<int64_t>(bytes->size()))
+    throw UserError{label + ": external data at offset " + std::to_string(offset) + ", " + std::to_string(length) +
+                    " bytes, runs past the end of `" + location + "` (" + std::to_string(bytes->size()) + " bytes)"};
+  return bytes->substr(static_cast<size_t>(offset), static_cast<size_t>(length));
+}
+
+}  // namespace
+
+Tensor tensorFromProto(const onnx::TensorProto& proto, const std::string* externalDir) {
   const std::string label = proto.name().empty() ? "tensor" : "tensor `" + proto.name() + "`";
-  if (proto.data_location() == onnx::TensorProto::EXTERNAL)
-    throw UserError{label + " uses external data, which is not supported", true};
+  if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
+    if (!externalDir)
+      throw UserError{label + " keeps its data in a file beside the model; only a model read from a file can use it"};
+    const auto dtype = static_cast<DType>(proto.data_type());
+    const std::optional<int64_t> bytes = checkedBytes(Shape(proto.dims().begin(), proto.dims().end()), dtype);
+    if (!bytes || dtypeSize(dtype) == 0 || dtype == DType::String)
+      throw UserError{label + " has external data of an unsupported type or an impossible shape"};
+    onnx::TensorProto inline_ = proto;
+    inline_.clear_external_data();
+    inline_.set_data_location(onnx::TensorProto::DEFAULT);
+    inline_.set_raw_data(externalData(proto, label, *externalDir, *bytes));
+    return tensorFromProto(inline_, nullptr);
+  }
   auto dtype = static_cast<DType>(proto.data_type());
   if (dtype == DType::String) throw UserError{label + " holds strings, which are not supported", true};
   if (dtypeSize(dtype) == 0 || dtype == DType::Complex64 || dtype == DType::Complex128)
@@ -175,7 +238,7 @@ TensorType valueType(const onnx::ValueInfoProto& vi) {
 }
 
 /// Maps a checked ModelProto to the IR. Throws UserError.
-Graph buildGraph(const onnx::ModelProto& model) {
+Graph buildGraph(const onnx::ModelProto& model, const std::string* externalDir) {
   Graph g;
   g.info.irVersion = model.ir_version();
   g.info.opsetImports.clear();
@@ -192,7 +255,7 @@ Graph buildGraph(const onnx::ModelProto& model) {
       throw UserError{"value `" + name + "` is defined more than once"};
   };
   for (const auto& init : gp.initializer()) {
-    Tensor t = tensorFromProto(init);
+    Tensor t = tensorFromProto(init, externalDir);
     define(init.name(), g.addConstant(init.name(), std::move(t)));
   }
   for (const auto& in : gp.input()) {
@@ -329,6 +392,20 @@ Expected<Graph> importOnnxBuffer(std::string_view bytes, std::string_view source
     return Error{where + ": not a valid ONNX model (the protobuf is truncated or corrupt)"};
   }
   if (!model.has_graph()) return Error{where + ": model has no graph"};
+  // Weights kept beside the model are read in first (safely: externalData),
+  // so ONNX's checker, which would look for them itself, sees them inline.
+  try {
+    for (onnx::TensorProto& init : *model.mutable_graph()->mutable_initializer())
+      if (init.data_location() == onnx::TensorProto::EXTERNAL) {
+        Tensor t = tensorFromProto(init, options.externalDataDir.empty() ? nullptr : &options.externalDataDir);
+        const std::string name = init.name();
+        init.Clear();
+        tensorToProto(t, init);
+        init.set_name(name);
+      }
+  } catch (const UserError& e) {
+    return Error{where + ": " + e.message, e.unsupported};
+  }
   try {
     if (options.runChecker) onnx::checker::check_model(model);
   } catch (const std::exception& e) {
@@ -341,7 +418,7 @@ Expected<Graph> importOnnxBuffer(std::string_view bytes, std::string_view source
     return Error{where + ": ONNX shape inference: " + oneLine(e.what())};
   }
   try {
-    return buildGraph(model);
+    return buildGraph(model, options.externalDataDir.empty() ? nullptr : &options.externalDataDir);
   } catch (const UserError& e) {
     return Error{where + ": " + e.message, e.unsupported};
   }
@@ -350,7 +427,12 @@ Expected<Graph> importOnnxBuffer(std::string_view bytes, std::string_view source
 Expected<Graph> importOnnxFile(const std::string& path, const ImportOptions& options) {
   Expected<std::string> bytes = readInputFile(path, kMaxModelFileBytes);
   if (!bytes) return bytes.error();
-  return importOnnxBuffer(bytes.value(), path, options);
+  ImportOptions withDir = options;
+  if (withDir.externalDataDir.empty()) {
+    const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    withDir.externalDataDir = parent.empty() ? "." : parent.string();
+  }
+  return importOnnxBuffer(bytes.value(), path, withDir);
 }
 
 Expected<Tensor> loadTensorProtoFile(const std::string& path) {

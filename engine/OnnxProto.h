@@ -9,8 +9,10 @@
 namespace fusec {
 
 /// TensorProto -> Tensor; throws UserError for unsupported encodings
-/// (string tensors, external data) or sizes that do not match the dims.
-Tensor tensorFromProto(const onnx::TensorProto& proto);
+/// (string tensors) or sizes that do not match the dims. External data is
+/// read from `externalDir` (the model's folder; see OnnxImport.cpp), and
+/// refused without one.
+Tensor tensorFromProto(const onnx::TensorProto& proto, const std::string* externalDir = nullptr);
 void tensorToProto(const Tensor& tensor, onnx::TensorProto& proto);
 
 TensorType typeFromProto(const onnx::TypeProto& proto);

@@ -172,7 +172,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::optional<int64_t> n = checkedNumel(t.staticShape());
     if (!n || *n > (1 << 16) || t.dtype == DType::String || t.dtype == DType::Undefined) return 0;
     Tensor x(t.dtype, t.staticShape());
-    for (size_t b = 0; b < x.byteSize(); ++b) static_cast<uint8_t*>(x.raw())[b] = static_cast<uint8_t>(rng() % 3);
+    for (size_t b = 0; b < x.byteSize(); ++b) x.raw()[b] = static_cast<std::byte>(rng() % 3);
     inputs.push_back(std::move(x));
   }
   try {

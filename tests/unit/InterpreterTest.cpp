@@ -88,7 +88,7 @@ TEST_CASE("negative axes") {
     CHECK(y.toInt64s() == std::vector<int64_t>{2, 2});
   }
   SUBCASE("axis out of range is an error") {
-    Graph g = parse(model("g (float[2,3] x) => (float[2,6] y)", "y = Concat <axis = 2> (x, x)"), {true, false});
+    Graph g = parse(model("g (float[2,3] x) => (float[2,6] y)", "y = Concat <axis = 2> (x, x)"), {true, false, {}});
     CHECK(test::runError(g, {x}).find("axis 2 is out of range for rank 2") != std::string::npos);
   }
 }
@@ -152,7 +152,7 @@ TEST_CASE("convolution and pooling") {
   }
   SUBCASE("channel mismatch is an error") {
     Graph g = parse(model("g (float[1,2,3,3] x, float[1,3,2,2] w) => (float[1,1,2,2] y)", "y = Conv (x, w)"),
-                    {false, false});
+                    {false, false, {}});
     std::string err = test::runError(g, {Tensor(DType::Float32, {1, 2, 3, 3}), Tensor(DType::Float32, {1, 3, 2, 2})});
     CHECK(err.find("node 'Conv_0' (Conv): weight shape [1, 3, 2, 2] does not match 2 input channels") == 0);
   }
@@ -214,7 +214,7 @@ TEST_CASE("data movement") {
     CHECK(test::run(g, {x})[0].shape() == Shape{2, 3, 1});
   }
   SUBCASE("Reshape to a wrong size is an error") {
-    Graph g = parse(model("g (float[2,3] x, int64[1] s = {4}) => (float[4] y)", "y = Reshape (x, s)"), {false, false});
+    Graph g = parse(model("g (float[2,3] x, int64[1] s = {4}) => (float[4] y)", "y = Reshape (x, s)"), {false, false, {}});
     CHECK(test::runError(g, {x}) == "node 'Reshape_0' (Reshape): cannot reshape [2, 3] (6 elements) to [4]");
   }
   SUBCASE("Slice with negative step and clamped ends") {

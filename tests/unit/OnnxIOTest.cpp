@@ -140,13 +140,13 @@ TEST_CASE("bad models are clear errors naming the file and node") {
     CHECK(g.error().message.rfind("bad.txt: cannot parse ONNX text", 0) == 0);
   }
   SUBCASE("dangling operand, checker off") {
-    ImportOptions noCheck{false, false};
+    ImportOptions noCheck{false, false, {}};
     auto g = importOnnxBuffer(model("g (float[2] x) => (float[2] y)", "y = Add (x, ghost)"), "d.onnx", noCheck);
     REQUIRE_FALSE(g.ok());
     CHECK(g.error().message == "d.onnx: node #0 (Add): operand `ghost` is not defined by any node, input or initializer");
   }
   SUBCASE("cycle, checker off") {
-    ImportOptions noCheck{false, false};
+    ImportOptions noCheck{false, false, {}};
     auto g = importOnnxBuffer(model("g (float[2] x) => (float[2] y)", "a = Add (x, b)\nb = Relu (a)\ny = Neg (b)"),
                               "c.onnx", noCheck);
     REQUIRE_FALSE(g.ok());

@@ -17,6 +17,9 @@ namespace fusec {
 struct ImportOptions {
   bool runChecker = true;
   bool inferShapes = true;
+  /// Where tensors with external data find their files: the model's folder
+  /// (importOnnxFile sets it); empty refuses external data.
+  std::string externalDataDir;
 };
 
 /// Loads a model file; binary protobuf or ONNX text, told apart by content.
