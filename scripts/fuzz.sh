@@ -33,6 +33,9 @@ case $which in
     max_len=8192 ;;
   *) echo "unknown fuzzer \`$which\`: fuse, onnx or target" >&2; exit 2 ;;
 esac
-cd "$root/fuzz/crashers"
+mkdir -p "$root/fuzz/crashers/$which"
+cd "$root/fuzz/crashers/$which"
+parallel=()
+[ "$jobs" -gt 1 ] && parallel=(-jobs="$jobs" -workers="$jobs")
 "$build/fuzz/${which}_fuzzer" "$corpus" -max_total_time="$seconds" -max_len="$max_len" -timeout=10 \
-  -rss_limit_mb=2048 -print_final_stats=1 -jobs="$jobs" -workers="$jobs" 2>&1 | tail -n 30
+  -rss_limit_mb=2048 -print_final_stats=1 "${parallel[@]}" 2>&1 | tail -n 30

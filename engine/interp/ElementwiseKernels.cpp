@@ -92,12 +92,18 @@ void runVariadic(KernelContext& ctx, Op op, bool mean) {
   });
 }
 
+/// base^exp in T's wrapping arithmetic, by squaring: log2(exp) steps, so a
+/// model's exponent of 2^62 does not loop 2^62 times.
 template <class T>
 T integerPow(T base, T exp) {
-  if (exp < 0) return base == 1 ? 1 : 0;
-  T result = 1;
-  for (T i = 0; i < exp; ++i) result *= base;
-  return result;
+  using U = std::make_unsigned_t<T>;
+  if (exp < 0) return base == 1 ? 1 : (base == T(-1) ? ((-exp) % 2 ? T(-1) : T(1)) : T(0));
+  U result = 1, b = static_cast<U>(base);
+  for (U e = static_cast<U>(exp); e; e >>= 1) {
+    if (e & 1) result = static_cast<U>(result * b);
+    b = static_cast<U>(b * b);
+  }
+  return static_cast<T>(result);
 }
 
 void pow(KernelContext& ctx) {
