@@ -117,6 +117,10 @@ Tensor tensorFromProto(const onnx::TensorProto& proto, const std::string* extern
   Tensor t(dtype, shape);
   if (proto.has_raw_data()) {
     if (n) std::memcpy(t.raw(), proto.raw_data().data(), proto.raw_data().size());
+    // A bool is one byte; any byte but 0 is true, stored as 1 (the kernels
+    // and the interpreter would read other bytes differently).
+    if (dtype == DType::Bool)
+      for (size_t i = 0; i < n; ++i) t.raw()[i] = std::byte{t.raw()[i] != std::byte{0}};
     return t;
   }
   auto fill = [&](const auto& field, auto convert) {
@@ -260,6 +264,11 @@ Graph buildGraph(const onnx::ModelProto& model, const std::string* externalDir) 
   }
   for (const auto& in : gp.input()) {
     if (byName.count(in.name())) continue;  // an initializer listed as input: a constant
+    if (in.type().has_tensor_type())
+      for (const auto& d : in.type().tensor_type().shape().dim())
+        if (d.has_dim_value() && d.dim_value() < 0)
+          throw UserError{"input `" + in.name() + "` declares a dim of " + std::to_string(d.dim_value()) +
+                          "; a dim is a size (0 or more) or a name"};
     define(in.name(), g.addInput(in.name(), valueType(in)));
   }
   std::unordered_map<std::string, TensorType> declared;

@@ -144,30 +144,47 @@ std::optional<double> Target::property(const std::string& n) const {
 
 namespace {
 
-/// The deepest nesting of arrays and inline tables in TOML text (brackets
-/// outside strings and comments): toml11 parses them by recursion.
-int nestingDepth(const std::string& text) {
-  int depth = 0, deepest = 0;
-  char quote = 0;
-  bool comment = false;
+/// What toml11 must not see: arrays and inline tables nested deeper than
+/// `maxDepth` (it parses them by recursion), a string not closed on its
+/// line, or a NUL byte (its parser reads past the end of such text). Empty
+/// when the text is fit to parse.
+std::string lexicalProblem(const std::string& text, int maxDepth) {
+  int depth = 0, line = 1;
+  std::string multiline;  // the closing delimiter of a multi-line string we are in
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
-    if (comment) {
-      comment = c != '\n';
-    } else if (quote) {
-      if (c == '\\' && quote == '"') ++i;
-      else if (c == quote) quote = 0;
+    if (c == '\0') return "line " + std::to_string(line) + ": a NUL byte";
+    if (c == '\n') ++line;
+    if (!multiline.empty()) {
+      if (multiline == "\"\"\"" && c == '\\') ++i;
+      else if (text.compare(i, 3, multiline) == 0) {
+        i += 2;
+        multiline.clear();
+      }
+      continue;
+    }
+    if (c == '#') {
+      while (i < text.size() && text[i] != '\n') ++i;
+      --i;
     } else if (c == '"' || c == '\'') {
-      quote = c;
-    } else if (c == '#') {
-      comment = true;
+      if (text.compare(i, 3, std::string(3, c)) == 0) {
+        multiline = std::string(3, c);
+        i += 2;
+        continue;
+      }
+      size_t j = i + 1;
+      for (; j < text.size() && text[j] != c && text[j] != '\n'; ++j)
+        if (c == '"' && text[j] == '\\') ++j;
+      if (j >= text.size() || text[j] != c) return "line " + std::to_string(line) + ": a string is not closed";
+      i = j;
     } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
+      if (++depth > maxDepth) return "arrays or tables nested more than " + std::to_string(maxDepth) + " deep";
     } else if (c == ']' || c == '}') {
       depth = std::max(0, depth - 1);
     }
   }
-  return deepest;
+  if (!multiline.empty()) return "a multi-line string is not closed";
+  return {};
 }
 
 }  // namespace
@@ -179,9 +196,8 @@ Expected<Target> loadTarget(const std::string& path) {
 }
 
 Expected<Target> parseTarget(const std::string& text, const std::string& path) {
-  constexpr int kMaxNesting = 32;
-  if (nestingDepth(text) > kMaxNesting)
-    return Error{path + ": error: arrays or tables nested more than " + std::to_string(kMaxNesting) + " deep"};
+  if (std::string problem = lexicalProblem(text, 32); !problem.empty())
+    return Error{path + ": error: not a valid TOML file: " + problem};
   toml::value root;
   try {
     std::istringstream in(text);

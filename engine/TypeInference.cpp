@@ -1,6 +1,8 @@
 /// Per-node type inference with ONNX's op schemas (see TypeInference.h).
 #include "fusec/engine/TypeInference.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 #include <set>
 
@@ -37,6 +39,10 @@ bool inferNodeTypes(Graph& g, NodeRef n) {
   if (!schema || !schema->has_type_and_shape_inference_function()) return false;
   for (const auto& [name, value] : d.attrs)
     if (!attributeProblem(name, value).empty()) return false;  // ONNX's inference would trust it
+  // Resize's scales operand likewise: ONNX multiplies dims by it unchecked.
+  if (d.op == "Resize" && d.inputs.size() > 2 && d.inputs[2] != kNoValue && g.isConstant(d.inputs[2]))
+    for (float s : g.value(d.inputs[2]).constant->toFloats())
+      if (!(s > 0) || !std::isfinite(s)) return false;
 
   // A one-node graph: operands as typed inputs, small constants with data.
   onnx::GraphProto graph;

@@ -418,6 +418,8 @@ void resize(KernelContext& ctx) {
   } else if (ctx.has(scalesIdx) && ctx.in(scalesIdx).numel() > 0) {
     scales = ctx.in(scalesIdx).toFloats();
     if (static_cast<int64_t>(scales.size()) != r) ctx.fail("scales must have one value per dim");
+    for (float s : scales)
+      if (!(s > 0) || !std::isfinite(s)) ctx.fail("scales must be positive finite numbers");
     for (int64_t a = 0; a < r; ++a)
       outShape.push_back(static_cast<int64_t>(std::floor(x.dim(a) * scales[static_cast<size_t>(a)])));
   } else {
@@ -455,6 +457,8 @@ void resize(KernelContext& ctx) {
     else k = static_cast<int64_t>(std::round(v));
     return std::clamp<int64_t>(k, 0, n - 1);
   };
+  // The result first: its size is checked before anything scales with it.
+  Tensor y(DType::Float32, outShape);
   // Per axis and output index: up to two source indices with weights.
   struct Tap { int64_t lo, hi; double w; bool outside; };
   std::vector<std::vector<Tap>> taps(static_cast<size_t>(r));
@@ -474,7 +478,6 @@ void resize(KernelContext& ctx) {
       }
     }
   }
-  Tensor y(DType::Float32, outShape);
   Shape inStrides = stridesOf(x.shape());
   Shape idx(static_cast<size_t>(r), 0);
   const float* in = x.data<float>();
