@@ -44,6 +44,7 @@ class Builder {
       return;
     }
     const Shape out = shapeOf(d_.outputs[0]);
+    checkRanks(op, out);
     body << detail::Emitter::coordinates(out, "i", "  ", "long");
     const Shape in = shapeOf(d_.inputs[0]);
     const Shape is = stridesOf(in);
@@ -93,9 +94,11 @@ class Builder {
     if (op == "Concat") {
       int64_t axis = d_.attrInt("axis", 0);
       if (axis < 0) axis += static_cast<int64_t>(out.size());
+      if (axis < 0 || axis >= static_cast<int64_t>(out.size())) throw UserError{"Concat axis out of range", true};
       int64_t start = 0;
       for (size_t j = 0; j < d_.inputs.size(); ++j) {
         const Shape s = shapeOf(d_.inputs[j]);
+        if (s.size() != out.size()) throw UserError{"Concat operands of another rank than the result", true};
         const Shape st = stridesOf(s);
         const int64_t len = s[static_cast<size_t>(axis)];
         std::string off = "0";
@@ -223,6 +226,35 @@ class Builder {
     if (!t.isStatic()) throw UserError{"value `" + g_.value(v).name + "` has no static shape", true};
     return t.staticShape();
   }
+  /// The ranks and axes the code below indexes with, checked against the
+  /// types (a model may declare anything): a refusal, never a read past a
+  /// shape.
+  void checkRanks(const std::string& op, const Shape& out) const {
+    static const std::set<std::string> kSameRank = {"Transpose", "Tile", "Slice", "Pad", "DepthToSpace",
+                                                    "SpaceToDepth", "Trilu", "GatherElements"};
+    if (d_.inputs.empty() || d_.inputs[0] == kNoValue) throw UserError{op + " without its data operand", true};
+    const Shape in = shapeOf(d_.inputs[0]);
+    if (kSameRank.count(op) && in.size() != out.size())
+      throw UserError{op + " whose result has another rank than its operand", true};
+    if (op == "Transpose") {
+      std::vector<int64_t> perm;
+      if (const Attribute* a = d_.attr("perm"); a && std::holds_alternative<std::vector<int64_t>>(*a))
+        perm = std::get<std::vector<int64_t>>(*a);
+      std::vector<bool> seen(in.size(), false);
+      if (!perm.empty() && perm.size() != in.size()) throw UserError{"Transpose perm of another length than the rank", true};
+      for (int64_t p : perm) {
+        if (p < 0 || p >= static_cast<int64_t>(in.size()) || seen[static_cast<size_t>(p)])
+          throw UserError{"Transpose perm is not a permutation", true};
+        seen[static_cast<size_t>(p)] = true;
+      }
+    }
+    if (op == "Gather" || op == "GatherElements") {
+      int64_t axis = d_.attrInt("axis", 0);
+      if (axis < 0) axis += static_cast<int64_t>(in.size());
+      if (axis < 0 || axis >= static_cast<int64_t>(in.size())) throw UserError{op + " axis out of range", true};
+    }
+  }
+
   const Graph& g_;
   const NodeData& d_;
 };

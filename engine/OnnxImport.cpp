@@ -14,6 +14,7 @@
 #include "OnnxProto.h"
 #include "fusec/engine/Files.h"
 #include "fusec/engine/OnnxIO.h"
+#include "fusec/engine/TypeInference.h"
 
 namespace fusec {
 
@@ -427,7 +428,15 @@ Expected<Graph> importOnnxBuffer(std::string_view bytes, std::string_view source
     return Error{where + ": ONNX shape inference: " + oneLine(e.what())};
   }
   try {
-    return buildGraph(model, options.externalDataDir.empty() ? nullptr : &options.externalDataDir);
+    Graph g = buildGraph(model, options.externalDataDir.empty() ? nullptr : &options.externalDataDir);
+    // What ONNX inferred for nodes whose operands overflow its arithmetic
+    // (a Tile to 2^64 elements wraps to 0) is not kept.
+    for (NodeRef n : g.nodes()) {
+      if (inferenceSafe(g, g.node(n))) continue;
+      for (ValueId v : g.node(n).outputs)
+        if (v != kNoValue) g.value(v).type.dims.reset();
+    }
+    return g;
   } catch (const UserError& e) {
     return Error{where + ": " + e.message, e.unsupported};
   }

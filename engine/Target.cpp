@@ -149,6 +149,17 @@ namespace {
 /// line, or a NUL byte (its parser reads past the end of such text). Empty
 /// when the text is fit to parse.
 std::string lexicalProblem(const std::string& text, int maxDepth) {
+  // TOML is UTF-8; toml11 reads past its buffer on other bytes in strings.
+  for (size_t i = 0, line = 1; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == '\n') ++line;
+    if (c < 0x80) continue;
+    const size_t extra = (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2 : (c & 0xF8) == 0xF0 ? 3 : 0;
+    bool ok = extra > 0 && c >= 0xC2 && c <= 0xF4 && i + extra < text.size();
+    for (size_t k = 1; ok && k <= extra; ++k) ok = (static_cast<unsigned char>(text[i + k]) & 0xC0) == 0x80;
+    if (!ok) return "line " + std::to_string(line) + ": bytes that are not UTF-8";
+    i += extra;
+  }
   int depth = 0, line = 1;
   std::string multiline;  // the closing delimiter of a multi-line string we are in
   for (size_t i = 0; i < text.size(); ++i) {

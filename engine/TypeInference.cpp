@@ -28,6 +28,35 @@ std::set<std::string> operandSymbols(const Graph& g, const NodeData& d) {
 
 }  // namespace
 
+bool inferenceSafe(const Graph& g, const NodeData& d) {
+  for (const auto& [name, value] : d.attrs)
+    if (!attributeProblem(name, value).empty()) return false;  // ONNX's inference would trust it
+  // Operands ONNX's inference does arithmetic with unchecked: Resize's
+  // scales multiply dims, Tile's repeats too, Pad's pads add to them. Where
+  // the result would not be a size, nothing is inferred (the kernels then
+  // report the node).
+  if (d.op == "Resize" && d.inputs.size() > 2 && d.inputs[2] != kNoValue && g.isConstant(d.inputs[2]))
+    for (float s : g.value(d.inputs[2]).constant->toFloats())
+      if (!(s > 0) || !std::isfinite(s)) return false;
+  if ((d.op == "Tile" || d.op == "Pad") && d.inputs.size() > 1 && d.inputs[1] != kNoValue && g.isConstant(d.inputs[1]) &&
+      d.inputs[0] != kNoValue && g.value(d.inputs[0]).type.isStatic()) {
+    const Shape x = g.value(d.inputs[0]).type.staticShape();
+    const Tensor& c = *g.value(d.inputs[1]).constant;
+    if (c.dtype() != DType::Int64) return false;
+    const size_t n = static_cast<size_t>(c.numel());
+    for (size_t a = 0; a < x.size(); ++a) {
+      int64_t dim = 0;
+      const bool broken = d.op == "Tile"
+                              ? a >= n || c.data<int64_t>()[a] < 0 || __builtin_mul_overflow(x[a], c.data<int64_t>()[a], &dim)
+                              : n != 2 * x.size() || __builtin_add_overflow(x[a], c.data<int64_t>()[a], &dim) ||
+                                    __builtin_add_overflow(dim, c.data<int64_t>()[a + x.size()], &dim) || dim < 0;
+      if (broken) return false;
+    }
+  }
+
+  return true;
+}
+
 bool inferNodeTypes(Graph& g, NodeRef n) {
   const NodeData& d = g.node(n);
   bool unknown = false;
@@ -37,12 +66,7 @@ bool inferNodeTypes(Graph& g, NodeRef n) {
   const int version = static_cast<int>(opset == g.info.opsetImports.end() ? g.info.defaultOpset() : opset->second);
   const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(d.op.str(), version, d.domain);
   if (!schema || !schema->has_type_and_shape_inference_function()) return false;
-  for (const auto& [name, value] : d.attrs)
-    if (!attributeProblem(name, value).empty()) return false;  // ONNX's inference would trust it
-  // Resize's scales operand likewise: ONNX multiplies dims by it unchecked.
-  if (d.op == "Resize" && d.inputs.size() > 2 && d.inputs[2] != kNoValue && g.isConstant(d.inputs[2]))
-    for (float s : g.value(d.inputs[2]).constant->toFloats())
-      if (!(s > 0) || !std::isfinite(s)) return false;
+  if (!inferenceSafe(g, d)) return false;
 
   // A one-node graph: operands as typed inputs, small constants with data.
   onnx::GraphProto graph;

@@ -46,6 +46,7 @@ void range(KernelContext& ctx) {
     T s = ctx.in(0).template data<T>()[0], l = ctx.in(1).template data<T>()[0], d = ctx.in(2).template data<T>()[0];
     if (d == 0) ctx.fail("delta must not be 0");
     double count = std::ceil((static_cast<double>(l) - static_cast<double>(s)) / static_cast<double>(d));
+    if (std::isnan(count) || count > 9.2e18) ctx.fail("a range of more elements than fit in 64 bits");
     int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
     Tensor out(start.dtype(), {n});
     for (int64_t i = 0; i < n; ++i) out.data<T>()[i] = static_cast<T>(s + static_cast<T>(i) * d);

@@ -319,7 +319,9 @@ void tile(KernelContext& ctx) {
   Shape outShape;
   for (int64_t a = 0; a < x.rank(); ++a) {
     if (reps[static_cast<size_t>(a)] < 0) ctx.fail("repeats must be non-negative");
-    outShape.push_back(x.dim(a) * reps[static_cast<size_t>(a)]);
+    int64_t n = 0;
+    if (__builtin_mul_overflow(x.dim(a), reps[static_cast<size_t>(a)], &n)) ctx.fail("repeats overflow a dim");
+    outShape.push_back(n);
   }
   Shape inStrides = stridesOf(x.shape()), outStrides = stridesOf(outShape);
   ctx.setOutput(0, gatherBytes(x, outShape, [&](int64_t i) {
@@ -363,7 +365,10 @@ void pad(KernelContext& ctx) {
     ctx.fail("unknown pad mode `" + mode + "`");
   Shape outShape;
   for (int64_t a = 0; a < r; ++a) {
-    int64_t n = x.dim(a) + pads[static_cast<size_t>(a)] + pads[static_cast<size_t>(a + r)];
+    int64_t n = 0;
+    if (__builtin_add_overflow(x.dim(a), pads[static_cast<size_t>(a)], &n) ||
+        __builtin_add_overflow(n, pads[static_cast<size_t>(a + r)], &n))
+      ctx.fail("pads overflow a dim");
     if (n < 0) ctx.fail("pads make a dimension negative");
     outShape.push_back(n);
     if (mode != "constant" && x.dim(a) == 0 && n > 0) ctx.fail("cannot " + mode + "-pad an empty dimension");
@@ -420,8 +425,11 @@ void resize(KernelContext& ctx) {
     if (static_cast<int64_t>(scales.size()) != r) ctx.fail("scales must have one value per dim");
     for (float s : scales)
       if (!(s > 0) || !std::isfinite(s)) ctx.fail("scales must be positive finite numbers");
-    for (int64_t a = 0; a < r; ++a)
-      outShape.push_back(static_cast<int64_t>(std::floor(x.dim(a) * scales[static_cast<size_t>(a)])));
+    for (int64_t a = 0; a < r; ++a) {
+      const double n = std::floor(static_cast<double>(x.dim(a)) * scales[static_cast<size_t>(a)]);
+      if (n > 9.2e18) ctx.fail("scales give a dim past 64 bits");
+      outShape.push_back(static_cast<int64_t>(n));
+    }
   } else {
     ctx.fail("one of scales and sizes is required");
   }

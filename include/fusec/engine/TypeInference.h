@@ -20,6 +20,12 @@ namespace fusec {
 /// what its results had. Returns whether a result's type changed.
 bool inferNodeTypes(Graph& g, NodeRef n);
 
+/// Whether ONNX's inference may be run on `d`: its attributes pass
+/// attributeProblem, and the constant operands it does arithmetic with
+/// (Resize's scales, Tile's repeats, Pad's pads) give sizes that fit. The
+/// importer drops types ONNX inferred for nodes that fail this.
+bool inferenceSafe(const Graph& g, const NodeData& d);
+
 /// inferNodeTypes over every node, in topological order. Fails only when
 /// the graph has a cycle.
 Status inferTypes(Graph& g);
