@@ -134,6 +134,7 @@ struct Packs {
   Target target;
   Packs() {
     setenv("FUSEC_MAX_TENSOR_BYTES", "67108864", 1);  // 64 MiB: bombs end early, not in the OOM killer
+    setenv("FUSEC_MAX_INTERPRETER_STEPS", "16777216", 1);  // a second at most, not minutes
     grammar::SourceManager sources;
     grammar::DiagnosticEngine diags(sources);
     grammar::ast::AstContext context;

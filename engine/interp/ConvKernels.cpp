@@ -18,6 +18,9 @@ ConvGeometry convGeometry(const KernelContext& ctx, const Shape& inSpatial, cons
                           bool ceilMode) {
   Expected<WindowGeometry> g = windowGeometry(ctx.node(), inSpatial, kernel, ceilMode);
   if (!g) ctx.fail(g.error().message);
+  // Every output position visits the whole window.
+  requireSteps(ctx, {checkedNumel(g->out), checkedNumel(g->kernel)},
+               "a window of " + shapeToString(g->kernel) + " over an output of " + shapeToString(g->out));
   return std::move(g.value());
 }
 

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,13 @@ class KernelContext {
 
 using KernelFn = std::function<void(KernelContext&)>;
 using KernelRegistry = std::map<std::string, KernelFn>;
+
+/// Fails unless the product of `factors` (a loop's trip counts; nullopt for
+/// one that overflowed) stays within the interpreter's step budget per
+/// kernel: $FUSEC_MAX_INTERPRETER_STEPS, default 2^32, far above any real
+/// layer and far below a model that asks for a window of 2^31 elements.
+void requireSteps(const KernelContext& ctx, std::initializer_list<std::optional<int64_t>> factors,
+                  const std::string& what);
 
 /// Whether `node` (an op with catalog definition `op`) runs from its
 /// catalog semantics (CatalogKernel.cpp): elementwise and broadcast ops with

@@ -26,6 +26,7 @@ void pool(KernelContext& ctx, PoolKind kind) {
   const double p = static_cast<double>(ctx.attrInt("p", 2));
   const bool columnMajor = ctx.attrInt("storage_order", 0) != 0;
   const int64_t NC = x.dim(0) * x.dim(1), P = g.outSize(), I = g.inSize();
+  requireSteps(ctx, {NC, P, g.kernelSize()}, "pooling " + std::to_string(NC) + " channels");
   const size_t k = kernel.size();
   Shape outShape = {x.dim(0), x.dim(1)};
   outShape.insert(outShape.end(), g.out.begin(), g.out.end());
