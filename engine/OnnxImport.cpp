@@ -197,6 +197,16 @@ std::string attributeProblem(std::string_view name, const Attribute& value) {
     if (const auto* ints = std::get_if<std::vector<int64_t>>(&value))
       for (int64_t v : *ints)
         if (v <= 0) return quoted + " must be positive, got " + shapeToString(*ints);
+  } else if (name == "axis" || name == "axes" || name == "perm") {
+    // ONNX's inference indexes dims with these, some after narrowing to
+    // int; no tensor has more than 64 dims.
+    constexpr int64_t kMaxRank = 64;
+    auto bad = [&](int64_t v) { return v < -kMaxRank || v >= kMaxRank; };
+    if (const auto* i = std::get_if<int64_t>(&value); i && bad(*i))
+      return quoted + " is " + std::to_string(*i) + ", beyond any tensor's rank";
+    if (const auto* ints = std::get_if<std::vector<int64_t>>(&value))
+      for (int64_t v : *ints)
+        if (bad(v)) return quoted + " holds " + std::to_string(v) + ", beyond any tensor's rank";
   } else if (name == "group") {
     if (const auto* i = std::get_if<int64_t>(&value); i && *i < 1)
       return quoted + " must be at least 1, got " + std::to_string(*i);

@@ -23,8 +23,9 @@ void nodeToProto(const Graph& g, NodeRef n, onnx::NodeProto& proto);
 
 /// What is wrong with attribute `name` = `value` of a node before any shape
 /// inference or kernel sees it (ONNX's own inference divides by strides and
-/// trusts kernel sizes), or empty: window sizes, strides and dilations must
-/// be positive, `group` at least 1, scales positive and finite.
+/// trusts kernel sizes and axes), or empty: window sizes, strides and
+/// dilations must be positive, `group` at least 1, scales positive and
+/// finite, axes and permutations within 64 dims.
 std::string attributeProblem(std::string_view name, const Attribute& value);
 
 Attribute attributeFromProto(const onnx::AttributeProto& proto);
