@@ -230,43 +230,41 @@ Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target, cons
             [](const Found& a, const Found& b) { return std::tie(a.root, a.ruleIndex) < std::tie(b.root, b.ruleIndex); });
   // ---- candidates
   std::set<std::vector<NodeRef>> seenSets;
-  for (Found& f : found) {
-    {
-      const Rule* rule = f.rule;
-      const std::optional<Match> m = std::move(f.match);
-      std::vector<NodeRef> nodes = m->allNodes();
-      if (nodes.size() < 2) continue;  // one node is no fusion
-      std::sort(nodes.begin(), nodes.end(), [&](NodeRef a, NodeRef b) { return order.index.at(a) < order.index.at(b); });
-      if (!seenSets.insert(nodes).second) continue;
-      Candidate c;
-      c.id = plan.candidates.size();
-      c.rule = rule;
-      c.nodes = nodes;
-      c.fused = groupEstimate(g, nodes, rules.catalog, target);
-      if (rule->flops || rule->bytes) {
-        // The rule's own cost expressions replace the catalog's counts.
-        const double flops = rule->flops ? matcher.evaluate(g, *m, *rule->flops).value_or(c.fused.flops) : c.fused.flops;
-        const double bytes = rule->bytes ? matcher.evaluate(g, *m, *rule->bytes).value_or(c.fused.bytes) : c.fused.bytes;
-        c.fused = rooflineEstimate(flops, bytes, target);
-      }
-      for (NodeRef x : nodes) c.unfusedSeconds += groupEstimate(g, {x}, rules.catalog, target).seconds;
-      c.benefit = c.unfusedSeconds - c.fused.seconds;
-      // ---- legality, then profitability
-      std::set<NodeRef> members(nodes.begin(), nodes.end());
-      if (leavesAndReturns(g, order, members)) {
-        c.status = Candidate::Status::Illegal;
-        c.why = "fusing would create a cycle: a path leaves the group and comes back";
-      } else if (std::string r = buildProblem(g, nodes, *rule, rules.catalog, target, families); !r.empty()) {
-        c.status = Candidate::Status::Illegal;
-        c.why = r;
-      } else if (c.benefit <= 0) {
-        c.status = Candidate::Status::Unprofitable;
-        c.why = "no time saved by the roofline estimate";
-      } else {
-        c.status = Candidate::Status::Overlaps;  // decided below
-      }
-      plan.candidates.push_back(std::move(c));
+  for (const Found& f : found) {
+    const Rule* rule = f.rule;
+    const Match* m = &f.match;
+    std::vector<NodeRef> nodes = m->allNodes();
+    if (nodes.size() < 2) continue;  // one node is no fusion
+    std::sort(nodes.begin(), nodes.end(), [&](NodeRef a, NodeRef b) { return order.index.at(a) < order.index.at(b); });
+    if (!seenSets.insert(nodes).second) continue;
+    Candidate c;
+    c.id = plan.candidates.size();
+    c.rule = rule;
+    c.nodes = nodes;
+    c.fused = groupEstimate(g, nodes, rules.catalog, target);
+    if (rule->flops || rule->bytes) {
+      // The rule's own cost expressions replace the catalog's counts.
+      const double flops = rule->flops ? matcher.evaluate(g, *m, *rule->flops).value_or(c.fused.flops) : c.fused.flops;
+      const double bytes = rule->bytes ? matcher.evaluate(g, *m, *rule->bytes).value_or(c.fused.bytes) : c.fused.bytes;
+      c.fused = rooflineEstimate(flops, bytes, target);
     }
+    for (NodeRef x : nodes) c.unfusedSeconds += groupEstimate(g, {x}, rules.catalog, target).seconds;
+    c.benefit = c.unfusedSeconds - c.fused.seconds;
+    // ---- legality, then profitability
+    std::set<NodeRef> members(nodes.begin(), nodes.end());
+    if (leavesAndReturns(g, order, members)) {
+      c.status = Candidate::Status::Illegal;
+      c.why = "fusing would create a cycle: a path leaves the group and comes back";
+    } else if (std::string r = buildProblem(g, nodes, *rule, rules.catalog, target, families); !r.empty()) {
+      c.status = Candidate::Status::Illegal;
+      c.why = r;
+    } else if (c.benefit <= 0) {
+      c.status = Candidate::Status::Unprofitable;
+      c.why = "no time saved by the roofline estimate";
+    } else {
+      c.status = Candidate::Status::Overlaps;  // decided below
+    }
+    plan.candidates.push_back(std::move(c));
   }
   // ---- greedy selection by (benefit, priority, stable id)
   std::vector<size_t> ranked;
