@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <unordered_map>
 
@@ -363,6 +364,32 @@ Graph buildGraph(const onnx::ModelProto& model, const std::string* externalDir) 
 
 }  // namespace
 
+/// The first shape operand whose declared length would ask ONNX's
+/// inference for an absurd rank (it builds a result with one dim per
+/// element: a 1-D int64[2^62] feeding ConstantOfShape runs it out of memory).
+std::string absurdShapeOperand(const onnx::GraphProto& graph) {
+  // The operand of each op whose length is the result's rank.
+  static const std::map<std::string, int> kShapeOperand = {{"ConstantOfShape", 0}, {"Expand", 1}, {"Reshape", 1}};
+  std::map<std::string, int64_t> length;  // declared 1-D values: their length
+  for (const auto* infos : {&graph.input(), &graph.value_info()})
+    for (const onnx::ValueInfoProto& vi : *infos)
+      if (vi.type().has_tensor_type() && vi.type().tensor_type().shape().dim_size() == 1 &&
+          vi.type().tensor_type().shape().dim(0).has_dim_value())
+        length[vi.name()] = vi.type().tensor_type().shape().dim(0).dim_value();
+  for (const onnx::TensorProto& t : graph.initializer())
+    if (t.dims_size() == 1) length[t.name()] = t.dims(0);
+  constexpr int64_t kMaxRank = 64;
+  for (const onnx::NodeProto& node : graph.node()) {
+    auto op = kShapeOperand.find(node.op_type());
+    if (op == kShapeOperand.end() || node.input_size() <= op->second) continue;
+    auto it = length.find(node.input(op->second));
+    if (it != length.end() && (it->second < 0 || it->second > kMaxRank))
+      return "node '" + node.name() + "' (" + node.op_type() + "): its shape operand `" + it->first + "` has " +
+             std::to_string(it->second) + " elements, a rank beyond any tensor's";
+  }
+  return {};
+}
+
 /// The first node (in `graph` or a subgraph of it) with an attribute that
 /// would reach shape inference or a kernel broken (attributeProblem).
 std::string firstAttributeProblem(const onnx::GraphProto& graph) {
@@ -432,6 +459,7 @@ Expected<Graph> importOnnxBuffer(std::string_view bytes, std::string_view source
     return Error{where + ": ONNX checker: " + oneLine(e.what())};
   }
   if (std::string p = firstAttributeProblem(model.graph()); !p.empty()) return Error{where + ": " + p};
+  if (std::string p = absurdShapeOperand(model.graph()); !p.empty()) return Error{where + ": " + p};
   try {
     if (options.inferShapes) onnx::shape_inference::InferShapes(model);
   } catch (const std::exception& e) {
