@@ -93,7 +93,12 @@ Expected<Geometry> geometry(const Graph& g, const NodeData& d) {
     return geo;
   }
   // MatMul: a vector operand is a matrix with one row (A) or one column (B).
+  // The types are the model's word: checked before they are indexed.
+  if (as.empty() || bs.empty()) return Error{"MatMul of a scalar", true};
   const bool aVec = as.size() == 1, bVec = bs.size() == 1;
+  const Shape& outShape = g.value(d.outputs[0]).type.staticShape();
+  if ((bVec ? bs[0] : bs[bs.size() - 2]) != as.back() || outShape.size() < size_t(!aVec) + size_t(!bVec))
+    return Error{"MatMul operand and result shapes do not agree", true};
   geo.M = aVec ? 1 : as[as.size() - 2];
   geo.K = as.back();
   geo.N = bVec ? 1 : bs.back();
