@@ -379,6 +379,22 @@ std::string absurdShapeOperand(const onnx::GraphProto& graph) {
   for (const onnx::TensorProto& t : graph.initializer())
     if (t.dims_size() == 1) length[t.name()] = t.dims(0);
   constexpr int64_t kMaxRank = 64;
+  // An `axis` outside its operand's rank, where the model declares that rank
+  // (ONNX's inference of LayerNormalization indexes dims with it unchecked).
+  std::map<std::string, int64_t> rank;
+  for (const auto* infos : {&graph.input(), &graph.value_info()})
+    for (const onnx::ValueInfoProto& vi : *infos)
+      if (vi.type().has_tensor_type() && vi.type().tensor_type().has_shape())
+        rank[vi.name()] = vi.type().tensor_type().shape().dim_size();
+  for (const onnx::TensorProto& t : graph.initializer()) rank[t.name()] = t.dims_size();
+  for (const onnx::NodeProto& node : graph.node())
+    for (const onnx::AttributeProto& a : node.attribute()) {
+      if (a.name() != "axis" || a.type() != onnx::AttributeProto::INT || node.input_size() == 0) continue;
+      auto r = rank.find(node.input(0));
+      if (r != rank.end() && (a.i() < -r->second || a.i() > r->second))
+        return "node '" + node.name() + "' (" + node.op_type() + "): attribute `axis` is " + std::to_string(a.i()) +
+               ", outside the rank " + std::to_string(r->second) + " of `" + r->first + "`";
+    }
   for (const onnx::NodeProto& node : graph.node()) {
     auto op = kShapeOperand.find(node.op_type());
     if (op == kShapeOperand.end() || node.input_size() <= op->second) continue;
