@@ -119,6 +119,18 @@ bool allShapesStatic(const Graph& g, const std::vector<NodeRef>& group) {
 Expected<KernelSource> CodegenFamily::build(const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog,
                                             const std::string& name, const std::string& comment,
                                             const KernelOptions& options, const Target* target) const {
+  // Emitters index and multiply static shapes: a value no buffer could hold
+  // is refused before they see it.
+  for (NodeRef n : group)
+    for (const std::vector<ValueId>* values : {&g.node(n).inputs, &g.node(n).outputs})
+      for (ValueId v : *values) {
+        if (v == kNoValue || !g.value(v).type.isStatic()) continue;
+        const std::optional<int64_t> bytes = checkedBytes(g.value(v).type.staticShape(), g.value(v).type.dtype);
+        if (!bytes || *bytes > maxTensorBytes())
+          return Error{"value `" + g.value(v).name + "` (" + g.value(v).type.str() + ") is larger than the limit of " +
+                           std::to_string(maxTensorBytes()) + " bytes (FUSEC_MAX_TENSOR_BYTES)",
+                       true};
+      }
   Expected<KernelSource> k = emit(g, group, catalog, name, comment, options);
   if (!k) return k;
   std::vector<ValueId> unwritten;

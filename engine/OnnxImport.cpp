@@ -208,6 +208,9 @@ std::string attributeProblem(std::string_view name, const Attribute& value) {
     if (const auto* ints = std::get_if<std::vector<int64_t>>(&value))
       for (int64_t v : *ints)
         if (bad(v)) return quoted + " holds " + std::to_string(v) + ", beyond any tensor's rank";
+  } else if (name == "blocksize") {  // ONNX's inference divides by its square
+    if (const auto* i = std::get_if<int64_t>(&value); i && (*i < 1 || *i > (1 << 16)))
+      return quoted + " must be from 1 to 65536, got " + std::to_string(*i);
   } else if (name == "group") {
     if (const auto* i = std::get_if<int64_t>(&value); i && *i < 1)
       return quoted + " must be at least 1, got " + std::to_string(*i);

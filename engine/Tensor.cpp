@@ -21,7 +21,8 @@ Shape stridesOf(const Shape& shape) {
 
 int64_t shapeNumel(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape)
+    if (__builtin_mul_overflow(n, d, &n)) return std::numeric_limits<int64_t>::max();  // saturates, never wraps
   return n;
 }
 

@@ -16,6 +16,8 @@ namespace fusec {
 using Shape = std::vector<int64_t>;
 
 /// Number of elements of a shape (1 for a scalar, 0 if any dim is 0).
+/// The element count (saturating at the int64 maximum; checkedNumel says
+/// when it overflows).
 int64_t shapeNumel(const Shape& shape);
 /// Element count and byte size with every multiplication checked: nullopt
 /// when a dim is negative or the product overflows int64. Use these
