@@ -391,6 +391,12 @@ std::string absurdShapeOperand(const onnx::GraphProto& graph) {
         rank[vi.name()] = vi.type().tensor_type().shape().dim_size();
   for (const onnx::TensorProto& t : graph.initializer()) rank[t.name()] = t.dims_size();
   for (const onnx::NodeProto& node : graph.node())
+    if (node.op_type() == "Gemm")  // its inference indexes two dims of each operand
+      for (int i = 0; i < 2 && i < node.input_size(); ++i)
+        if (auto r = rank.find(node.input(i)); r != rank.end() && r->second != 2)
+          return "node '" + node.name() + "' (Gemm): operand `" + r->first + "` has rank " +
+                 std::to_string(r->second) + "; Gemm takes matrices";
+  for (const onnx::NodeProto& node : graph.node())
     for (const onnx::AttributeProto& a : node.attribute()) {
       if (a.name() != "axis" || a.type() != onnx::AttributeProto::INT || node.input_size() == 0) continue;
       auto r = rank.find(node.input(0));
