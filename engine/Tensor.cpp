@@ -48,13 +48,15 @@ std::optional<int64_t> checkedBytes(const Shape& shape, DType dtype) {
   return bytes;
 }
 
+int64_t limitFromEnv(const char* name, int64_t fallback) {
+  const char* env = std::getenv(name);
+  char* end = nullptr;
+  const long long v = env ? std::strtoll(env, &end, 10) : 0;
+  return env && end != env && *end == '\0' && v > 0 ? static_cast<int64_t>(v) : fallback;
+}
+
 int64_t maxTensorBytes() {
-  static const int64_t limit = [] {
-    const char* env = std::getenv("FUSEC_MAX_TENSOR_BYTES");
-    char* end = nullptr;
-    const long long v = env ? std::strtoll(env, &end, 10) : 0;
-    return env && end != env && *end == '\0' && v > 0 ? static_cast<int64_t>(v) : int64_t{4} << 30;
-  }();
+  static const int64_t limit = limitFromEnv("FUSEC_MAX_TENSOR_BYTES", int64_t{4} << 30);
   return limit;
 }
 

@@ -1,8 +1,6 @@
 /// Kernel context, broadcasting and the blocked GEMM shared by the kernels.
 #include "KernelUtil.h"
 
-#include <cstdlib>
-
 #include <algorithm>
 
 #include "fusec/engine/Error.h"
@@ -153,12 +151,7 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha
 
 void requireSteps(const KernelContext& ctx, std::initializer_list<std::optional<int64_t>> factors,
                   const std::string& what) {
-  static const int64_t limit = [] {
-    const char* env = std::getenv("FUSEC_MAX_INTERPRETER_STEPS");
-    char* end = nullptr;
-    const long long v = env ? std::strtoll(env, &end, 10) : 0;
-    return env && end != env && *end == '\0' && v > 0 ? static_cast<int64_t>(v) : int64_t{1} << 32;
-  }();
+  static const int64_t limit = limitFromEnv("FUSEC_MAX_INTERPRETER_STEPS", int64_t{1} << 32);
   int64_t steps = 1;
   for (const std::optional<int64_t>& f : factors)
     if (!f || __builtin_mul_overflow(steps, *f, &steps) || steps > limit)

@@ -28,6 +28,9 @@ std::optional<int64_t> checkedBytes(const Shape& shape, DType dtype);
 /// constants, interpreter results, device buffers): $FUSEC_MAX_TENSOR_BYTES,
 /// default 4 GiB. A larger one is an error, not an attempt.
 int64_t maxTensorBytes();
+/// A positive integer limit from environment variable `name`, or `fallback`
+/// when it is unset or not one.
+int64_t limitFromEnv(const char* name, int64_t fallback);
 /// Row-major strides of a shape, in elements.
 Shape stridesOf(const Shape& shape);
 /// `[2, 3, 4]`
