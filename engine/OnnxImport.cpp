@@ -14,6 +14,7 @@
 
 #include "OnnxProto.h"
 #include "fusec/engine/Files.h"
+#include "fusec/engine/Isolated.h"
 #include "fusec/engine/OnnxIO.h"
 #include "fusec/engine/TypeInference.h"
 
@@ -436,6 +437,32 @@ std::string firstAttributeProblem(const onnx::GraphProto& graph) {
   return {};
 }
 
+namespace {
+
+/// ONNX's shape inference over the whole model, run in a child process:
+/// libonnx's inference functions trust their operands, and a malformed node
+/// can crash them (a division by a zero stride, an index past a shape), so
+/// a crash there must refuse the model, not end fusec. The child sends back
+/// only what inference adds (value types), never the weights.
+Status inferShapesIsolated(onnx::ModelProto& model) {
+  Expected<std::string> inferred = runIsolated("ONNX's shape inference", [&model]() {
+    onnx::shape_inference::InferShapes(model);
+    onnx::GraphProto types;
+    *types.mutable_value_info() = model.graph().value_info();
+    *types.mutable_output() = model.graph().output();
+    return types.SerializeAsString();
+  });
+  if (!inferred) return Error{oneLine(inferred.error().message) + "; the model is malformed"};
+  onnx::GraphProto types;
+  if (!types.ParseFromString(inferred.value()) || types.output_size() != model.graph().output_size())
+    return Error{"ONNX's shape inference answered something unreadable"};
+  *model.mutable_graph()->mutable_value_info() = std::move(*types.mutable_value_info());
+  *model.mutable_graph()->mutable_output() = std::move(*types.mutable_output());
+  return Status::success();
+}
+
+}  // namespace
+
 Expected<Graph> importOnnxBuffer(std::string_view bytes, std::string_view sourceName,
                                  const ImportOptions& options) {
   const std::string where(sourceName);
@@ -485,11 +512,8 @@ Expected<Graph> importOnnxBuffer(std::string_view bytes, std::string_view source
   }
   if (std::string p = firstAttributeProblem(model.graph()); !p.empty()) return Error{where + ": " + p};
   if (std::string p = absurdShapeOperand(model.graph()); !p.empty()) return Error{where + ": " + p};
-  try {
-    if (options.inferShapes) onnx::shape_inference::InferShapes(model);
-  } catch (const std::exception& e) {
-    return Error{where + ": ONNX shape inference: " + oneLine(e.what())};
-  }
+  if (options.inferShapes)
+    if (Status inferred = inferShapesIsolated(model); !inferred) return Error{where + ": " + inferred.error().message};
   try {
     Graph g = buildGraph(model, options.externalDataDir.empty() ? nullptr : &options.externalDataDir);
     // What ONNX inferred for nodes whose operands overflow its arithmetic
