@@ -152,6 +152,10 @@ std::vector<Builtin> makeBuiltins() {
       query("len", 1, 1, ExprType::Int, false),
       query("prod", 1, 1, ExprType::Int, false),      // product of a list's items (1 when empty)
       query("present", 1, 1, ExprType::Int, true),    // 1 when an optional operand is there, else 0
+      // What a constant holds: its one element, or (inside all/any) each element in turn.
+      query("value", 1, 1, ExprType::Float, true),
+      query("all", 1, 1, ExprType::Bool, false),      // the condition holds for every element of value(...)
+      query("any", 1, 1, ExprType::Bool, false),      // ... for at least one
       // ---- rewrite helpers
       helper("unsqueeze", 2),
       helper("reshape", 2),

@@ -376,7 +376,7 @@ class Search {
       if (!ok || *ok == 0) {
         haveFailure_ = true;
         bestProgress_ = SIZE_MAX;
-        best_.reason = ok ? "the guard `where ...` is false" : "the guard cannot be evaluated (a shape is unknown)";
+        best_.reason = ok ? "the guard `where ...` is false" : "the guard cannot be evaluated (a shape, or what a constant holds, is not known)";
         best_.where = rule_.guard->loc;
         return false;
       }
@@ -533,8 +533,58 @@ class Evaluator {
     return dims;
   }
 
+  /// The element of constant `v` that `value(v)` reads: its only one, or
+  /// inside all/any the current lane's (a one-element constant broadcasts).
+  Val constantElement(const Val& v) {
+    if (v.kind == Val::Kind::Num) return v;  // an attribute binding holds its number
+    if (v.kind != Val::Kind::Tensor || v.value == kNoValue || !g_.isConstant(v.value)) return {};
+    const Tensor& t = *g_.value(v.value).constant;
+    if (!isFloatingPoint(t.dtype()) && !isInteger(t.dtype()) && t.dtype() != DType::Bool) return {};
+    if (t.numel() == 1) return num(t.scalarAt(0));
+    if (!lane_ || *lane_ >= t.numel()) return {};
+    return num(t.scalarAt(*lane_));
+  }
+
+  /// The most elements of a constant that `value(...)` reads inside `e`.
+  int64_t lanes(const RuleExpr& e) {
+    int64_t n = 1;
+    if (e.kind == RuleExpr::Kind::Builtin && e.text == "value" && e.args[0].kind == RuleExpr::Kind::Binding &&
+        e.args[0].binding >= 0) {
+      const ValueId v = m_.values[static_cast<size_t>(e.args[0].binding)];
+      if (v != kNoValue && g_.isConstant(v)) n = g_.value(v).constant->numel();
+    }
+    for (const RuleExpr& a : e.args) n = std::max(n, lanes(a));
+    return n;
+  }
+
+  /// all(cond) / any(cond): `cond` for each element of the constants it
+  /// reads with value(...). Unknown when one is not a constant.
+  Val quantified(const RuleExpr& e) {
+    constexpr int64_t kMaxLanes = int64_t{1} << 24;
+    const bool every = e.text == "all";
+    const int64_t n = lanes(e.args[0]);
+    if (n > kMaxLanes) return {};
+    const std::optional<int64_t> outer = lane_;
+    Val result = num(every ? 1 : 0);
+    for (int64_t i = 0; i < n; ++i) {
+      lane_ = i;
+      Val c = eval(e.args[0]);
+      if (c.kind != Val::Kind::Num) {
+        result = {};
+        break;
+      }
+      if ((c.num != 0) != every) {
+        result = num(every ? 0 : 1);
+        break;
+      }
+    }
+    lane_ = outer;
+    return result;
+  }
+
   Val builtin(const RuleExpr& e) {
     const std::string& f = e.text;
+    if (f == "all" || f == "any") return quantified(e);
     std::vector<Val> args;
     for (const RuleExpr& a : e.args) args.push_back(eval(a));
     if (f == "const") {
@@ -558,6 +608,7 @@ class Evaluator {
       return num(p);
     }
     if (f == "present") return num(args[0].kind == Val::Kind::Tensor && args[0].value != kNoValue);
+    if (f == "value") return constantElement(args[0]);
     if (args.empty() || args[0].kind != Val::Kind::Tensor || args[0].value == kNoValue) return {};
     const ValueId v = args[0].value;
     if (f == "uses") return num(static_cast<double>(g_.uses(v).size() + (g_.isGraphOutput(v) ? 1 : 0)));
@@ -592,6 +643,7 @@ class Evaluator {
   const Match& m_;
   const Target* t_;
   bool symbolicAsOne_;
+  std::optional<int64_t> lane_;  ///< inside all/any: the element value(...) reads
 };
 
 }  // namespace

@@ -18,8 +18,9 @@ namespace {
 /// Builds the nodes of one rewrite, then redirects the replaced values.
 class RewriteBuilder {
  public:
-  RewriteBuilder(Graph& g, const OpCatalog& catalog, const Match& m, std::vector<NodeRef>& added)
-      : g_(g), catalog_(catalog), m_(m), added_(added) {}
+  RewriteBuilder(Graph& g, const OpCatalog& catalog, const Match& m, const Target* target,
+                 std::vector<NodeRef>& added)
+      : g_(g), catalog_(catalog), m_(m), target_(target), added_(added) {}
 
   Status apply() {
     const Rule& rule = *m_.rule;
@@ -135,6 +136,11 @@ class RewriteBuilder {
         if (e.binding >= 0 && m_.attrs[static_cast<size_t>(e.binding)]) return *m_.attrs[static_cast<size_t>(e.binding)];
         break;
       default: break;
+    }
+    // Anything else is a number over the match: `epsilon: value(eps)`.
+    if (std::optional<double> x = evaluateExpr(g_, m_, e, target_)) {
+      if (e.type == ExprType::Int || e.type == ExprType::Bool) return static_cast<int64_t>(*x);
+      return static_cast<float>(*x);
     }
     throw UserError{"cannot compute an attribute value from this expression"};
   }
@@ -253,6 +259,7 @@ class RewriteBuilder {
   Graph& g_;
   const OpCatalog& catalog_;
   const Match& m_;
+  const Target* target_;
   std::vector<NodeRef>& added_;
   std::vector<ValueId> built_;
 };
@@ -469,7 +476,7 @@ Expected<RewriteStats> rewriteToFixpoint(Graph& g, const RuleSet& rules, const T
         return stats;
       }
       std::vector<NodeRef> added;
-      Status st = RewriteBuilder(g, rules.catalog, *m, added).apply();
+      Status st = RewriteBuilder(g, rules.catalog, *m, target, added).apply();
       if (!st) return st.error();
       ++stats.rewrites;
       ++stats.fired[rule->name];

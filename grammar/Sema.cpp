@@ -1039,9 +1039,10 @@ class Checker {
     if (!arity(callArity(*spec).first, callArity(*spec).second)) return out;
     for (size_t i = 0; i < n; ++i) {
       const ExprType t = out.args[i].type;
-      if (spec->queriesValues && t != ExprType::Tensor && t != ExprType::Unknown)
+      const bool numberToo = e.text == "value" && isNumeric(t);  // value(eps) of an attribute binding
+      if (spec->queriesValues && t != ExprType::Tensor && t != ExprType::Unknown && !numberToo)
         diags_.emitError(e.operands[i]->range, quoted(e.text) + " takes a value bound by the pattern");
-      if (!spec->queriesValues && e.text != "len" && !isNumeric(t))
+      if (!spec->queriesValues && e.text != "len" && !isNumeric(t) && t != ExprType::Bool)
         diags_.emitError(e.operands[i]->range, quoted(e.text) + " takes numbers");
     }
     if ((e.text == "min" || e.text == "max" || e.text == "abs") &&

@@ -161,3 +161,37 @@ TEST_CASE("guards read shapes, element types, constants and the target") {
   CHECK(Matcher(*f.set, &big).matchAt(g, node(g, "Softmax"), f.rule()));
   CHECK_FALSE(Matcher(*f.set, nullptr).matchAt(g, node(g, "Softmax"), f.rule()));  // no target: unknown, so no
 }
+
+TEST_CASE("guards read what constants hold: value, all and any") {
+  Fixture one("rule r { match { y = Pow(x, p) } where value(p) == 2.0 rewrite { y = x * x } }");
+  Fixture every("rule r { match { y = Mul(x, s) } where all(value(s) == 1.0) rewrite { y = x } }");
+  Fixture some("rule r { match { y = Mul(x, s) } where any(value(s) < 0.0) rewrite { y = x } }");
+  auto mul = [](const std::string& s) {
+    return test::parse(test::model("g (float[3] x, float[3] s = {" + s + "}) => (float[3] y)", "y = Mul (x, s)"));
+  };
+  auto pow = [](const std::string& sig) {
+    return test::parse(test::model("g (float[3] x, " + sig + ") => (float[3] y)", "y = Pow (x, p)"));
+  };
+  // value(): the one element of a constant, whatever its rank.
+  Graph two = pow("float[1] p = {2.0}");
+  CHECK(one.matcher.matchAt(two, node(two, "Pow"), one.rule()));
+  Graph three = pow("float p = {3.0}");
+  MatchFailure why;
+  CHECK_FALSE(one.matcher.matchAt(three, node(three, "Pow"), one.rule(), &why));
+  CHECK(why.reason == "the guard `where ...` is false");
+  // Several elements, or no constant at all: value() has no answer, and the
+  // guard cannot hold.
+  Graph many = pow("float[2] p = {2.0, 2.0}");
+  CHECK_FALSE(one.matcher.matchAt(many, node(many, "Pow"), one.rule(), &why));
+  CHECK(why.reason == "the guard cannot be evaluated (a shape, or what a constant holds, is not known)");
+  Graph input = pow("float p");
+  CHECK_FALSE(one.matcher.matchAt(input, node(input, "Pow"), one.rule()));
+  // all() and any(): every element, or one of them.
+  Graph ones = mul("1.0, 1.0, 1.0"), mixed = mul("1.0, -2.0, 1.0"), last = mul("1.0, 1.0, -0.5");
+  CHECK(every.matcher.matchAt(ones, node(ones, "Mul"), every.rule()));
+  CHECK_FALSE(every.matcher.matchAt(mixed, node(mixed, "Mul"), every.rule()));
+  CHECK_FALSE(every.matcher.matchAt(last, node(last, "Mul"), every.rule()));
+  CHECK_FALSE(some.matcher.matchAt(ones, node(ones, "Mul"), some.rule()));
+  CHECK(some.matcher.matchAt(mixed, node(mixed, "Mul"), some.rule()));
+  CHECK(some.matcher.matchAt(last, node(last, "Mul"), some.rule()));
+}

@@ -108,42 +108,55 @@ TEST_CASE("the guard protects shared values: no fold when the Conv result has an
   CHECK(count(g, "BatchNormalization") == 1);
 }
 
-TEST_CASE("LayerNormalization written out is recognized and replaced") {
-  auto set = test::compileRules(R"(
-rule recognize_layernorm {
-  match {
-    mu = ReduceMean(x) { axes: axes }
-    d = Sub(x, mu)
-    sq = Pow(d, two)
-    var = ReduceMean(sq) { axes: axes }
-    ve = Add(var, eps)
-    sd = Sqrt(ve)
-    n = Div(d, sd)
-    g = Mul(n, scale)
-    y = Add(g, bias)
-  }
-  where const(two, eps, scale, bias) and uses(d) == 2
-  rewrite {
-    y = LayerNormalization(x, scale, bias) { axis: -1, epsilon: 0.00001 }
-  }
+namespace {
+
+/// LayerNormalization written out as exporters do, over `float[2,8] x`,
+/// with the exponent, epsilon and keepdims given.
+Graph writtenOutLayerNorm(const std::string& exponent, const std::string& eps, int keepdims = 1) {
+  const std::string kd = " keepdims = " + std::to_string(keepdims);
+  return test::parse(test::model(
+      "g (float[2,8] x, float two = {" + exponent + "}, float eps = {" + eps +
+          "}, float[8] scale = {1,2,3,4,5,6,7,8}, float[8] bias = {0,1,0,1,0,1,0,1}) => (float[2,8] y)",
+      "mu = ReduceMean <axes = [-1]," + kd + "> (x)\nd = Sub (x, mu)\nsq = Pow (d, two)\n"
+      "var = ReduceMean <axes = [-1]," + kd + "> (sq)\nve = Add (var, eps)\nsd = Sqrt (ve)\nn = Div (d, sd)\n"
+      "g = Mul (n, scale)\ny = Add (g, bias)", 13));
 }
-)");
-  Graph g = test::parse(test::model(
-      "g (float[2,8] x, float two = {2.0}, float eps = {0.00001}, float[8] scale = {1,2,3,4,5,6,7,8},"
-      " float[8] bias = {0,1,0,1,0,1,0,1}) => (float[2,8] y)",
-      "mu = ReduceMean <axes = [-1]> (x)\nd = Sub (x, mu)\nsq = Pow (d, two)\nvar = ReduceMean <axes = [-1]> (sq)\n"
-      "ve = Add (var, eps)\nsd = Sqrt (ve)\nn = Div (d, sd)\ng = Mul (n, scale)\ny = Add (g, bias)", 13));
-  Matcher matcher(*set, nullptr);
-  MatchFailure why;
-  NodeRef last = g.nodes().back();
-  CHECK_MESSAGE(matcher.matchAt(g, last, set->rules.front(), &why), why.reason);
-  checkSameOutputs(g, [&](Graph& h) {
-    Expected<RewriteStats> stats = rewriteToFixpoint(h, *set, nullptr);
-    REQUIRE(stats.ok());
-    CHECK(stats->fired["recognize_layernorm"] == 1);
-  });
+
+}  // namespace
+
+TEST_CASE("the shipped recognize_layernorm keeps the model's epsilon and fires only on a square") {
+  auto core = test::loadShippedPack("core.fuse");
+  REQUIRE(core);
+  // Epsilon 0.5 (far from LayerNormalization's default 1e-5), on rows whose
+  // variance is small enough that it matters. Row [0, 1, 0, 1, ...]: mean
+  // 0.5, variance 0.25, so n = (x - 0.5) / sqrt(0.75); y = n * scale + bias.
+  Graph g = writtenOutLayerNorm("2.0", "0.5");
+  Tensor x = test::floats({2, 8}, {0, 1, 0, 1, 0, 1, 0, 1, 2, 2, 2, 2, 2, 2, 2, 2});
+  const float n = 0.5f / std::sqrt(0.75f);
+  std::vector<float> want(16);
+  for (int i = 0; i < 8; ++i) {
+    want[static_cast<size_t>(i)] = (i % 2 ? n : -n) * float(i + 1) + float(i % 2);
+    want[static_cast<size_t>(8 + i)] = float(i % 2);  // a constant row normalizes to 0
+  }
+  Expected<RewriteStats> stats = rewriteToFixpoint(g, *core, nullptr);
+  REQUIRE(stats.ok());
+  CHECK(stats->fired["recognize_layernorm"] == 1);
   CHECK(g.numNodes() == 1);
-  CHECK(count(g, "LayerNormalization") == 1);
+  REQUIRE(count(g, "LayerNormalization") == 1);
+  test::checkClose(test::run(g, {x})[0], test::floats({2, 8}, want), 1e-5f);
+
+  // A cube is not a variance; means that drop their axis broadcast along the
+  // wrong one: neither is LayerNormalization.
+  for (auto [exponent, keepdims] : {std::pair{"3.0", 1}, std::pair{"2.0", 0}}) {
+    CAPTURE(exponent);
+    CAPTURE(keepdims);
+    Graph other = writtenOutLayerNorm(exponent, "0.5", keepdims);
+    const size_t nodes = other.numNodes();
+    Expected<RewriteStats> none = rewriteToFixpoint(other, *core, nullptr);
+    REQUIRE(none.ok());
+    CHECK(none->rewrites == 0);
+    CHECK(other.numNodes() == nodes);
+  }
 }
 
 TEST_CASE("a rule that always matches hits the cap, and says so") {
