@@ -15,7 +15,10 @@ namespace fusec {
 
 Shape stridesOf(const Shape& shape) {
   Shape s(shape.size(), 1);
-  for (size_t i = shape.size(); i-- > 1;) s[i - 1] = s[i] * shape[i];
+  // Saturates like shapeNumel: only a tensor with a zero dim can have such
+  // a shape, and its strides are never used to address an element.
+  for (size_t i = shape.size(); i-- > 1;)
+    if (__builtin_mul_overflow(s[i], shape[i], &s[i - 1])) s[i - 1] = std::numeric_limits<int64_t>::max();
   return s;
 }
 

@@ -250,8 +250,11 @@ void gatherElements(KernelContext& ctx) {
   if (static_cast<int64_t>(idxShape.size()) != x.rank()) ctx.fail("indices must have the rank of the data");
   const int64_t axis = normalizeAxis(ctx, ctx.attrInt("axis", 0), x.rank());
   const int64_t len = x.dim(axis);
+  for (int64_t a = 0; a < x.rank(); ++a)
+    if (a != axis && idxShape[static_cast<size_t>(a)] > x.dim(a))
+      ctx.fail("indices have " + std::to_string(idxShape[static_cast<size_t>(a)]) + " entries along axis " +
+               std::to_string(a) + ", where the data has " + std::to_string(x.dim(a)));
   Shape strides = stridesOf(x.shape());
-  Shape idxStrides = stridesOf(idxShape);
   Shape walk = strides;
   walk[static_cast<size_t>(axis)] = 0;
   std::array<Shape, 1> st = {walk};
