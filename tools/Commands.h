@@ -4,7 +4,10 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "fusec/engine/Tolerance.h"
 
@@ -19,6 +22,27 @@ CommandRunner addFmtCommand(CLI::App& sub);
 CommandRunner addCheckCommand(CLI::App& sub);
 CommandRunner addCompileCommand(CLI::App& sub);
 CommandRunner addExplainCommand(CLI::App& sub);
+CommandRunner addVerifyCommand(CLI::App& sub);
+
+/// What `fusec verify` takes; `fusec check --verify` takes the same.
+struct VerifyFlags {
+  uint64_t seed = 1;
+  int instances = 40;
+  int fusionInstances = 6;
+  std::vector<std::string> rules;
+  std::string target;
+  std::string device;
+  bool noDevice = false;
+  bool noProve = false;
+  std::string save;
+  Tolerance tolerance{1e-6, 1e-5};
+};
+void addVerifyOptions(CLI::App& sub, VerifyFlags& flags);
+/// Whether `--atol` or `--rtol` was given on `sub`.
+bool toleranceGiven(const CLI::App& sub);
+/// Loads the packs and verifies their rules; returns the exit status.
+int runVerify(const std::vector<std::string>& packs, const std::vector<std::string>& searchPaths,
+              const VerifyFlags& flags, bool toleranceGiven);
 
 /// `--atol` and `--rtol`, shared by the commands that check outputs.
 inline void addToleranceOptions(CLI::App& sub, Tolerance& tol) {

@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
       {"compile", "rewrite and plan fusion of a model; write the fused graph, plan and report", addCompileCommand},
       {"explain", "why a rule did or did not fire, and what the planner did", addExplainCommand},
       {"check", "parse and check rule packs", addCheckCommand},
+      {"verify", "prove or test every rule of rule packs sound; print counterexamples", addVerifyCommand},
       {"fmt", "print .fuse files in canonical form", addFmtCommand},
   };
   std::vector<std::pair<CLI::App*, CommandRunner>> runners;

@@ -1,0 +1,405 @@
+/// The rule verifier; see Verify.h.
+#include "fusec/driver/Verify.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "Prove.h"
+#include "fusec/codegen/Executor.h"
+#include "fusec/codegen/Families.h"
+#include "fusec/driver/Pipeline.h"
+#include "fusec/engine/Files.h"
+#include "fusec/engine/Interpreter.h"
+#include "fusec/engine/Matcher.h"
+#include "fusec/engine/OnnxIO.h"
+#include "fusec/engine/Rewriter.h"
+
+namespace fusec::driver {
+
+std::string_view verdictName(RuleVerdict::Kind k) {
+  switch (k) {
+    case RuleVerdict::Kind::Proved: return "proved";
+    case RuleVerdict::Kind::Verified: return "verified";
+    case RuleVerdict::Kind::Counterexample: return "counterexample";
+    case RuleVerdict::Kind::NoInstance: return "no instance";
+    case RuleVerdict::Kind::NotChecked: return "not checked";
+  }
+  return "?";
+}
+
+namespace {
+
+using Rng = std::mt19937_64;
+using Clock = std::chrono::steady_clock;
+
+/// What checking one instance gave.
+struct Outcome {
+  enum class Kind { Discarded, Passed, Failed, Refused } kind = Kind::Discarded;
+  std::string why;
+  std::vector<Tensor> want, got;
+};
+
+Outcome discarded(std::string why) { return {Outcome::Kind::Discarded, std::move(why), {}, {}}; }
+
+/// The rule alone, with the catalog: the rewriter and planner see nothing else.
+std::unique_ptr<RuleSet> alone(const RuleSet& rules, const Rule& rule) {
+  auto set = std::make_unique<RuleSet>();
+  set->catalog = rules.catalog;
+  set->rules = {rule};
+  set->packs = rules.packs;
+  return set;
+}
+
+/// One unit in the last place, up or down at random, on every float element.
+Tensor perturbed(const Tensor& t, Rng& rng) {
+  Tensor out = t;
+  auto nudge = [&](auto* p) {
+    using T = std::remove_pointer_t<decltype(p)>;
+    for (int64_t i = 0; i < out.numel(); ++i)
+      p[i] = std::nextafter(p[i], (rng() & 1) ? std::numeric_limits<T>::infinity() : -std::numeric_limits<T>::infinity());
+  };
+  if (out.dtype() == DType::Float32) nudge(out.data<float>());
+  else if (out.dtype() == DType::Float64) nudge(out.data<double>());
+  return out;
+}
+
+/// The outputs of `g` with every float input and constant one ulp off.
+Expected<std::vector<Tensor>> perturbedRun(const Graph& g, const std::vector<Tensor>& inputs, const OpCatalog& catalog,
+                                           Rng& rng) {
+  Graph h = g.clone();
+  for (ValueId v : h.constants()) h.value(v).constant = std::make_shared<const Tensor>(perturbed(*h.value(v).constant, rng));
+  std::vector<Tensor> in;
+  for (const Tensor& t : inputs) in.push_back(perturbed(t, rng));
+  return runGraph(h, in, &catalog);
+}
+
+std::string formatNumber(double x) {
+  if (std::isnan(x)) return "nan";
+  std::ostringstream os;
+  os.precision(7);
+  os << x;
+  return os.str();
+}
+
+std::string formatTensor(const Tensor& t, int64_t limit = 24) {
+  std::string s = std::string(dtypeName(t.dtype())) + "[";
+  for (size_t i = 0; i < t.shape().size(); ++i) s += (i ? "," : "") + std::to_string(t.shape()[i]);
+  s += "] {";
+  for (int64_t i = 0; i < t.numel() && i < limit; ++i) s += (i ? ", " : "") + formatNumber(t.scalarAt(i));
+  if (t.numel() > limit) s += ", ... (" + std::to_string(t.numel()) + " in all)";
+  return s + "}";
+}
+
+/// Element-by-element comparison with the noise allowance of Verify.h.
+std::string compare(const std::string& name, const Tensor& got, const Tensor& want,
+                    const std::vector<const Tensor*>& noisy, const Tolerance& tol) {
+  if (got.dtype() != want.dtype() || got.shape() != want.shape())
+    return "output `" + name + "` is " + formatTensor(got, 0) + " after the rule, " + formatTensor(want, 0) + " before";
+  double scale = 0;
+  for (int64_t i = 0; i < want.numel(); ++i)
+    if (std::isfinite(want.scalarAt(i))) scale = std::max(scale, std::fabs(want.scalarAt(i)));
+  const bool exact = !isFloatingPoint(want.dtype());
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const double w = want.scalarAt(i), g = got.scalarAt(i);
+    if (std::isnan(w) && std::isnan(g)) continue;
+    if (w == g) continue;
+    double bound = exact ? 0 : tol.atol + tol.rtol * scale;
+    if (!exact)
+      for (const Tensor* n : noisy) {
+        const double p = n->scalarAt(i);
+        bound += std::isfinite(p) && std::isfinite(w) ? 8 * std::fabs(p - w) : std::numeric_limits<double>::infinity();
+      }
+    if (std::fabs(g - w) <= bound) continue;
+    return "output `" + name + "` element " + std::to_string(i) + ": " + formatNumber(g) + " after the rule, " +
+           formatNumber(w) + " before (allowed difference " + formatNumber(bound) + ")";
+  }
+  return "";
+}
+
+class RuleChecker {
+ public:
+  RuleChecker(const RuleSet& rules, const Rule& rule, const VerifyOptions& options)
+      : rules_(rules), rule_(rule), options_(options), single_(alone(rules, rule)), matcher_(*single_, options.target) {
+    unguarded_ = rule;
+    unguarded_.guard.reset();
+    if (rule.kind == Rule::Kind::Fusion && options.target) {
+      // Every group the rule forms is worth fusing: the check is of the
+      // kernel, not of the cost model's choice.
+      eager_ = *options.target;
+      eager_.launchOverhead = 1.0;
+    }
+  }
+
+  RuleVerdict run() {
+    RuleVerdict v;
+    v.rule = &rule_;
+    const auto start = Clock::now();
+    const bool fusion = rule_.kind == Rule::Kind::Fusion;
+    if (fusion && !options_.device) {
+      v.kind = RuleVerdict::Kind::NotChecked;
+      v.detail = "no OpenCL device to run its kernels on";
+      return v;
+    }
+    if (!fusion && options_.prove) {
+      ProofResult proof = proveRewrite(rules_, rule_);
+      if (proof.proved) {
+        v.kind = RuleVerdict::Kind::Proved;
+        v.detail = proof.detail;
+      } else {
+        v.detail = proof.detail;
+      }
+    }
+    const int wanted = fusion ? options_.fusionInstances : options_.instances;
+    const int maxDraws = wanted * options_.drawsPerInstance;
+    Rng rng(options_.seed ^ std::hash<std::string>{}(rule_.name));
+    std::map<std::string, int> discards;
+    while (v.instances < wanted && v.draws < maxDraws) {
+      ++v.draws;
+      Expected<Instance> inst = generateInstance(rule_, rng);
+      if (!inst) {
+        ++discards[inst.error().message];
+        continue;
+      }
+      Outcome o = check(inst.value(), rng);
+      if (o.kind == Outcome::Kind::Discarded) {
+        ++discards[o.why];
+        continue;
+      }
+      if (o.kind == Outcome::Kind::Refused) {
+        ++v.refused;
+        ++discards["the family refused the group: " + o.why];
+        continue;
+      }
+      ++v.instances;
+      if (options_.progress) options_.progress(rule_, v.instances, wanted);
+      if (o.kind == Outcome::Kind::Failed) {
+        v.kind = RuleVerdict::Kind::Counterexample;
+        v.counterexample = shrink(Counterexample{std::move(inst.value()), std::move(o.want), std::move(o.got), o.why}, rng);
+        break;
+      }
+    }
+    if (v.kind != RuleVerdict::Kind::Counterexample && v.kind != RuleVerdict::Kind::Proved) {
+      if (v.instances > 0) v.kind = RuleVerdict::Kind::Verified;
+      else {
+        v.kind = RuleVerdict::Kind::NoInstance;
+        auto commonest = std::max_element(discards.begin(), discards.end(),
+                                          [](const auto& a, const auto& b) { return a.second < b.second; });
+        v.detail = commonest == discards.end() ? "no draw was made" : commonest->first;
+      }
+    }
+    v.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    return v;
+  }
+
+ private:
+  /// The rule's match that covers exactly the instance's nodes; when there
+  /// is none, why (the first guard conjunct that fails, located).
+  std::optional<Match> matchWhole(const Graph& g, const std::vector<NodeRef>& nodes, std::string& why) const {
+    const std::set<NodeRef> want(nodes.begin(), nodes.end());
+    for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+      MatchFailure failure;
+      std::optional<Match> m = matcher_.matchAt(g, *it, rule_, &failure);
+      if (m) {
+        const std::vector<NodeRef> all = m->allNodes();
+        if (std::set<NodeRef>(all.begin(), all.end()) == want) return m;
+        why = "the rule matches only part of the drawn graph";
+        continue;
+      }
+      if (std::optional<Match> bare = matcher_.matchAt(g, *it, unguarded_)) {
+        why = failingConjunct(g, *bare, *rule_.guard);
+        return std::nullopt;
+      }
+      if (why.empty()) why = failure.reason;
+    }
+    if (why.empty()) why = "the pattern does not match the drawn graph";
+    return std::nullopt;
+  }
+
+  std::string failingConjunct(const Graph& g, const Match& m, const RuleExpr& e) const {
+    if (e.kind == RuleExpr::Kind::Binary && e.text == "and") {
+      std::string left = failingConjunct(g, m, e.args[0]);
+      return left.empty() ? failingConjunct(g, m, e.args[1]) : left;
+    }
+    std::optional<double> ok = matcher_.evaluate(g, m, e);
+    if (ok && *ok != 0) return "";
+    return "the guard at " + e.loc.str() + (ok ? " is false" : " cannot be evaluated");
+  }
+
+  Tolerance tolerance() const {
+    if (options_.tolerance) return *options_.tolerance;
+    // OpenCL C's built-in functions are allowed a few ulp (exp, erf, tanh);
+    // the interpreter's are the C library's.
+    return rule_.kind == Rule::Kind::Fusion ? Tolerance{1e-5, 1e-4} : Tolerance{1e-6, 1e-5};
+  }
+
+  Outcome check(const Instance& inst, Rng& rng) const {
+    std::string why;
+    if (!matchWhole(inst.graph, inst.matched, why)) return discarded(why);
+    const OpCatalog& catalog = rules_.catalog;
+    Expected<std::vector<Tensor>> want = runGraph(inst.graph, inst.inputs, &catalog);
+    if (!want) return discarded("the interpreter refuses the drawn graph: " + want.error().message);
+    std::optional<Outcome> early;  // decided before anything ran: discarded, refused, failed
+    Expected<std::vector<Tensor>> got = rule_.kind == Rule::Kind::Fusion ? fused(inst, early) : rewritten(inst, early);
+    if (early) return *early;
+    Outcome o;
+    o.want = std::move(want.value());
+    if (!got) {
+      o.kind = Outcome::Kind::Failed;
+      o.why = got.error().message;
+      return o;
+    }
+    o.got = std::move(got.value());
+    std::vector<std::vector<Tensor>> noise;
+    for (int k = 0; k < 2; ++k) {
+      Expected<std::vector<Tensor>> n = perturbedRun(inst.graph, inst.inputs, catalog, rng);
+      if (n) noise.push_back(std::move(n.value()));
+    }
+    for (size_t i = 0; i < o.want.size(); ++i) {
+      std::vector<const Tensor*> noisy;
+      for (const auto& n : noise) noisy.push_back(&n[i]);
+      std::string diff = compare(inst.graph.value(inst.graph.outputs()[i]).name, o.got[i], o.want[i], noisy, tolerance());
+      if (!diff.empty()) {
+        o.kind = Outcome::Kind::Failed;
+        o.why = diff;
+        return o;
+      }
+    }
+    o.kind = Outcome::Kind::Passed;
+    return o;
+  }
+
+  /// Rewrite rules: the interpreter after the rule has rewritten the graph.
+  Expected<std::vector<Tensor>> rewritten(const Instance& inst, std::optional<Outcome>& o) const {
+    Graph after = inst.graph.clone();
+    Expected<RewriteStats> stats = rewriteToFixpoint(after, *single_, options_.target);
+    if (!stats) {
+      o = Outcome{Outcome::Kind::Failed, "the rewrite fails: " + stats.error().message, {}, {}};
+      return stats.error();
+    }
+    if (stats->rewrites == 0) {
+      o = discarded("the rule did not fire on the drawn graph");
+      return Error{o->why};
+    }
+    if (stats->capHit) {
+      o = Outcome{Outcome::Kind::Failed, "the rule fires again on its own result, without end", {}, {}};
+      return Error{o->why};
+    }
+    eliminateDeadCode(after);
+    return runGraph(after, inst.inputs, &rules_.catalog);
+  }
+
+  /// Fusion rules: compiled with the rule's family, run on OpenCL.
+  Expected<std::vector<Tensor>> fused(const Instance& inst, std::optional<Outcome>& o) const {
+    PipelineOptions options;
+    options.rewrite = false;
+    options.generate = true;
+    Expected<std::unique_ptr<Compiled>> compiled = compile(inst.graph.clone(), *single_, eager_, options);
+    if (!compiled) {
+      o = Outcome{Outcome::Kind::Failed, "compiling with the rule fails: " + compiled.error().message, {}, {}};
+      return compiled.error();
+    }
+    const Compiled& c = *compiled.value();
+    const bool grouped = std::any_of(c.plan.groups.begin(), c.plan.groups.end(),
+                                     [&](const Group& g) { return g.rule && g.rule->name == rule_.name; });
+    if (!grouped) {
+      std::string why = "no group formed";
+      for (const Candidate& cand : c.plan.candidates)
+        if (cand.status != Candidate::Status::Chosen && !cand.why.empty()) why = cand.why;
+      o = Outcome{Outcome::Kind::Refused, why, {}, {}};
+      return Error{why};
+    }
+    Expected<codegen::DeviceRun> run = codegen::runOnDevice(*options_.device, c.graph, c.groups, rules_.catalog, inst.inputs);
+    if (!run) return Error{"the fused kernels fail to run: " + run.error().message};
+    return std::move(run->outputs);
+  }
+
+  /// A smaller instance that fails too: draws under tighter limits,
+  /// smallest first, keeping the smallest failure found.
+  Counterexample shrink(Counterexample found, Rng& rng) const {
+    const bool fusion = rule_.kind == Rule::Kind::Fusion;
+    const std::vector<InstanceLimits> ladder = {
+        {1, 1, 1, true}, {2, 2, 1, true}, {2, 2, 1, false}, {3, 3, 2, true}, {3, 3, 2, false}, {4, 4, 3, false}};
+    const int drawsPerLevel = fusion ? 40 : 300;
+    int checks = fusion ? 12 : 400;
+    for (const InstanceLimits& limits : ladder) {
+      for (int d = 0; d < drawsPerLevel && checks > 0; ++d) {
+        Expected<Instance> inst = generateInstance(rule_, rng, limits);
+        if (!inst || inst->size() >= found.instance.size()) continue;
+        --checks;
+        Outcome o = check(inst.value(), rng);
+        if (o.kind != Outcome::Kind::Failed) continue;
+        found = Counterexample{std::move(inst.value()), std::move(o.want), std::move(o.got), o.why};
+      }
+      if (found.instance.size() <= 2 * static_cast<int64_t>(found.instance.matched.size()) + 8) break;
+    }
+    return found;
+  }
+
+  const RuleSet& rules_;
+  const Rule& rule_;
+  const VerifyOptions& options_;
+  std::unique_ptr<RuleSet> single_;
+  Matcher matcher_;
+  Rule unguarded_;
+  Target eager_;
+};
+
+}  // namespace
+
+std::vector<RuleVerdict> verifyRules(const RuleSet& rules, const VerifyOptions& options,
+                                     const std::vector<std::string>& only) {
+  std::vector<RuleVerdict> out;
+  for (const Rule& rule : rules.rules) {
+    if (!only.empty() && std::find(only.begin(), only.end(), rule.name) == only.end()) continue;
+    out.push_back(RuleChecker(rules, rule, options).run());
+  }
+  return out;
+}
+
+std::string describeCounterexample(const RuleVerdict& v) {
+  if (!v.counterexample) return "";
+  const Counterexample& c = *v.counterexample;
+  const Graph& g = c.instance.graph;
+  std::ostringstream os;
+  os << v.rule->loc.str() << ": rule `" << v.rule->name << "`: counterexample: " << c.error << "\n";
+  os << "  the graph (ONNX text):\n";
+  std::istringstream text(exportOnnxText(g));
+  for (std::string line; std::getline(text, line);) os << "    " << line << "\n";
+  for (size_t i = 0; i < c.instance.inputs.size() && i < g.inputs().size(); ++i)
+    os << "  input  " << g.value(g.inputs()[i]).name << " = " << formatTensor(c.instance.inputs[i]) << "\n";
+  const char* after = v.rule->kind == Rule::Kind::Fusion ? "fused (OpenCL)" : "rewritten";
+  for (size_t i = 0; i < g.outputs().size(); ++i) {
+    const std::string& name = g.value(g.outputs()[i]).name;
+    if (i < c.want.size()) os << "  output " << name << " before the rule = " << formatTensor(c.want[i]) << "\n";
+    if (i < c.got.size()) os << "  output " << name << " " << after << " = " << formatTensor(c.got[i]) << "\n";
+  }
+  return os.str();
+}
+
+Status saveCounterexample(const RuleVerdict& v, const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (!v.counterexample) return Error{"rule `" + v.rule->name + "` has no counterexample"};
+  const Counterexample& c = *v.counterexample;
+  std::error_code ec;
+  fs::create_directories(fs::path(dir) / "test_data_set_0", ec);
+  if (ec) return Error{dir + ": cannot create the folder: " + ec.message()};
+  if (Status s = writeOutputFile((fs::path(dir) / "model.onnx").string(), exportOnnxBinary(c.instance.graph)); !s) return s;
+  const Graph& g = c.instance.graph;
+  for (size_t i = 0; i < c.instance.inputs.size(); ++i) {
+    const std::string file = (fs::path(dir) / "test_data_set_0" / ("input_" + std::to_string(i) + ".pb")).string();
+    if (Status s = writeOutputFile(file, serializeTensorProto(c.instance.inputs[i], g.value(g.inputs()[i]).name)); !s)
+      return s;
+  }
+  for (size_t i = 0; i < c.want.size(); ++i) {
+    const std::string file = (fs::path(dir) / "test_data_set_0" / ("output_" + std::to_string(i) + ".pb")).string();
+    if (Status s = writeOutputFile(file, serializeTensorProto(c.want[i], g.value(g.outputs()[i]).name)); !s) return s;
+  }
+  return Status::success();
+}
+
+}  // namespace fusec::driver

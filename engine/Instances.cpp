@@ -1,0 +1,573 @@
+/// Instance generation for rules; see Instances.h.
+///
+/// A pattern is built node by node, operands first. For each op, the
+/// operands the pattern already knows (values built before, names bound
+/// earlier) fix the shapes; the others ("leaves") are drawn as the op
+/// needs them: the op's own rules where it has some (Conv, BatchNorm,
+/// MatMul, Gemm, the normalizations, index operands), broadcast partners of
+/// the known operands otherwise. Attributes are drawn for every attribute
+/// the op declares, pinned by the pattern or not.
+#include "fusec/engine/Instances.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <numeric>
+#include <set>
+
+#include "fusec/engine/TypeInference.h"
+
+namespace fusec {
+
+int64_t Instance::size() const {
+  int64_t n = static_cast<int64_t>(graph.numNodes());
+  for (const Tensor& t : inputs) n += t.numel();
+  for (ValueId v : graph.constants()) n += graph.value(v).constant->numel();
+  return n;
+}
+
+namespace {
+
+using Rng = std::mt19937_64;
+
+/// A draw the ops or the pattern cannot use.
+struct Discard {
+  std::string why;
+};
+
+bool chance(Rng& rng, double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; }
+int64_t between(Rng& rng, int64_t lo, int64_t hi) {
+  return hi <= lo ? lo : std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+}
+template <class T>
+const T& oneOf(Rng& rng, const std::vector<T>& v) {
+  return v[static_cast<size_t>(between(rng, 0, static_cast<int64_t>(v.size()) - 1))];
+}
+
+/// What a leaf operand's data should look like.
+enum class DataKind { Any, Positive, Bool };
+
+/// One operand of the op being built.
+struct Slot {
+  bool present = true;
+  ValueId value = kNoValue;  ///< known already, or made from the fields below
+  int binding = -1;          ///< the pattern name a new leaf is bound to
+  bool constant = false;     ///< a new leaf must be a constant
+  std::optional<Shape> shape;
+  DType dtype = DType::Undefined;
+  DataKind data = DataKind::Any;
+  std::optional<Tensor> fixed;  ///< the leaf's data, decided by the op (a Reshape's shape)
+};
+
+/// Numbers written in `e` (guards): the values data should sometimes hold.
+void collectLiterals(const RuleExpr& e, std::vector<double>& out) {
+  if (e.kind == RuleExpr::Kind::Number) out.push_back(e.number);
+  for (const RuleExpr& a : e.args) collectLiterals(a, out);
+}
+
+/// Bindings the guard needs constant: named in const(...) or value(...).
+void collectConstants(const RuleExpr& e, std::set<int>& out) {
+  if (e.kind == RuleExpr::Kind::Builtin && (e.text == "const" || e.text == "value"))
+    for (const RuleExpr& a : e.args)
+      if (a.kind == RuleExpr::Kind::Binding && a.binding >= 0) out.insert(a.binding);
+  for (const RuleExpr& a : e.args) collectConstants(a, out);
+}
+
+/// `value(b) == 2.0`: per binding, the numbers the guard compares it with.
+void collectValueHints(const RuleExpr& e, std::map<int, std::vector<double>>& out) {
+  if (e.kind == RuleExpr::Kind::Binary && e.args.size() == 2)
+    for (int side = 0; side < 2; ++side) {
+      const RuleExpr& v = e.args[static_cast<size_t>(side)];
+      const RuleExpr& n = e.args[static_cast<size_t>(1 - side)];
+      const bool number = n.kind == RuleExpr::Kind::Number ||
+                          (n.kind == RuleExpr::Kind::Unary && n.args[0].kind == RuleExpr::Kind::Number);
+      if (v.kind == RuleExpr::Kind::Builtin && v.text == "value" && v.args[0].kind == RuleExpr::Kind::Binding && number)
+        out[v.args[0].binding].push_back(n.kind == RuleExpr::Kind::Number ? n.number : -n.args[0].number);
+    }
+  for (const RuleExpr& a : e.args) collectValueHints(a, out);
+}
+
+/// A literal of an attribute pattern (`{ axis: -1 }`) as an attribute of `type`.
+std::optional<Attribute> literalAttribute(const RuleExpr& e, AttrType type) {
+  auto number = [](const RuleExpr& x) -> std::optional<double> {
+    if (x.kind == RuleExpr::Kind::Number || x.kind == RuleExpr::Kind::Bool) return x.number;
+    if (x.kind == RuleExpr::Kind::Unary && x.text == "-" && x.args[0].kind == RuleExpr::Kind::Number)
+      return -x.args[0].number;
+    return std::nullopt;
+  };
+  if (e.kind == RuleExpr::Kind::String) return Attribute(e.text);
+  if (e.kind == RuleExpr::Kind::List) {
+    std::vector<double> items;
+    for (const RuleExpr& x : e.args) {
+      auto n = number(x);
+      if (!n) return std::nullopt;
+      items.push_back(*n);
+    }
+    if (type == AttrType::Floats) return Attribute(std::vector<float>(items.begin(), items.end()));
+    std::vector<int64_t> ints;
+    for (double d : items) ints.push_back(static_cast<int64_t>(d));
+    return Attribute(ints);
+  }
+  auto n = number(e);
+  if (!n) return std::nullopt;
+  if (type == AttrType::Float) return Attribute(static_cast<float>(*n));
+  return Attribute(static_cast<int64_t>(*n));
+}
+
+class Generator {
+ public:
+  Generator(const Rule& rule, Rng& rng, const InstanceLimits& limits)
+      : rng_(rng), lim_(limits), p_(rule.pattern) {
+    if (rule.guard) {
+      collectLiterals(*rule.guard, literals_);
+      collectConstants(*rule.guard, constants_);
+      collectValueHints(*rule.guard, hints_);
+    }
+    dtype_ = chance(rng_, 0.15) ? DType::Float64 : DType::Float32;
+    values_.assign(p_.bindings.size(), kNoValue);
+    attrs_.assign(p_.bindings.size(), std::nullopt);
+    built_.assign(p_.nodes.size(), {});
+    done_.assign(p_.nodes.size(), false);
+  }
+
+  Instance run() {
+    for (size_t i = 0; i < p_.nodes.size(); ++i) build(static_cast<int>(i));
+    for (int root : p_.roots)
+      for (ValueId v : built_[static_cast<size_t>(root)])
+        if (v != kNoValue && !g_.isGraphOutput(v)) g_.addOutput(v);
+    if (g_.outputs().empty()) throw Discard{"the pattern builds no value"};
+    Instance inst;
+    inst.inputs = std::move(inputs_);
+    inst.matched = std::move(matched_);
+    inst.graph = std::move(g_);
+    return inst;
+  }
+
+ private:
+  // ---- data ------------------------------------------------------------------
+
+  int64_t dim() { return chance(rng_, 0.2) ? 1 : between(rng_, 2, std::max<int64_t>(2, lim_.maxDim)); }
+
+  Shape randomShape(int lo, int hi) {
+    Shape s(static_cast<size_t>(between(rng_, lo, std::max(lo, std::min(hi, lim_.maxRank)))));
+    for (int64_t& d : s) d = dim();
+    return s;
+  }
+
+  /// A shape that broadcasts with `ref`: the same, a suffix, size-1 dims, a scalar.
+  Shape partner(const Shape& ref) {
+    const double r = std::uniform_real_distribution<double>(0, 1)(rng_);
+    if (ref.empty() || r < 0.45) return ref;
+    if (r < 0.6) return Shape(ref.end() - between(rng_, 1, static_cast<int64_t>(ref.size())), ref.end());
+    if (r < 0.8) {
+      Shape s = ref;
+      for (int64_t& d : s)
+        if (chance(rng_, 0.5)) d = 1;
+      return s;
+    }
+    if (r < 0.9) return Shape{};
+    return Shape{1};
+  }
+
+  double number(const std::vector<double>& hints) {
+    if (lim_.simpleValues) return oneOf(rng_, std::vector<double>{0.0, 1.0, -1.0, 2.0, 0.5});
+    if (!hints.empty() && chance(rng_, 0.3)) return oneOf(rng_, hints);
+    return std::normal_distribution<double>(0, 1)(rng_);
+  }
+
+  Tensor floats(const Shape& shape, DType dtype, DataKind kind, const std::vector<double>& hints) {
+    Tensor t(DType::Float64, shape);
+    double* p = t.data<double>();
+    const int64_t n = t.numel();
+    // One character per tensor: plain normal data, corners mixed in, one
+    // repeated number (the guard's, or a simple one), tiny values.
+    const double mode = std::uniform_real_distribution<double>(0, 1)(rng_);
+    const double fill = hints.empty() || chance(rng_, 0.3) ? number({0.0, 1.0, -1.0, 2.0, 0.5, 3.0}) : oneOf(rng_, hints);
+    for (int64_t i = 0; i < n; ++i) {
+      double x;
+      if (lim_.simpleValues) x = number({});
+      else if (mode < 0.45) x = std::normal_distribution<double>(0, 1)(rng_);
+      else if (mode < 0.65) {
+        static const std::vector<double> corners = {0.0, -0.0, 1.0, -1.0, 1e-6, -1e-6, 100.0, -100.0, 3e3, -3e3, 0.5};
+        x = chance(rng_, 0.5) ? oneOf(rng_, corners) : std::uniform_real_distribution<double>(-4, 4)(rng_);
+      } else if (mode < 0.8) x = fill;
+      else if (mode < 0.9) x = std::normal_distribution<double>(0, 1e-3)(rng_);
+      else x = std::uniform_real_distribution<double>(-10, 10)(rng_);
+      if (kind == DataKind::Positive) x = std::fabs(x);
+      p[i] = x;
+    }
+    return t.castTo(dtype);
+  }
+
+  Tensor leafData(const Slot& s) {
+    if (s.fixed) return *s.fixed;
+    const Shape shape = s.shape.value_or(Shape{});
+    if (s.dtype == DType::Bool || s.data == DataKind::Bool) {
+      Tensor t(DType::Bool, shape);
+      for (int64_t i = 0; i < t.numel(); ++i) t.data<bool>()[i] = chance(rng_, 0.5);
+      return t;
+    }
+    std::vector<double> hints = literals_;
+    if (s.binding >= 0)
+      if (auto it = hints_.find(s.binding); it != hints_.end()) {
+        // The guard compares this constant with a number: mostly hold it.
+        if (chance(rng_, 0.7)) {
+          Tensor t(DType::Float64, shape);
+          std::fill(t.data<double>(), t.data<double>() + t.numel(), oneOf(rng_, it->second));
+          return t.castTo(s.dtype == DType::Undefined ? dtype_ : s.dtype);
+        }
+        hints = it->second;
+      }
+    return floats(shape, s.dtype == DType::Undefined ? dtype_ : s.dtype, s.data, hints);
+  }
+
+  ValueId makeLeaf(Slot& s) {
+    const std::string name = s.binding >= 0 ? p_.bindings[static_cast<size_t>(s.binding)].name + "_" + std::to_string(next_++)
+                                            : "in" + std::to_string(next_++);
+    Tensor data = leafData(s);
+    const bool constant = s.constant || s.fixed || (s.binding >= 0 && constants_.count(s.binding)) || chance(rng_, 0.25);
+    ValueId v;
+    if (constant) v = g_.addConstant(name, std::move(data));
+    else {
+      v = g_.addInput(name, TensorType::of(data.dtype(), data.shape()));
+      inputs_.push_back(std::move(data));
+    }
+    if (s.binding >= 0) values_[static_cast<size_t>(s.binding)] = v;
+    return v;
+  }
+
+  Shape shapeOf(ValueId v) const { return g_.value(v).type.staticShape(); }
+
+  // ---- attributes --------------------------------------------------------------
+
+  /// A value for attribute `a` of an op whose first operand has rank `rank`;
+  /// nullopt leaves it absent (its default).
+  std::optional<Attribute> drawAttr(const AttrSpec& a, int64_t rank, bool force) {
+    const std::string& n = a.name;
+    if (!force && !a.required && chance(rng_, 0.5)) return std::nullopt;
+    const int64_t r = std::max<int64_t>(rank, 1);
+    if (n == "axis") return Attribute(between(rng_, -r, r - 1));
+    if (n == "axes") {
+      std::vector<int64_t> axes;
+      for (int64_t i = 0; i < r; ++i)
+        if (chance(rng_, 0.4)) axes.push_back(chance(rng_, 0.5) ? i - r : i);
+      if (axes.empty()) axes.push_back(-1);
+      return Attribute(axes);
+    }
+    if (n == "perm") {
+      std::vector<int64_t> perm(static_cast<size_t>(r));
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), rng_);
+      return Attribute(perm);
+    }
+    if (n == "keepdims" || n == "transA" || n == "transB") return Attribute(between(rng_, 0, 1));
+    if (n == "to") return Attribute(oneOf(rng_, std::vector<int64_t>{1, 11, 7}));  // float, double, int64
+    if (n == "epsilon") return Attribute(static_cast<float>(oneOf(rng_, std::vector<double>{1e-5, 1e-3, 0.1, 0.5})));
+    if (a.type == AttrType::Float) {
+      std::vector<double> options = {0.0, 0.5, -1.5, 2.0, 0.01};
+      options.insert(options.end(), literals_.begin(), literals_.end());
+      return Attribute(static_cast<float>(oneOf(rng_, options)));
+    }
+    if (a.defaultValue) return *a.defaultValue;
+    throw Discard{"cannot draw attribute `" + n + "`"};
+  }
+
+  // ---- ops -------------------------------------------------------------------
+
+  ValueId build(int index) {
+    const auto i = static_cast<size_t>(index);
+    if (done_[i]) return built_[i].empty() ? kNoValue : built_[i][0];
+    if (inProgress_.count(index)) throw Discard{"the pattern is cyclic"};
+    inProgress_.insert(index);
+    const PatternNode& pn = p_.nodes[i];
+    int length = 1;
+    if (pn.repeat != PatternNode::Repeat::Once)
+      length = static_cast<int>(between(rng_, pn.repeat == PatternNode::Repeat::ZeroOrMore ? 0 : 1, lim_.maxRepeat));
+    std::vector<ValueId> results;
+    if (length == 0) {
+      results.push_back(operandValue(pn.operands.at(0)));
+    }
+    ValueId previous = kNoValue;
+    for (int k = 0; k < length; ++k) results = buildOp(pn, oneOf(rng_, pn.ops), k == 0 ? kNoValue : previous),
+                                     previous = results[0];
+    for (size_t r = 0; r < pn.results.size() && r < results.size(); ++r)
+      if (pn.results[r] >= 0) values_[static_cast<size_t>(pn.results[r])] = results[r];
+    built_[i] = results;
+    done_[i] = true;
+    inProgress_.erase(index);
+    return results.empty() ? kNoValue : results[0];
+  }
+
+  /// The value of a pattern operand the pattern already knows, or kNoValue for a leaf.
+  ValueId operandValue(const PatternOperand& o) {
+    if (o.kind == PatternOperand::Kind::Node) return build(o.index);
+    if (o.kind != PatternOperand::Kind::Binding) return kNoValue;
+    const Binding& b = p_.bindings[static_cast<size_t>(o.index)];
+    if (b.producer >= 0) {
+      build(b.producer);
+      return values_[static_cast<size_t>(o.index)];
+    }
+    return values_[static_cast<size_t>(o.index)];
+  }
+
+  std::vector<ValueId> buildOp(const PatternNode& pn, const OpDef* op, ValueId chained) {
+    const std::string name = op->name.str();
+    // Slots: one per operand the op gets.
+    std::vector<Slot> slots;
+    const bool rest = !pn.operands.empty() && pn.operands.back().kind == PatternOperand::Kind::Rest;
+    const size_t given = pn.operands.size() - (rest ? 1 : 0);
+    for (size_t i = 0; i < given; ++i) {
+      const PatternOperand& o = pn.operands[i];
+      Slot s;
+      if (i == 0 && chained != kNoValue) s.value = chained;
+      else {
+        const bool unknown = o.kind != PatternOperand::Kind::Binding || values_[static_cast<size_t>(o.index)] == kNoValue;
+        if (o.optional && unknown && chance(rng_, 0.5)) {
+          s.present = false;
+        } else {
+          s.value = operandValue(o);
+          if (o.kind == PatternOperand::Kind::Binding) s.binding = o.index;
+        }
+      }
+      slots.push_back(s);
+    }
+    if (rest) {
+      const size_t max = op->maxOperands() == SIZE_MAX ? slots.size() + static_cast<size_t>(between(rng_, 0, 2))
+                                                        : op->maxOperands();
+      for (size_t i = slots.size(); i < max; ++i) {
+        Slot s;
+        if (i >= op->minOperands() && chance(rng_, 0.5)) break;
+        slots.push_back(s);
+      }
+    }
+    if (slots.size() < op->minOperands()) throw Discard{"`" + name + "` needs more operands than the pattern gives"};
+    for (size_t i = 0; i < slots.size() && i < op->params.size(); ++i)
+      if (op->params[i].staticValue) slots[i].constant = true;
+
+    AttrMap attrs;
+    std::set<std::string> pinned;
+    std::vector<std::pair<std::string, int>> boundAttrs;
+    for (const AttrConstraint& c : pn.attrs) {
+      const AttrSpec* spec = op->findAttr(c.name);
+      if (!spec) throw Discard{"`" + name + "` has no attribute `" + c.name + "`"};
+      pinned.insert(c.name);
+      if (c.equals) {
+        auto a = literalAttribute(*c.equals, spec->type);
+        if (!a) throw Discard{"cannot read the pattern's value of `" + c.name + "`"};
+        attrs[c.name] = *a;
+      } else if (c.binding >= 0) {
+        boundAttrs.emplace_back(c.name, c.binding);
+      }
+    }
+
+    // The first operand: known, or drawn as the op's data operand.
+    if (!slots.empty() && slots[0].present && slots[0].value == kNoValue) {
+      if (name == "Conv" || name == "ConvTranspose" || name == "InstanceNormalization") slots[0].shape = randomShape(3, 4);
+      else if (name == "BatchNormalization") slots[0].shape = randomShape(2, 4);
+      else if (name == "MatMul" || name == "Gemm") slots[0].shape = randomShape(2, name == "Gemm" ? 2 : 3);
+      else {
+        // A broadcast partner of a known operand, or a fresh shape.
+        for (const Slot& s : slots)
+          if (s.value != kNoValue) {
+            slots[0].shape = partner(shapeOf(s.value));
+            break;
+          }
+        if (!slots[0].shape) slots[0].shape = randomShape(1, 4);
+      }
+      slots[0].value = makeLeaf(slots[0]);
+    }
+    const Shape x = slots.empty() ? Shape{} : shapeOf(slots[0].value);
+    const int64_t rank = static_cast<int64_t>(x.size());
+
+    for (const AttrSpec& a : op->attrs) {
+      if (pinned.count(a.name)) continue;
+      if (auto v = drawAttr(a, rank, false)) attrs[a.name] = *v;
+    }
+    for (const auto& [attr, binding] : boundAttrs) {
+      auto& known = attrs_[static_cast<size_t>(binding)];
+      if (!known) known = drawAttr(*op->findAttr(attr), rank, true);
+      attrs[attr] = *known;
+    }
+    proposeOperands(name, op, x, slots, attrs);
+
+    std::vector<ValueId> inputs;
+    for (Slot& s : slots) {
+      if (!s.present) {
+        inputs.push_back(kNoValue);
+        continue;
+      }
+      if (s.value == kNoValue) {
+        // What the guard compares with one number is mostly one number.
+        if (!s.shape && s.binding >= 0 && hints_.count(s.binding) && chance(rng_, 0.6))
+          s.shape = chance(rng_, 0.5) ? Shape{} : Shape{1};
+        if (!s.shape) s.shape = op->kind == OpKind::Broadcast ? partner(x) : x;
+        s.value = makeLeaf(s);
+      }
+      inputs.push_back(s.value);
+    }
+    while (!inputs.empty() && inputs.back() == kNoValue) inputs.pop_back();
+    const size_t results = std::max<size_t>(1, pn.results.size());
+    NodeRef n = g_.addNodeWithNewOutputs(name, inputs, results, attrs, name + "_" + std::to_string(next_++));
+    matched_.push_back(n);
+    inferNodeTypes(g_, n);
+    std::vector<ValueId> out;
+    for (ValueId v : g_.node(n).outputs) {
+      if (v != kNoValue && !g_.value(v).type.isStatic())
+        throw Discard{"ONNX's inference cannot type `" + name + "` on the drawn operands"};
+      out.push_back(v);
+    }
+    return out;
+  }
+
+  /// Shapes and data of the operands an op needs in a particular form.
+  void proposeOperands(const std::string& op, const OpDef* def, const Shape& x, std::vector<Slot>& slots, AttrMap& attrs) {
+    auto leaf = [&](size_t i) -> Slot* {
+      return i < slots.size() && slots[i].present && slots[i].value == kNoValue ? &slots[i] : nullptr;
+    };
+    auto ints = [](Shape shape, std::vector<int64_t> v) { return Tensor::fromVector<int64_t>(std::move(shape), v); };
+    const auto rank = static_cast<int64_t>(x.size());
+    const int64_t channels = rank >= 2 ? x[1] : 1;
+    if (op == "Conv") {
+      if (rank < 3) throw Discard{"Conv needs an input of rank 3 or more"};
+      const size_t spatial = x.size() - 2;
+      int64_t group = 1;
+      if (auto* g = std::get_if<int64_t>(attrs.count("group") ? &attrs["group"] : nullptr)) group = *g;
+      else {
+        group = chance(rng_, 0.3) ? channels : 1;
+        if (group != 1) attrs["group"] = group;
+      }
+      if (group <= 0 || channels % group != 0) throw Discard{"the channels do not divide into the groups"};
+      std::vector<int64_t> kernel(spatial), strides(spatial, 1), dilations(spatial, 1), pads(2 * spatial, 0);
+      for (size_t d = 0; d < spatial; ++d) {
+        kernel[d] = between(rng_, 1, std::min<int64_t>(3, x[d + 2]));
+        if (chance(rng_, 0.3)) strides[d] = 2;
+        if (chance(rng_, 0.3)) pads[d] = pads[d + spatial] = 1;
+      }
+      // The pattern's or the generic draws of these attributes may not fit the
+      // shapes drawn here: the op's own choice replaces them.
+      attrs.erase("kernel_shape");
+      attrs.erase("auto_pad");
+      attrs["strides"] = strides;
+      attrs["pads"] = pads;
+      attrs["dilations"] = dilations;
+      const int64_t out = group * between(rng_, 1, 3);
+      Shape w = {out, channels / group};
+      w.insert(w.end(), kernel.begin(), kernel.end());
+      if (Slot* s = leaf(1)) s->shape = w;
+      if (Slot* s = leaf(2)) s->shape = Shape{out};
+    } else if (op == "BatchNormalization" || op == "InstanceNormalization") {
+      for (size_t i = 1; i < slots.size(); ++i)
+        if (Slot* s = leaf(i)) s->shape = Shape{channels};
+      if (op == "BatchNormalization") {
+        if (Slot* var = leaf(4)) var->data = DataKind::Positive;
+        attrs.erase("training_mode");
+      }
+    } else if (op == "MatMul") {
+      if (rank < 1) throw Discard{"MatMul needs an operand of rank 1 or more"};
+      if (Slot* s = leaf(1)) s->shape = chance(rng_, 0.8) ? Shape{x.back(), dim()} : Shape{x.back()};
+    } else if (op == "Gemm") {
+      if (rank != 2) throw Discard{"Gemm needs a matrix"};
+      auto flag = [&](const char* n) { auto* v = attrs.count(n) ? std::get_if<int64_t>(&attrs[n]) : nullptr; return v && *v; };
+      const int64_t m = flag("transA") ? x[1] : x[0], k = flag("transA") ? x[0] : x[1], n = dim();
+      if (Slot* s = leaf(1)) s->shape = flag("transB") ? Shape{n, k} : Shape{k, n};
+      if (Slot* s = leaf(2)) s->shape = partner(Shape{m, n});
+    } else if (op == "LayerNormalization") {
+      int64_t axis = -1;
+      if (auto* a = attrs.count("axis") ? std::get_if<int64_t>(&attrs["axis"]) : nullptr) axis = *a;
+      if (axis < 0) axis += rank;
+      if (axis < 0 || axis >= std::max<int64_t>(rank, 1)) throw Discard{"the drawn axis is outside the rank"};
+      const Shape normalized(x.begin() + axis, x.end());
+      for (size_t i = 1; i < slots.size(); ++i)
+        if (Slot* s = leaf(i)) s->shape = normalized;
+    } else if (op == "Clip") {
+      for (size_t i = 1; i < 3; ++i)
+        if (Slot* s = leaf(i)) s->shape = Shape{};
+    } else if (op == "Where") {
+      if (Slot* s = leaf(0)) s->dtype = DType::Bool;
+    } else if (op == "And" || op == "Or" || op == "Xor" || op == "Not") {
+      for (size_t i = 0; i < slots.size(); ++i)
+        if (Slot* s = leaf(i)) s->dtype = DType::Bool;
+    } else if (op == "Reshape") {
+      if (Slot* s = leaf(1)) {
+        // A random factorization of the element count, sometimes with -1.
+        int64_t left = shapeNumel(x);
+        std::vector<int64_t> dims;
+        for (int64_t d : x)
+          if (d > 1 && chance(rng_, 0.5)) dims.push_back(d), left /= d;
+        dims.push_back(left);
+        std::shuffle(dims.begin(), dims.end(), rng_);
+        if (chance(rng_, 0.3)) dims[static_cast<size_t>(between(rng_, 0, static_cast<int64_t>(dims.size()) - 1))] = -1;
+        s->fixed = ints({static_cast<int64_t>(dims.size())}, dims);
+        attrs.erase("allowzero");
+      }
+    } else if (op == "Slice") {
+      if (rank == 0) throw Discard{"Slice needs an operand of rank 1 or more"};
+      std::vector<int64_t> axes, starts, ends;
+      for (int64_t a = 0; a < rank; ++a)
+        if (axes.empty() || chance(rng_, 0.3)) {
+          axes.push_back(chance(rng_, 0.5) ? a - rank : a);
+          const int64_t d = x[static_cast<size_t>(a)];
+          starts.push_back(between(rng_, 0, d - 1));
+          ends.push_back(chance(rng_, 0.2) ? std::numeric_limits<int64_t>::max() : between(rng_, starts.back() + 1, d));
+        }
+      const auto k = static_cast<int64_t>(axes.size());
+      if (Slot* s = leaf(1)) s->fixed = ints({k}, starts);
+      if (Slot* s = leaf(2)) s->fixed = ints({k}, ends);
+      if (Slot* s = leaf(3)) s->fixed = ints({k}, axes);
+      if (Slot* s = leaf(4)) s->fixed = ints({k}, std::vector<int64_t>(static_cast<size_t>(k), 1));
+    }
+    // Index operands by name, for ops without their own rules above.
+    for (size_t i = 1; i < slots.size() && i < def->params.size(); ++i) {
+      Slot* s = leaf(i);
+      if (!s || s->fixed) continue;
+      const std::string& p = def->params[i].name;
+      if (p == "axes") {
+        std::vector<int64_t> axes;
+        for (int64_t a = 0; a < rank; ++a)
+          if (chance(rng_, 0.4)) axes.push_back(chance(rng_, 0.5) ? a - rank : a);
+        if (axes.empty() && rank > 0) axes.push_back(-1);
+        s->fixed = ints({static_cast<int64_t>(axes.size())}, axes);
+      } else if (p == "repeats") {
+        std::vector<int64_t> r(x.size());
+        for (int64_t& v : r) v = between(rng_, 1, 2);
+        s->fixed = ints({rank}, r);
+      } else if (p == "indices") {
+        const int64_t d = rank > 0 ? x[0] : 1;
+        std::vector<int64_t> idx(static_cast<size_t>(between(rng_, 1, 3)));
+        for (int64_t& v : idx) v = between(rng_, -d, d - 1);
+        s->fixed = ints({static_cast<int64_t>(idx.size())}, idx);
+      }
+    }
+  }
+
+  Rng& rng_;
+  InstanceLimits lim_;
+  const Pattern& p_;
+  DType dtype_ = DType::Float32;
+  std::vector<double> literals_;
+  std::set<int> constants_;
+  std::map<int, std::vector<double>> hints_;
+  Graph g_;
+  std::vector<Tensor> inputs_;
+  std::vector<NodeRef> matched_;
+  std::vector<ValueId> values_;
+  std::vector<std::optional<Attribute>> attrs_;
+  std::vector<std::vector<ValueId>> built_;
+  std::vector<bool> done_;
+  std::set<int> inProgress_;
+  int next_ = 0;
+};
+
+}  // namespace
+
+Expected<Instance> generateInstance(const Rule& rule, std::mt19937_64& rng, const InstanceLimits& limits) {
+  try {
+    return Generator(rule, rng, limits).run();
+  } catch (const Discard& d) {
+    return Error{d.why};
+  } catch (const UserError& e) {
+    return Error{e.message};
+  }
+}
+
+}  // namespace fusec

@@ -1,0 +1,82 @@
+/// `fusec verify`: each rule shown sound before it changes a model.
+///
+/// Rewrite rules whose pattern and replacement are elementwise and
+/// broadcast ops with catalog semantics are proved equivalent symbolically
+/// (Prove.h). Every rule is also checked on instances (Instances.h): small
+/// concrete graphs its pattern matches, run on the reference interpreter
+/// before and after the rewrite, or for a fusion rule, compiled with the
+/// rule's kernel family and run on OpenCL against the interpreter. A failing
+/// instance is shrunk (fewer and smaller dims, shorter chains, simpler data)
+/// and reported as a runnable ONNX text graph with both outputs.
+///
+/// Tolerance, unless the caller gives one: element i matches when
+///     |got_i - want_i| <= atol + rtol * max|want| + 8 * noise_i
+/// where noise_i is how far want_i moves when every float input and
+/// constant is perturbed by one unit in the last place (the instance's own
+/// conditioning: a variance near zero, a difference of large values), so a
+/// rule is blamed only for what rounding cannot explain.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fusec/codegen/OpenCL.h"
+#include "fusec/engine/Instances.h"
+#include "fusec/engine/RuleSet.h"
+#include "fusec/engine/Target.h"
+#include "fusec/engine/Tolerance.h"
+
+namespace fusec::driver {
+
+struct VerifyOptions {
+  uint64_t seed = 1;
+  int instances = 40;           ///< checked instances wanted per rewrite rule
+  int fusionInstances = 6;      ///< ... per fusion rule (each builds OpenCL kernels)
+  int drawsPerInstance = 60;    ///< a rule gives up after instances * this many draws
+  const Target* target = nullptr;     ///< for guards and fusion planning; required
+  codegen::Device* device = nullptr;  ///< fusion rules run here; without one they are not checked
+  bool prove = true;                  ///< try a symbolic proof first
+  std::optional<Tolerance> tolerance; ///< replaces the default atol/rtol (noise still counts)
+  /// After each instance checked: the rule, instances done and wanted.
+  std::function<void(const Rule&, int done, int wanted)> progress;
+};
+
+struct Counterexample {
+  Instance instance;
+  std::vector<Tensor> want, got;  ///< unrewritten (interpreter) and rewritten (or fused, on OpenCL)
+  std::string error;              ///< what differs, or what failed
+};
+
+struct RuleVerdict {
+  enum class Kind { Proved, Verified, Counterexample, NoInstance, NotChecked };
+  const Rule* rule = nullptr;
+  Kind kind = Kind::NotChecked;
+  int instances = 0;  ///< instances checked (also after a proof)
+  int refused = 0;    ///< fusion rules: instances whose group the family refused at planning
+  int draws = 0;
+  double seconds = 0;
+  /// Proved: over what; NoInstance: the commonest reason draws were
+  /// discarded; NotChecked: why; Verified: why not proved.
+  std::string detail;
+  std::optional<Counterexample> counterexample;  ///< shrunk
+};
+
+std::string_view verdictName(RuleVerdict::Kind k);
+
+/// Verifies every rule of `rules`, or those whose names are in `only`.
+std::vector<RuleVerdict> verifyRules(const RuleSet& rules, const VerifyOptions& options,
+                                     const std::vector<std::string>& only = {});
+
+/// The counterexample as a reader needs it: the rule's location, the error,
+/// the graph in ONNX text, the inputs and both outputs.
+std::string describeCounterexample(const RuleVerdict& v);
+
+/// Writes the counterexample as an `onnx-test` case folder (model.onnx and
+/// test_data_set_0 with the inputs and the unrewritten outputs), so that
+/// `fusec onnx-test DIR --rewrite` (or `--opencl --fuse`) reproduces it.
+Status saveCounterexample(const RuleVerdict& v, const std::string& dir);
+
+}  // namespace fusec::driver

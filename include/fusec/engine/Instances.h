@@ -1,0 +1,47 @@
+/// Instances of a rule: small concrete graphs that its pattern matches, for
+/// `fusec verify`. An instance is generated from the pattern itself: one op
+/// picked from each alternative or class, a repetition length, optional
+/// operands present or absent, values for the attributes the pattern binds
+/// and for those it leaves free (`keepdims`, `axis`, ... that it does not
+/// mention), operand shapes from what each op takes (Conv weights from the
+/// input's channels, broadcast operands as suffixes, size-1 and scalar
+/// dims), and data biased toward corners (zeros, negative and large values,
+/// epsilon-sized variances, the numbers the guard compares with). Each
+/// draw is typed by ONNX's inference; a draw the ops reject, or one the
+/// rule's matcher and guard do not accept as a whole, is discarded and the
+/// reason counted.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "fusec/engine/Graph.h"
+#include "fusec/engine/RuleSet.h"
+#include "fusec/engine/Tensor.h"
+
+namespace fusec {
+
+/// How large and how varied instances may be; shrinking lowers them.
+struct InstanceLimits {
+  int maxRank = 4;
+  int64_t maxDim = 5;
+  int maxRepeat = 3;          ///< longest repetition chain (`Elementwise+`)
+  bool simpleValues = false;  ///< data only from {0, 1, -1, 2, 0.5}
+};
+
+struct Instance {
+  Graph graph;
+  std::vector<Tensor> inputs;   ///< one per graph input, in order
+  std::vector<NodeRef> matched; ///< the nodes generated for the pattern
+  /// Input and constant elements plus nodes: what shrinking minimizes.
+  int64_t size() const;
+};
+
+/// One attempt; an error says why the draw was discarded (an op rejected its
+/// operands, the guard failed, ...).
+Expected<Instance> generateInstance(const Rule& rule, std::mt19937_64& rng, const InstanceLimits& limits = {});
+
+}  // namespace fusec
