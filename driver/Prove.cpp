@@ -1,5 +1,5 @@
 /// Z3 proofs of rewrite rules; see Prove.h.
-#include "Prove.h"
+#include "fusec/driver/Prove.h"
 
 #include <z3++.h>
 
@@ -47,11 +47,12 @@ class Encoder {
     return out;
   }
 
-  /// The guard's `value(c) == k` conjuncts, as facts about the unknowns.
-  void assumptions(const RuleExpr& e, z3::solver& s) {
+  /// The guard's `value(c) == k` conjuncts: `c` is the number k
+  /// everywhere (so `pow(x, c)` with k = 2 is a square). Before goals().
+  void assumptions(const RuleExpr& e) {
     if (e.kind == RuleExpr::Kind::Binary && e.text == "and") {
-      assumptions(e.args[0], s);
-      assumptions(e.args[1], s);
+      assumptions(e.args[0]);
+      assumptions(e.args[1]);
       return;
     }
     const RuleExpr* body = &e;
@@ -61,8 +62,9 @@ class Encoder {
       const RuleExpr& v = body->args[static_cast<size_t>(side)];
       const RuleExpr& k = body->args[static_cast<size_t>(1 - side)];
       if (v.kind == RuleExpr::Kind::Builtin && v.text == "value" && v.args[0].kind == RuleExpr::Kind::Binding &&
-          k.kind == RuleExpr::Kind::Number && !p().bindings[static_cast<size_t>(v.args[0].binding)].optional)
-        s.add(binding(v.args[0].binding) == number(k.number));
+          k.kind == RuleExpr::Kind::Number && !p().bindings[static_cast<size_t>(v.args[0].binding)].optional &&
+          p().bindings[static_cast<size_t>(v.args[0].binding)].producer < 0)
+        leaves_.insert_or_assign(v.args[0].binding, number(k.number));
     }
   }
 
@@ -350,8 +352,8 @@ ProofResult proveRewrite(const RuleSet& /*rules*/, const Rule& rule, unsigned ti
       z3::solver s(z);
       s.set(params);
       Encoder enc(z, rule, choice);
+      if (rule.guard) enc.assumptions(*rule.guard);
       std::vector<std::pair<z3::expr, z3::expr>> goals = enc.goals();
-      if (rule.guard) enc.assumptions(*rule.guard, s);
       z3::expr differ = z.bool_val(false);
       for (auto& [before, after] : goals) differ = differ || before != after;
       s.add(differ);

@@ -9,7 +9,7 @@
 #include <set>
 #include <sstream>
 
-#include "Prove.h"
+#include "fusec/driver/Prove.h"
 #include "fusec/codegen/Executor.h"
 #include "fusec/codegen/Families.h"
 #include "fusec/driver/Pipeline.h"
@@ -39,7 +39,8 @@ using Clock = std::chrono::steady_clock;
 
 /// What checking one instance gave.
 struct Outcome {
-  enum class Kind { Discarded, Passed, Failed, Refused } kind = Kind::Discarded;
+  /// NotForTarget: the guard excludes the target whatever the graph.
+  enum class Kind { Discarded, Passed, Failed, Refused, NotForTarget } kind = Kind::Discarded;
   std::string why;
   std::vector<Tensor> want, got;
 };
@@ -115,6 +116,9 @@ std::string compare(const std::string& name, const Tensor& got, const Tensor& wa
         bound += std::isfinite(p) && std::isfinite(w) ? 8 * std::fabs(p - w) : std::numeric_limits<double>::infinity();
       }
     if (std::fabs(g - w) <= bound) continue;
+    if (std::isnan(g) != std::isnan(w))
+      return "output `" + name + "` element " + std::to_string(i) + ": " + formatNumber(g) + " after the rule, " +
+             formatNumber(w) + " before";
     return "output `" + name + "` element " + std::to_string(i) + ": " + formatNumber(g) + " after the rule, " +
            formatNumber(w) + " before (allowed difference " + formatNumber(bound) + ")";
   }
@@ -170,8 +174,15 @@ class RuleChecker {
         ++discards[o.why];
         continue;
       }
+      if (o.kind == Outcome::Kind::NotForTarget) {
+        v.kind = RuleVerdict::Kind::NotChecked;
+        v.detail = "it never applies to target `" + options_.target->name + "`: " + o.why;
+        v.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+        return v;
+      }
       if (o.kind == Outcome::Kind::Refused) {
         ++v.refused;
+        lastRefusal_ = o.why;
         ++discards["the family refused the group: " + o.why];
         continue;
       }
@@ -185,7 +196,11 @@ class RuleChecker {
     }
     if (v.kind != RuleVerdict::Kind::Counterexample && v.kind != RuleVerdict::Kind::Proved) {
       if (v.instances > 0) v.kind = RuleVerdict::Kind::Verified;
-      else {
+      else if (v.refused > 0) {
+        // It never fuses anything: planning refuses every group it forms.
+        v.kind = RuleVerdict::Kind::NotChecked;
+        v.detail = "the family refuses every group it forms (" + std::to_string(v.refused) + " drawn), so it changes no model: " + lastRefusal_;
+      } else {
         v.kind = RuleVerdict::Kind::NoInstance;
         auto commonest = std::max_element(discards.begin(), discards.end(),
                                           [](const auto& a, const auto& b) { return a.second < b.second; });
@@ -199,7 +214,8 @@ class RuleChecker {
  private:
   /// The rule's match that covers exactly the instance's nodes; when there
   /// is none, why (the first guard conjunct that fails, located).
-  std::optional<Match> matchWhole(const Graph& g, const std::vector<NodeRef>& nodes, std::string& why) const {
+  std::optional<Match> matchWhole(const Graph& g, const std::vector<NodeRef>& nodes, std::string& why,
+                                  bool& targetOnly) const {
     const std::set<NodeRef> want(nodes.begin(), nodes.end());
     for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
       MatchFailure failure;
@@ -211,7 +227,11 @@ class RuleChecker {
         continue;
       }
       if (std::optional<Match> bare = matcher_.matchAt(g, *it, unguarded_)) {
-        why = failingConjunct(g, *bare, *rule_.guard);
+        const RuleExpr* failing = failingConjunct(g, *bare, *rule_.guard);
+        if (failing) {
+          why = "the guard at " + failing->loc.str() + " is false";
+          targetOnly = readsOnlyTarget(*failing);
+        }
         return std::nullopt;
       }
       if (why.empty()) why = failure.reason;
@@ -220,14 +240,22 @@ class RuleChecker {
     return std::nullopt;
   }
 
-  std::string failingConjunct(const Graph& g, const Match& m, const RuleExpr& e) const {
+  /// The first conjunct of the guard that does not hold on `m`.
+  const RuleExpr* failingConjunct(const Graph& g, const Match& m, const RuleExpr& e) const {
     if (e.kind == RuleExpr::Kind::Binary && e.text == "and") {
-      std::string left = failingConjunct(g, m, e.args[0]);
-      return left.empty() ? failingConjunct(g, m, e.args[1]) : left;
+      const RuleExpr* left = failingConjunct(g, m, e.args[0]);
+      return left ? left : failingConjunct(g, m, e.args[1]);
     }
     std::optional<double> ok = matcher_.evaluate(g, m, e);
-    if (ok && *ok != 0) return "";
-    return "the guard at " + e.loc.str() + (ok ? " is false" : " cannot be evaluated");
+    return ok && *ok != 0 ? nullptr : &e;
+  }
+
+  /// A condition on the target alone (`target.has("int8")`): no graph can change it.
+  static bool readsOnlyTarget(const RuleExpr& e) {
+    if (e.kind == RuleExpr::Kind::Binding || e.kind == RuleExpr::Kind::NodeAttr) return false;
+    for (const RuleExpr& a : e.args)
+      if (!readsOnlyTarget(a)) return false;
+    return true;
   }
 
   Tolerance tolerance() const {
@@ -239,13 +267,18 @@ class RuleChecker {
 
   Outcome check(const Instance& inst, Rng& rng) const {
     std::string why;
-    if (!matchWhole(inst.graph, inst.matched, why)) return discarded(why);
+    bool targetOnly = false;
+    if (!matchWhole(inst.graph, inst.matched, why, targetOnly))
+      return targetOnly ? Outcome{Outcome::Kind::NotForTarget, why, {}, {}} : discarded(why);
     const OpCatalog& catalog = rules_.catalog;
     Expected<std::vector<Tensor>> want = runGraph(inst.graph, inst.inputs, &catalog);
     if (!want) return discarded("the interpreter refuses the drawn graph: " + want.error().message);
     std::optional<Outcome> early;  // decided before anything ran: discarded, refused, failed
     Expected<std::vector<Tensor>> got = rule_.kind == Rule::Kind::Fusion ? fused(inst, early) : rewritten(inst, early);
-    if (early) return *early;
+    if (early) {
+      if (early->kind == Outcome::Kind::Failed) early->want = std::move(want.value());
+      return *early;
+    }
     Outcome o;
     o.want = std::move(want.value());
     if (!got) {
@@ -347,6 +380,7 @@ class RuleChecker {
   Matcher matcher_;
   Rule unguarded_;
   Target eager_;
+  std::string lastRefusal_;
 };
 
 }  // namespace

@@ -269,6 +269,7 @@ class Generator {
       return Attribute(static_cast<float>(oneOf(rng_, options)));
     }
     if (a.defaultValue) return *a.defaultValue;
+    if (!a.required && !force) return std::nullopt;  // an op's own rules may set it (Conv's dilations)
     throw Discard{"cannot draw attribute `" + n + "`"};
   }
 
@@ -396,6 +397,7 @@ class Generator {
         inputs.push_back(kNoValue);
         continue;
       }
+      if (s.value == kNoValue && s.binding >= 0) s.value = values_[static_cast<size_t>(s.binding)];  // `Mul(x, x)`
       if (s.value == kNoValue) {
         // What the guard compares with one number is mostly one number.
         if (!s.shape && s.binding >= 0 && hints_.count(s.binding) && chance(rng_, 0.6))
@@ -531,6 +533,13 @@ class Generator {
         std::vector<int64_t> r(x.size());
         for (int64_t& v : r) v = between(rng_, 1, 2);
         s->fixed = ints({rank}, r);
+      } else if (p == "split") {
+        // One part per result the pattern builds (one): the whole axis.
+        int64_t axis = 0;
+        if (auto* a = attrs.count("axis") ? std::get_if<int64_t>(&attrs["axis"]) : nullptr) axis = *a;
+        if (axis < 0) axis += rank;
+        if (axis < 0 || axis >= rank) throw Discard{"the drawn axis is outside the rank"};
+        s->fixed = ints({1}, {x[static_cast<size_t>(axis)]});
       } else if (p == "indices") {
         const int64_t d = rank > 0 ? x[0] : 1;
         std::vector<int64_t> idx(static_cast<size_t>(between(rng_, 1, 3)));

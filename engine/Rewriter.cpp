@@ -123,8 +123,14 @@ class RewriteBuilder {
         return static_cast<float>(e.number);
       case RuleExpr::Kind::String: return e.text;
       case RuleExpr::Kind::List: {
+        // Items are numbers, or negated numbers (`[-1]` is `-` applied to 1).
         std::vector<int64_t> v;
-        for (const RuleExpr& x : e.args) v.push_back(static_cast<int64_t>(x.number));
+        for (const RuleExpr& x : e.args) {
+          const Attribute item = attrValue(x);
+          if (auto* i = std::get_if<int64_t>(&item)) v.push_back(*i);
+          else if (auto* f = std::get_if<float>(&item)) v.push_back(static_cast<int64_t>(*f));
+          else throw UserError{"a list attribute holds numbers"};
+        }
         return v;
       }
       case RuleExpr::Kind::Unary:

@@ -53,7 +53,24 @@ bool inferenceSafe(const Graph& g, const NodeData& d) {
       if (broken) return false;
     }
   }
-
+  // Convolutions and pools: ONNX's inference indexes the weights' dims and
+  // the window attributes by the input's rank without checking them.
+  static const std::set<std::string> windowed = {"Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "ConvInteger",
+                                                 "QLinearConv"};
+  if (windowed.count(d.op.str()) && !d.inputs.empty() && d.inputs[0] != kNoValue) {
+    const TensorType& x = g.value(d.inputs[0]).type;
+    if (!x.dims || x.dims->size() < 3) return false;
+    const size_t spatial = x.dims->size() - 2;
+    if ((d.op == "Conv" || d.op == "ConvTranspose") && d.inputs.size() > 1 && d.inputs[1] != kNoValue) {
+      const TensorType& w = g.value(d.inputs[1]).type;
+      if (!w.dims || w.dims->size() != x.dims->size()) return false;
+    }
+    for (const char* name : {"kernel_shape", "strides", "dilations", "output_padding", "pads"}) {
+      const Attribute* a = d.attr(name);
+      const auto* list = a ? std::get_if<std::vector<int64_t>>(a) : nullptr;
+      if (a && (!list || list->size() != (std::string_view(name) == "pads" ? 2 * spatial : spatial))) return false;
+    }
+  }
   return true;
 }
 

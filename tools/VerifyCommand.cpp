@@ -137,8 +137,8 @@ int runVerify(const std::vector<std::string>& packs, const std::vector<std::stri
         if (!f.save.empty()) {
           const std::string dir = (std::filesystem::path(f.save) / v.rule->name).string();
           if (Status s = driver::saveCounterexample(v, dir); !s) std::cerr << "error: " << s.error().message << "\n";
-          else fmt::print("  saved as {} (fusec onnx-test {} {})\n", dir, dir,
-                          v.rule->kind == Rule::Kind::Fusion ? "--opencl --fuse" : "--rewrite");
+          else fmt::print("  saved as {}: fusec onnx-test {} {} --rules {}\n", dir, dir,
+                          v.rule->kind == Rule::Kind::Fusion ? "--opencl --fuse" : "--rewrite", v.rule->loc.file);
         }
       }
       std::fflush(stdout);
