@@ -63,7 +63,7 @@ const Tensor* KernelContext::attrTensor(const std::string& name) const {
 
 int64_t normalizeAxis(const KernelContext& ctx, int64_t axis, int64_t rank) {
   int64_t a = axis < 0 ? axis + rank : axis;
-  if (a < 0 || a >= std::max<int64_t>(rank, 1))
+  if (a < 0 || a >= rank)
     ctx.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
   return a;
 }

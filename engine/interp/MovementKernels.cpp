@@ -141,6 +141,7 @@ void split(KernelContext& ctx) {
   const int64_t len = x.dim(axis);
   std::vector<int64_t> sizes = ctx.has(1) ? intOperand(ctx, 1) : ctx.attrInts("split");
   const int64_t parts = static_cast<int64_t>(ctx.numOutputs());
+  if (parts == 0) ctx.fail("Split has no results");
   if (sizes.empty()) {
     const int64_t each = (len + parts - 1) / parts;
     for (int64_t p = 0; p < parts; ++p) sizes.push_back(std::min(each, len - std::min(len, p * each)));
@@ -148,7 +149,8 @@ void split(KernelContext& ctx) {
   if (static_cast<int64_t>(sizes.size()) != parts)
     ctx.fail("split has " + std::to_string(sizes.size()) + " sizes for " + std::to_string(parts) + " results");
   int64_t total = 0;
-  for (int64_t s : sizes) total += s;
+  for (int64_t s : sizes)
+    if (s < 0 || __builtin_add_overflow(total, s, &total)) ctx.fail("split size " + std::to_string(s) + " is not a size");
   if (total != len) ctx.fail("split sizes sum to " + std::to_string(total) + ", axis has " + std::to_string(len));
   int64_t start = 0;
   for (int64_t p = 0; p < parts; ++p) {
