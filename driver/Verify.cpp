@@ -258,11 +258,15 @@ class RuleChecker {
     return true;
   }
 
+  /// The rule's own `tolerance { }`, else the caller's, else the default.
   Tolerance tolerance() const {
-    if (options_.tolerance) return *options_.tolerance;
     // OpenCL C's built-in functions are allowed a few ulp (exp, erf, tanh);
     // the interpreter's are the C library's.
-    return rule_.kind == Rule::Kind::Fusion ? Tolerance{1e-5, 1e-4} : Tolerance{1e-6, 1e-5};
+    Tolerance t = rule_.kind == Rule::Kind::Fusion ? Tolerance{1e-5, 1e-4} : Tolerance{1e-6, 1e-5};
+    if (options_.tolerance) t = *options_.tolerance;
+    if (rule_.atol) t.atol = *rule_.atol;
+    if (rule_.rtol) t.rtol = *rule_.rtol;
+    return t;
   }
 
   Outcome check(const Instance& inst, Rng& rng) const {

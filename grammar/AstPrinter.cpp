@@ -170,6 +170,11 @@ void printRule(std::ostream& os, const ast::Rule& r) {
     os << "  }\n";
   }
   if (r.priority) os << "  priority " << *r.priority << "\n";
+  if (r.hasTolerance) {
+    os << "  tolerance {\n";
+    for (const ast::CostItem& c : r.tolerance) os << "    " << c.name.text << " = " << printExpr(*c.value) << "\n";
+    os << "  }\n";
+  }
   os << "}\n";
 }
 

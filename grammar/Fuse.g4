@@ -53,6 +53,7 @@ ruleClause
   | 'kernel' family=IDENT                 # kernelClause
   | 'cost' '{' costItem* '}'              # costClause
   | 'priority' value=NUMBER               # priorityClause
+  | 'tolerance' '{' costItem* '}'         # toleranceClause
   ;
 
 // c = Conv(x, w, b?) { group: 1, strides: s }

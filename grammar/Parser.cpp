@@ -235,6 +235,11 @@ class AstBuilder {
         rule->hasCost = true;
         for (auto* item : c->costItem())
           rule->cost.push_back(ast::CostItem{name(item->name), expr(item->value), range(item)});
+      } else if (auto* t = dynamic_cast<FuseParser::ToleranceClauseContext*>(clause)) {
+        if (!once("tolerance", at)) continue;
+        rule->hasTolerance = true;
+        for (auto* item : t->costItem())
+          rule->tolerance.push_back(ast::CostItem{name(item->name), expr(item->value), range(item)});
       } else if (auto* p = dynamic_cast<FuseParser::PriorityClauseContext*>(clause)) {
         if (!once("priority", at) || !p->value) continue;
         rule->priorityRange = at;

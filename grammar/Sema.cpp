@@ -498,6 +498,23 @@ class Checker {
       if (!isNumeric(v.type)) diags_.emitError(c.value->range, "cost " + quoted(c.name.text) + " must be a number, got a " + std::string(exprTypeName(v.type)));
       *slot = std::move(v);
     }
+    for (const ast::CostItem& t : r.tolerance) {
+      std::optional<double>* slot = t.name.text == "atol" ? &rule.atol : t.name.text == "rtol" ? &rule.rtol : nullptr;
+      if (!slot) {
+        diags_.emitError(t.name.range, "unknown tolerance item " + quoted(t.name.text) + "; expected `atol` or `rtol`");
+        continue;
+      }
+      if (*slot) {
+        diags_.emitError(t.name.range, "tolerance item " + quoted(t.name.text) + " is given twice");
+        continue;
+      }
+      const ast::Expr& v = *t.value;
+      if (v.kind != ast::Expr::Kind::Number || !(v.number >= 0 && v.number < 1)) {
+        diags_.emitError(v.range, "tolerance " + quoted(t.name.text) + " must be a number from 0 up to 1, got " + quoted(printExpr(v)));
+        continue;
+      }
+      *slot = v.number;
+    }
     // Names bound and never used: a likely typo (rewrite rules; in fusion
     // rules the names document the group's inputs).
     if (!r.isFusion)

@@ -136,3 +136,21 @@ rule scale_into_relu { match { h = Mul(x, s) y = Relu(h) } where const(s) rewrit
   CHECK(text.find("rule `scale_into_relu`: counterexample: output") != std::string::npos);
   CHECK(text.find("Relu (") != std::string::npos);  // the graph, in ONNX text
 }
+
+TEST_CASE("a rule's tolerance clause is what the verifier allows it") {
+  // erf(x) and tanh(1.2 x) differ by at most 0.0195: an approximation a
+  // rule may state, and no more.
+  const std::string rule = "rule erf_approx { match { y = Erf(x) } rewrite { y = tanh(x * 1.2) } ";
+  auto loose = test::compileRules(rule + "tolerance { atol = 0.02 rtol = 0 } }");
+  auto strict = test::compileRules(rule + "tolerance { atol = 0.015 rtol = 0 } }");
+  auto none = test::compileRules(rule + "}");
+  REQUIRE(loose->rules.front().atol == doctest::Approx(0.02));
+  Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
+  REQUIRE(target.ok());
+  driver::VerifyOptions options;
+  options.target = &target.value();
+  options.instances = 60;
+  CHECK(driver::verifyRules(*loose, options)[0].kind == driver::RuleVerdict::Kind::Verified);
+  CHECK(driver::verifyRules(*strict, options)[0].kind == driver::RuleVerdict::Kind::Counterexample);
+  CHECK(driver::verifyRules(*none, options)[0].kind == driver::RuleVerdict::Kind::Counterexample);
+}

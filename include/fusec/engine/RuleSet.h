@@ -119,6 +119,9 @@ struct Rule {
   std::string kernel;  ///< fusion rules
   std::optional<RuleExpr> flops, bytes;
   int64_t priority = 0;
+  /// `tolerance { atol = ..., rtol = ... }`: what `fusec verify` allows
+  /// this rule (Verify.h), where the ops' rounding needs more than its default.
+  std::optional<double> atol, rtol;
 };
 
 struct RuleSet {

@@ -145,6 +145,8 @@ struct Rule {
   std::optional<Name> kernel;
   std::vector<CostItem> cost;
   bool hasCost = false;
+  std::vector<CostItem> tolerance;  ///< `tolerance { rtol = 1e-3 }`: how close `fusec verify` requires
+  bool hasTolerance = false;
   std::optional<int64_t> priority;
   SourceRange priorityRange;
   SourceRange range;
