@@ -72,12 +72,14 @@ void eyeLike(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
   if (x.rank() != 2) ctx.fail("input must be a matrix");
   DType dt = ctx.hasAttr("dtype") ? static_cast<DType>(ctx.attrInt("dtype", 1)) : x.dtype();
+  if (dtypeSize(dt) == 0) ctx.fail("dtype " + std::to_string(static_cast<int>(dt)) + " is not an element type fusec has");
   const int64_t k = ctx.attrInt("k", 0);
   Tensor eye(DType::Float32, x.shape());
-  for (int64_t i = 0; i < x.dim(0); ++i) {
-    int64_t j = i + k;
-    if (j >= 0 && j < x.dim(1)) eye.data<float>()[i * x.dim(1) + j] = 1.f;
-  }
+  // Only the rows the diagonal crosses: i + k in [0, cols).
+  const int64_t rows = x.dim(0), cols = x.dim(1);
+  const int64_t first = k < 0 ? std::min(rows, -k) : 0;
+  const int64_t last = k >= cols ? 0 : std::min(rows, cols - k);
+  for (int64_t i = first; i < last; ++i) eye.data<float>()[i * cols + i + k] = 1.f;
   ctx.setOutput(0, dt == DType::Float32 ? eye : eye.castTo(dt));
 }
 
