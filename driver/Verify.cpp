@@ -56,27 +56,118 @@ std::unique_ptr<RuleSet> alone(const RuleSet& rules, const Rule& rule) {
   return set;
 }
 
-/// One unit in the last place, up or down at random, on every float element.
-Tensor perturbed(const Tensor& t, Rng& rng) {
-  Tensor out = t;
-  auto nudge = [&](auto* p) {
-    using T = std::remove_pointer_t<decltype(p)>;
-    for (int64_t i = 0; i < out.numel(); ++i)
-      p[i] = std::nextafter(p[i], (rng() & 1) ? std::numeric_limits<T>::infinity() : -std::numeric_limits<T>::infinity());
+/// Simulated rounding: every float64 element times (1 + u * eps), u
+/// uniform in [-1, 1]. Continuous, so two such errors never cancel exactly
+/// (steps of one ulp do, half the time).
+/// (In float32, for graphs with an op that has no float64 kernel, the
+/// product rounds back to a neighbouring float.)
+void jitter(Tensor& t, double eps, Rng& rng, const Tensor* magnitude = nullptr) {
+  std::uniform_real_distribution<double> u(-1, 1);
+  auto apply = [&](auto* p) {
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const double scale = magnitude ? magnitude->scalarAt(i) : std::fabs(static_cast<double>(p[i]));
+      p[i] = static_cast<std::remove_pointer_t<decltype(p)>>(static_cast<double>(p[i]) + u(rng) * eps * scale);
+    }
   };
-  if (out.dtype() == DType::Float32) nudge(out.data<float>());
-  else if (out.dtype() == DType::Float64) nudge(out.data<double>());
+  if (t.dtype() == DType::Float64) apply(t.data<double>());
+  else if (t.dtype() == DType::Float32) apply(t.data<float>());
+}
+
+/// Ops whose result is a sum of many products of their operands.
+bool accumulates(const std::string& op) {
+  static const std::set<std::string> ops = {"Conv", "ConvTranspose", "MatMul", "Gemm", "Einsum", "ReduceSum", "ReduceMean"};
+  return ops.count(op) > 0;
+}
+
+/// |t| element by element (float64), for magnitude runs.
+Tensor absolute(const Tensor& t) {
+  Tensor out = t;
+  if (t.dtype() == DType::Float64)
+    for (int64_t i = 0; i < out.numel(); ++i) out.data<double>()[i] = std::fabs(out.data<double>()[i]);
+  else if (t.dtype() == DType::Float32)
+    for (int64_t i = 0; i < out.numel(); ++i) out.data<float>()[i] = std::fabs(out.data<float>()[i]);
   return out;
 }
 
-/// The outputs of `g` with every float input and constant one ulp off.
-Expected<std::vector<Tensor>> perturbedRun(const Graph& g, const std::vector<Tensor>& inputs, const OpCatalog& catalog,
-                                           Rng& rng) {
+/// The graph in double precision: float32 values, constants and casts to
+/// float32 become float64, so rounding can be simulated finer than it happens.
+Graph promoted(const Graph& g) {
   Graph h = g.clone();
-  for (ValueId v : h.constants()) h.value(v).constant = std::make_shared<const Tensor>(perturbed(*h.value(v).constant, rng));
+  for (size_t v = 0; v < h.valueCapacity(); ++v) {
+    Value& val = h.value(static_cast<ValueId>(v));
+    if (val.type.dtype != DType::Float32) continue;
+    val.type.dtype = DType::Float64;
+    if (val.constant) val.constant = std::make_shared<const Tensor>(val.constant->castTo(DType::Float64));
+  }
+  for (NodeRef n : h.nodes())
+    for (const char* attr : {"to", "dtype"})
+      if (const Attribute* a = h.node(n).attr(attr); a && std::get_if<int64_t>(a) &&
+                                                     std::get<int64_t>(*a) == static_cast<int64_t>(DType::Float32))
+        h.node(n).attrs[attr] = static_cast<int64_t>(DType::Float64);
+  return h;
+}
+
+/// Per output element: how far the graph's result moves when every input,
+/// constant and node result is rounded once more, as float32 (or float64)
+/// arithmetic in another order could have rounded it. The largest move over
+/// three runs, measured in double precision. Infinite where a finite
+/// result can become NaN or infinite.
+std::vector<std::vector<double>> roundingNoise(const Graph& g, const std::vector<Tensor>& inputs,
+                                               const OpCatalog& catalog, Rng& rng) {
+  bool single = false;
+  for (size_t v = 0; v < g.valueCapacity(); ++v) single |= g.value(static_cast<ValueId>(v)).type.dtype == DType::Float32;
+  const double eps = single ? std::ldexp(1.0, -24) : std::ldexp(1.0, -53);
+  Graph h = promoted(g);
   std::vector<Tensor> in;
-  for (const Tensor& t : inputs) in.push_back(perturbed(t, rng));
-  return runGraph(h, in, &catalog);
+  for (const Tensor& t : inputs) in.push_back(t.dtype() == DType::Float32 ? t.castTo(DType::Float64) : t);
+  Expected<std::vector<Tensor>> clean = runGraph(h, in, &catalog);
+  if (!clean) {  // an op without a float64 kernel: simulate in the graph's own precision
+    h = g.clone();
+    in = inputs;
+    clean = runGraph(h, in, &catalog);
+  }
+  std::vector<std::vector<double>> noise;
+  if (!clean) return noise;
+  for (const Tensor& t : clean.value()) noise.emplace_back(static_cast<size_t>(t.numel()), 0.0);
+  for (int run = 0; run < 3; ++run) {
+    Graph k = h.clone();
+    for (ValueId v : k.constants()) {
+      Tensor t = *k.value(v).constant;
+      jitter(t, eps, rng);
+      k.value(v).constant = std::make_shared<const Tensor>(std::move(t));
+    }
+    std::vector<Tensor> kin = in;
+    for (Tensor& t : kin) jitter(t, eps, rng);
+    Expected<std::vector<Tensor>> noisy =
+        runGraph(k, kin, &catalog, [&](NodeRef n, const std::vector<const Tensor*>& operands, std::vector<Tensor>& results) {
+          // A sum of many terms rounds at the scale of its terms, not of its
+          // result (3000x - 3000x): for the ops that accumulate, the error is
+          // drawn against the same op over the terms' magnitudes.
+          const std::string& op = k.node(n).op.str();
+          if (accumulates(op) && results.size() == 1) {
+            std::vector<Tensor> magnitudes;
+            for (const Tensor* t : operands) magnitudes.push_back(t ? absolute(*t) : Tensor());
+            std::vector<const Tensor*> ptrs;
+            for (const Tensor& t : magnitudes) ptrs.push_back(t.empty() ? nullptr : &t);
+            Expected<std::vector<Tensor>> m = evaluateNode(k, n, ptrs, &catalog);
+            if (m && m->size() == 1 && (*m)[0].shape() == results[0].shape()) {
+              jitter(results[0], eps, rng, &(*m)[0]);
+              return;
+            }
+          }
+          for (Tensor& t : results) jitter(t, eps, rng);
+        });
+    if (!noisy) continue;
+    for (size_t o = 0; o < noise.size() && o < noisy->size(); ++o)
+      for (int64_t i = 0; i < clean.value()[o].numel() && i < (*noisy)[o].numel(); ++i) {
+        const double c = clean.value()[o].scalarAt(i), n = (*noisy)[o].scalarAt(i);
+        if (std::isnan(c) && std::isnan(n)) continue;
+        const double d = std::isfinite(c) && std::isfinite(n) ? std::fabs(n - c)
+                         : (c == n) ? 0.0 : std::numeric_limits<double>::infinity();
+        noise[o][static_cast<size_t>(i)] = std::max(noise[o][static_cast<size_t>(i)], d);
+      }
+  }
+  return noise;
 }
 
 std::string formatNumber(double x) {
@@ -96,9 +187,11 @@ std::string formatTensor(const Tensor& t, int64_t limit = 24) {
   return s + "}";
 }
 
-/// Element-by-element comparison with the noise allowance of Verify.h.
-std::string compare(const std::string& name, const Tensor& got, const Tensor& want,
-                    const std::vector<const Tensor*>& noisy, const Tolerance& tol) {
+/// Element-by-element comparison with the noise allowance of Verify.h:
+/// `noise[i]` is the rounding sensitivity of element i, before and after
+/// the rule together (empty when unknown).
+std::string compare(const std::string& name, const Tensor& got, const Tensor& want, const std::vector<double>& noise,
+                    const Tolerance& tol) {
   if (got.dtype() != want.dtype() || got.shape() != want.shape())
     return "output `" + name + "` is " + formatTensor(got, 0) + " after the rule, " + formatTensor(want, 0) + " before";
   double scale = 0;
@@ -110,11 +203,7 @@ std::string compare(const std::string& name, const Tensor& got, const Tensor& wa
     if (std::isnan(w) && std::isnan(g)) continue;
     if (w == g) continue;
     double bound = exact ? 0 : tol.atol + tol.rtol * scale;
-    if (!exact)
-      for (const Tensor* n : noisy) {
-        const double p = n->scalarAt(i);
-        bound += std::isfinite(p) && std::isfinite(w) ? 8 * std::fabs(p - w) : std::numeric_limits<double>::infinity();
-      }
+    if (!exact && static_cast<size_t>(i) < noise.size()) bound += 8 * noise[static_cast<size_t>(i)];
     if (std::fabs(g - w) <= bound) continue;
     if (std::isnan(g) != std::isnan(w))
       return "output `" + name + "` element " + std::to_string(i) + ": " + formatNumber(g) + " after the rule, " +
@@ -277,6 +366,7 @@ class RuleChecker {
     const OpCatalog& catalog = rules_.catalog;
     Expected<std::vector<Tensor>> want = runGraph(inst.graph, inst.inputs, &catalog);
     if (!want) return discarded("the interpreter refuses the drawn graph: " + want.error().message);
+    rewrittenGraph_.reset();
     std::optional<Outcome> early;  // decided before anything ran: discarded, refused, failed
     Expected<std::vector<Tensor>> got = rule_.kind == Rule::Kind::Fusion ? fused(inst, early) : rewritten(inst, early);
     if (early) {
@@ -291,15 +381,16 @@ class RuleChecker {
       return o;
     }
     o.got = std::move(got.value());
-    std::vector<std::vector<Tensor>> noise;
-    for (int k = 0; k < 2; ++k) {
-      Expected<std::vector<Tensor>> n = perturbedRun(inst.graph, inst.inputs, catalog, rng);
-      if (n) noise.push_back(std::move(n.value()));
-    }
+    // Rounding sensitivity of the graph before the rule and of what runs
+    // after it (the rewritten graph; a fused kernel reorders the same ops).
+    std::vector<std::vector<double>> noise = roundingNoise(inst.graph, inst.inputs, catalog, rng);
+    const std::vector<std::vector<double>> after =
+        rewrittenGraph_ ? roundingNoise(*rewrittenGraph_, inst.inputs, catalog, rng) : noise;
+    for (size_t o = 0; o < noise.size() && o < after.size(); ++o)
+      for (size_t i = 0; i < noise[o].size() && i < after[o].size(); ++i) noise[o][i] += after[o][i];
     for (size_t i = 0; i < o.want.size(); ++i) {
-      std::vector<const Tensor*> noisy;
-      for (const auto& n : noise) noisy.push_back(&n[i]);
-      std::string diff = compare(inst.graph.value(inst.graph.outputs()[i]).name, o.got[i], o.want[i], noisy, tolerance());
+      std::string diff = compare(inst.graph.value(inst.graph.outputs()[i]).name, o.got[i], o.want[i],
+                                 i < noise.size() ? noise[i] : std::vector<double>{}, tolerance());
       if (!diff.empty()) {
         o.kind = Outcome::Kind::Failed;
         o.why = diff;
@@ -327,7 +418,9 @@ class RuleChecker {
       return Error{o->why};
     }
     eliminateDeadCode(after);
-    return runGraph(after, inst.inputs, &rules_.catalog);
+    Expected<std::vector<Tensor>> out = runGraph(after, inst.inputs, &rules_.catalog);
+    rewrittenGraph_ = std::move(after);
+    return out;
   }
 
   /// Fusion rules: compiled with the rule's family, run on OpenCL.
@@ -385,6 +478,7 @@ class RuleChecker {
   Rule unguarded_;
   Target eager_;
   std::string lastRefusal_;
+  mutable std::optional<Graph> rewrittenGraph_;  ///< the last instance after the rule, for its rounding noise
 };
 
 }  // namespace

@@ -68,6 +68,11 @@ Expected<std::vector<Tensor>> evaluateNode(const Graph& graph, NodeRef n, const 
 }
 
 Expected<std::vector<Tensor>> runGraph(const Graph& graph, const std::vector<Tensor>& inputs, const OpCatalog* catalog) {
+  return runGraph(graph, inputs, catalog, nullptr);
+}
+
+Expected<std::vector<Tensor>> runGraph(const Graph& graph, const std::vector<Tensor>& inputs, const OpCatalog* catalog,
+                                       const AfterNode& afterNode) {
   if (inputs.size() != graph.inputs().size())
     return Error{"model takes " + std::to_string(graph.inputs().size()) + " inputs, got " +
                  std::to_string(inputs.size())};
@@ -127,6 +132,7 @@ Expected<std::vector<Tensor>> runGraph(const Graph& graph, const std::vector<Ten
     }
     Expected<std::vector<Tensor>> results = evaluateNode(graph, n, operands, catalog);
     if (!results) return results.error();
+    if (afterNode) afterNode(n, operands, results.value());
     for (ValueId v : d.inputs) {
       if (v == kNoValue) continue;
       if (--pending[v] == 0) live.erase(v);

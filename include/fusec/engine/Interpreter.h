@@ -7,6 +7,8 @@
 /// numeric types. An op without a kernel is an error naming the op and node.
 #pragma once
 
+#include <functional>
+
 #include <string_view>
 #include <vector>
 
@@ -38,5 +40,12 @@ Expected<std::vector<Tensor>> evaluateNode(const Graph& graph, NodeRef node,
 /// types. Returns the graph outputs in order.
 Expected<std::vector<Tensor>> runGraph(const Graph& graph, const std::vector<Tensor>& inputs,
                                        const OpCatalog* catalog);
+
+/// Called with each node, its operands and its results before later nodes
+/// read them; it may change the results (fusec verify perturbs them to
+/// measure rounding sensitivity).
+using AfterNode = std::function<void(NodeRef, const std::vector<const Tensor*>& operands, std::vector<Tensor>& results)>;
+Expected<std::vector<Tensor>> runGraph(const Graph& graph, const std::vector<Tensor>& inputs,
+                                       const OpCatalog* catalog, const AfterNode& afterNode);
 
 }  // namespace fusec
