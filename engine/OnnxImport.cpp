@@ -445,13 +445,18 @@ namespace {
 /// a crash there must refuse the model, not end fusec. The child sends back
 /// only what inference adds (value types), never the weights.
 Status inferShapesIsolated(onnx::ModelProto& model) {
+  // Seconds ONNX's inference may take: a second or two for the largest real
+  // models; its convolution inference counts to a SAME-padded dim one stride
+  // at a time, so a declared dim of 2^62 would take centuries.
+  IsolationLimits limits;
+  limits.timeoutSeconds = static_cast<int>(std::min<int64_t>(limitFromEnv("FUSEC_INFERENCE_SECONDS", 60), 3600));
   Expected<std::string> inferred = runIsolated("ONNX's shape inference", [&model]() {
     onnx::shape_inference::InferShapes(model);
     onnx::GraphProto types;
     *types.mutable_value_info() = model.graph().value_info();
     *types.mutable_output() = model.graph().output();
     return types.SerializeAsString();
-  });
+  }, limits);
   if (!inferred) return Error{oneLine(inferred.error().message) + "; the model is malformed"};
   onnx::GraphProto types;
   if (!types.ParseFromString(inferred.value()) || types.output_size() != model.graph().output_size())

@@ -135,6 +135,7 @@ struct Packs {
   Packs() {
     setenv("FUSEC_MAX_TENSOR_BYTES", "67108864", 1);  // 64 MiB: bombs end early, not in the OOM killer
     setenv("FUSEC_MAX_INTERPRETER_STEPS", "16777216", 1);  // a second at most, not minutes
+    setenv("FUSEC_INFERENCE_SECONDS", "5", 1);  // ONNX's inference, which can count to 2^62, inside the 10 s per input
     grammar::SourceManager sources;
     grammar::DiagnosticEngine diags(sources);
     grammar::ast::AstContext context;
