@@ -250,7 +250,7 @@ class RuleChecker {
     const int wanted = fusion ? options_.fusionInstances : options_.instances;
     const int maxDraws = wanted * options_.drawsPerInstance;
     Rng rng(options_.seed ^ std::hash<std::string>{}(rule_.name));
-    std::map<std::string, int> discards;
+    std::map<std::string, int> discards, refusals;
     while (v.instances < wanted && v.draws < maxDraws) {
       ++v.draws;
       Expected<Instance> inst = generateInstance(rule_, rng);
@@ -271,7 +271,7 @@ class RuleChecker {
       }
       if (o.kind == Outcome::Kind::Refused) {
         ++v.refused;
-        lastRefusal_ = o.why;
+        ++refusals[o.why];
         ++discards["the family refused the group: " + o.why];
         continue;
       }
@@ -283,12 +283,16 @@ class RuleChecker {
         break;
       }
     }
+    if (!refusals.empty())
+      v.refusal = std::max_element(refusals.begin(), refusals.end(), [](const auto& a, const auto& b) {
+                    return a.second < b.second;
+                  })->first;
     if (v.kind != RuleVerdict::Kind::Counterexample && v.kind != RuleVerdict::Kind::Proved) {
       if (v.instances > 0) v.kind = RuleVerdict::Kind::Verified;
       else if (v.refused > 0) {
         // It never fuses anything: planning refuses every group it forms.
         v.kind = RuleVerdict::Kind::NotChecked;
-        v.detail = "the family refuses every group it forms (" + std::to_string(v.refused) + " drawn), so it changes no model: " + lastRefusal_;
+        v.detail = "the family refuses every group it forms (" + std::to_string(v.refused) + " drawn), so it changes no model: " + v.refusal;
       } else {
         v.kind = RuleVerdict::Kind::NoInstance;
         auto commonest = std::max_element(discards.begin(), discards.end(),
@@ -477,7 +481,6 @@ class RuleChecker {
   Matcher matcher_;
   Rule unguarded_;
   Target eager_;
-  std::string lastRefusal_;
   mutable std::optional<Graph> rewrittenGraph_;  ///< the last instance after the rule, for its rounding noise
 };
 

@@ -411,6 +411,7 @@ class Generator {
     const size_t results = std::max<size_t>(1, pn.results.size());
     NodeRef n = g_.addNodeWithNewOutputs(name, inputs, results, attrs, name + "_" + std::to_string(next_++));
     matched_.push_back(n);
+    if (std::string p = operandTypeProblem(g_, g_.node(n)); !p.empty()) throw Discard{"`" + name + "`: " + p};
     inferNodeTypes(g_, n);
     std::vector<ValueId> out;
     for (ValueId v : g_.node(n).outputs) {

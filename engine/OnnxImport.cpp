@@ -523,6 +523,11 @@ Expected<Graph> importOnnxBuffer(std::string_view bytes, std::string_view source
     Graph g = buildGraph(model, options.externalDataDir.empty() ? nullptr : &options.externalDataDir);
     // What ONNX inferred for nodes whose operands overflow its arithmetic
     // (a Tile to 2^64 elements wraps to 0) is not kept.
+    // Operand types ONNX's schema does not allow (an `Or` of floats): the
+    // kernels would be built for types their ops do not have.
+    for (NodeRef n : g.nodes())
+      if (std::string p = operandTypeProblem(g, g.node(n)); !p.empty())
+        return Error{where + ": node " + g.describe(n) + ": " + p};
     for (NodeRef n : g.nodes()) {
       if (inferenceSafe(g, g.node(n))) continue;
       for (ValueId v : g.node(n).outputs)

@@ -100,6 +100,8 @@ class RewriteBuilder {
     // Typed there and then, so later steps, guards and codegen see shapes;
     // where ONNX cannot infer the op (LessOrEqual has no inference of its
     // own), the element type the catalog gives its result.
+    if (std::string p = operandTypeProblem(g_, g_.node(node)); !p.empty())
+      throw UserError{"it builds `" + op + "` on operands it does not take: " + p};
     inferNodeTypes(g_, node);
     const OpDef* def = catalog_.find(op);
     const ResultType result = def ? def->resultType : ResultType::SameAsOperands;

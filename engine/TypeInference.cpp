@@ -2,10 +2,12 @@
 #include "fusec/engine/TypeInference.h"
 
 #include <cmath>
+#include <map>
 
 #include <fmt/format.h>
 #include <set>
 
+#include <onnx/defs/data_type_utils.h>
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
 
@@ -72,6 +74,35 @@ bool inferenceSafe(const Graph& g, const NodeData& d) {
     }
   }
   return true;
+}
+
+std::string operandTypeProblem(const Graph& g, const NodeData& d) {
+  auto opset = g.info.opsetImports.find(d.domain);
+  const int version = static_cast<int>(opset == g.info.opsetImports.end() ? g.info.defaultOpset() : opset->second);
+  const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(d.op.str(), version, d.domain);
+  if (!schema || schema->inputs().empty()) return "";
+  const auto& formals = schema->inputs();
+  std::map<std::string, std::pair<DType, size_t>> bound;  // type parameter -> the first operand's type
+  for (size_t i = 0; i < d.inputs.size(); ++i) {
+    const bool variadic = formals.back().GetOption() == onnx::OpSchema::Variadic;
+    if (i >= formals.size() && !variadic) break;
+    const auto& formal = formals[std::min(i, formals.size() - 1)];
+    if (d.inputs[i] == kNoValue) continue;
+    const DType dt = g.value(d.inputs[i]).type.dtype;
+    if (dt == DType::Undefined || dtypeSize(dt) == 0) continue;
+    const onnx::DataType mine =
+        onnx::Utils::DataTypeUtils::ToType("tensor(" + onnx::Utils::DataTypeUtils::ToDataTypeString(static_cast<int32_t>(dt)) + ")");
+    if (!formal.GetTypes().count(mine))
+      return fmt::format("operand {} (`{}`) is {}, which {} does not take", i, g.value(d.inputs[i]).name, dtypeName(dt),
+                         d.op.str());
+    // One type parameter, one type (Add's A and B; a homogeneous variadic's values).
+    if (i >= formals.size() && !formal.GetIsHomogeneous()) continue;
+    auto [it, fresh] = bound.emplace(formal.GetTypeStr(), std::pair{dt, i});
+    if (!fresh && it->second.first != dt)
+      return fmt::format("operands {} and {} must have one element type, got {} and {}", it->second.second, i,
+                         dtypeName(it->second.first), dtypeName(dt));
+  }
+  return "";
 }
 
 bool inferNodeTypes(Graph& g, NodeRef n) {

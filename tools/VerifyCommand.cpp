@@ -49,7 +49,8 @@ std::string verdictLine(const driver::RuleVerdict& v) {
       break;
     case K::Verified:
       what = fmt::format("verified {} instances", v.instances);
-      if (v.refused) what += fmt::format(" ({} more refused by the family at planning)", v.refused);
+      if (v.refused)
+        what += fmt::format(" ({} more refused by the family at planning, most for: {})", v.refused, v.refusal);
       if (!v.detail.empty()) what += " (" + v.detail + ")";
       break;
     case K::Counterexample: what = "counterexample: " + v.counterexample->error; break;

@@ -56,6 +56,7 @@ struct RuleVerdict {
   Kind kind = Kind::NotChecked;
   int instances = 0;  ///< instances checked (also after a proof)
   int refused = 0;    ///< fusion rules: instances whose group the family refused at planning
+  std::string refusal;  ///< the commonest reason for those refusals
   int draws = 0;
   double seconds = 0;
   /// Proved: over what; NoInstance: the commonest reason draws were

@@ -26,6 +26,12 @@ bool inferNodeTypes(Graph& g, NodeRef n);
 /// importer drops types ONNX inferred for nodes that fail this.
 bool inferenceSafe(const Graph& g, const NodeData& d);
 
+/// Whether the operands' element types are ones ONNX's schema of the op
+/// allows (`Or` takes bool; Add's two operands share one type), where they
+/// are known: "" when they are, else what is wrong. Ops ONNX does not know
+/// are not checked.
+std::string operandTypeProblem(const Graph& g, const NodeData& d);
+
 /// inferNodeTypes over every node, in topological order. Fails only when
 /// the graph has a cycle.
 Status inferTypes(Graph& g);
