@@ -440,6 +440,14 @@ class RuleChecker {
     const Compiled& c = *compiled.value();
     const bool grouped = std::any_of(c.plan.groups.begin(), c.plan.groups.end(),
                                      [&](const Group& g) { return g.rule && g.rule->name == rule_.name; });
+    if (!grouped && inst.matched.size() == 1) {
+      o = discarded("one node: nothing to fuse");
+      return Error{o->why};
+    }
+    if (!grouped && c.graph.numNodes() < inst.graph.numNodes()) {
+      o = discarded("part of the drawn graph folds to constants at compile time");
+      return Error{o->why};
+    }
     if (!grouped) {
       std::string why = "no group formed";
       for (const Candidate& cand : c.plan.candidates)
