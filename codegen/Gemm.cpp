@@ -141,6 +141,111 @@ bool isGemmGroup(const Graph& g, const std::vector<NodeRef>& members) {
   return d.domain.empty() && (d.op == "MatMul" || d.op == "Gemm" || d.op == "Conv");
 }
 
+namespace {
+
+/// A depthwise Conv (one input channel per group; any channel multiplier),
+/// computed directly: an implicit GEMM of it has one row per group and K =
+/// the window, so its tiles are mostly gather arithmetic. Here each
+/// work-item computes W neighbouring outputs of one output row: the window's
+/// weights are loaded once into registers, each input row of the window is
+/// read once per tap as a vector where the taps fall inside the row (stride
+/// 1) and gathered at the edges, and the epilogue runs on each result as it
+/// is stored. Memory bound: every input element is read KH x KW times from
+/// cache and once from DRAM.
+Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
+                                     const std::string& name, const std::string& comment, const Geometry& geo,
+                                     int width) {
+  const NodeData& conv = g.node(members.front());
+  const ValueId x = conv.inputs[0], w = conv.inputs[1], p = conv.outputs[0];
+  const Shape ps = g.value(p).type.staticShape();
+  const int64_t images = ps[0], channels = ps[1], OH = ps.size() == 4 ? ps[2] : 1, OW = ps.back();
+  const int64_t multiplier = geo.M, taps = geo.KH * geo.KW;
+  const int W = width;
+
+  detail::Emitter e(g, catalog);
+  Expected<detail::Emitter::Epilogue> epi = e.epilogue(members, p, "gemm");
+  if (!epi) return epi.error();
+  KernelSource k;
+  k.name = name;
+  k.inputs = {x, w};
+  if (geo.c != kNoValue) k.inputs.push_back(geo.c);
+  const size_t firstEpi = k.inputs.size();
+  k.inputs.insert(k.inputs.end(), epi->inputs.begin(), epi->inputs.end());
+  k.outputs = epi->outputs;
+  e.bind(p, "acc");
+  std::string epiParams, epiBody;
+  if (Status st = e.emitBody(epi->members, epi->inputs, ps, "i", epiParams, epiBody, firstEpi, false); !st)
+    return st.error();
+
+  const int64_t OWT = (OW + W - 1) / W;
+  k.globalSize = static_cast<size_t>(images * channels * OH * OWT);
+  const std::string vec = "float" + std::to_string(W);
+  static const char* kLanes = "0123456789abcdef";
+  std::ostringstream src;
+  src << "// " << comment << "\n";
+  src << "// Depthwise Conv, direct: " << channels << " output channels (" << multiplier << " per input channel), window "
+      << geo.KH << "x" << geo.KW << ", stride " << geo.SH << "x" << geo.SW << ", dilation " << geo.DH << "x" << geo.DW
+      << ";\n// each work-item computes " << W << " neighbouring outputs of one row with the window's weights in registers.\n";
+  src << detail::Emitter::prelude();
+  src << "__kernel void " << name << "(\n    __global const float* restrict in0,\n    __global const float* restrict in1";
+  if (geo.c != kNoValue) src << ",\n    __global const float* restrict in2";
+  if (!epiParams.empty()) src << ",\n    " << epiParams;
+  for (size_t o = 0; o < k.outputs.size(); ++o) src << ",\n    __global float* restrict out" << o;
+  src << ") {\n";
+  src << "  const int gid = get_global_id(0);\n";
+  src << "  const int ox0 = (gid % " << OWT << ") * " << W << ", oy = (gid / " << OWT << ") % " << OH << ";\n";
+  src << "  const int co = (gid / " << OWT * OH << ") % " << channels << ", img = gid / " << OWT * OH * channels << ";\n";
+  src << "  const __global float* plane = in0 + (img * " << channels / multiplier << " + co / " << multiplier << ") * "
+      << geo.H * geo.Wd << ";\n";
+  src << "  const __global float* wt = in1 + co * " << taps << ";\n";
+  for (int64_t t = 0; t < taps; ++t) src << "  const float w" << t << " = wt[" << t << "];\n";
+  src << "  " << vec << " sums = (" << vec << ")(" << (geo.c != kNoValue ? "in2[co]" : "0.0f") << ");\n";
+  // The input columns the lanes read at tap kx: ix0 + lane * SW + kx * DW.
+  src << "  const int ix0 = ox0 * " << geo.SW << " - " << geo.PW << ";\n";
+  src << "  const int" << W << " lane = (int" << W << ")(";
+  for (int j = 0; j < W; ++j) src << (j ? ", " : "") << j;
+  src << ");\n";
+  for (int64_t ky = 0; ky < geo.KH; ++ky) {
+    src << "  {\n    const int iy = oy * " << geo.SH << " - " << geo.PH << " + " << ky * geo.DH << ";\n";
+    src << "    if (iy >= 0 && iy < " << geo.H << ") {\n";
+    src << "      const __global float* row = plane + iy * " << geo.Wd << ";\n";
+    for (int64_t kx = 0; kx < geo.KW; ++kx) {
+      src << "      {\n        const int first = ix0 + " << kx * geo.DW << ";\n        " << vec << " v;\n";
+      if (geo.SW == 1) {
+        // Stride 1: the lanes' columns are contiguous; one vector load when they are all inside.
+        src << "        if (first >= 0 && first + " << W - 1 << " < " << geo.Wd << ") v = vload" << W << "(0, row + first);\n";
+        src << "        else {\n";
+      } else {
+        src << "        {\n";
+      }
+      src << "          const int" << W << " ix = (int" << W << ")(first) + lane * " << geo.SW << ";\n";
+      src << "          const int" << W << " inside = (ix >= 0) & (ix < " << geo.Wd << ");\n";
+      src << "          const int" << W << " at = select((int" << W << ")(0), ix, inside);\n";
+      src << "          v = select((" << vec << ")(0.0f), (" << vec << ")(";
+      for (int j = 0; j < W; ++j) src << (j ? ", " : "") << "row[at.s" << kLanes[j] << "]";
+      src << "), inside);\n        }\n";
+      src << "        sums = fma((" << vec << ")(w" << ky * geo.KW + kx << "), v, sums);\n      }\n";
+    }
+    src << "    }\n  }\n";
+  }
+  // The epilogue, lane by lane.
+  src << "  float lanes[" << W << "];\n  vstore" << W << "(sums, 0, lanes);\n";
+  src << "  for (int j = 0; j < " << W << "; ++j) {\n";
+  src << "    const int ox = ox0 + j;\n    if (ox >= " << OW << ") break;\n";
+  src << "    const int i = ((img * " << channels << " + co) * " << OH << " + oy) * " << OW << " + ox;\n";
+  src << detail::Emitter::coordinates(ps, "i", "    ");
+  src << "    float acc = lanes[j];\n";
+  std::istringstream body(epiBody);
+  for (std::string line; std::getline(body, line);) src << "  " << line << "\n";
+  for (size_t o = 0; o < k.outputs.size(); ++o)
+    src << "    out" << o << "[i] = " << (k.outputs[o] == p ? std::string("acc") : e.vars().at(k.outputs[o])) << ";\n";
+  src << "  }\n}\n";
+  k.source = src.str();
+  return k;
+}
+
+}  // namespace
+
 Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
                                 const std::string& name, const std::string& comment, const GemmTiling& tiling) {
   if (!isGemmGroup(g, members)) return Error{"group `" + name + "` does not start with a MatMul, Gemm or Conv", true};
@@ -153,6 +258,9 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   }
   Expected<Geometry> geo = geometry(g, mm);
   if (!geo) return geo.error();
+  // Depthwise: one input channel per group, and more than one group.
+  if (geo->conv && geo->groups > 1 && geo->K == geo->KH * geo->KW && geo->KH * geo->KW <= 64)
+    return emitDepthwise(g, members, catalog, name, comment, geo.value(), 8);
   const int64_t M = geo->M, N = geo->N, K = geo->K;
   const Shape ps = g.value(p).type.staticShape();
   // Few rows per group (depthwise convs): one row per tile.
