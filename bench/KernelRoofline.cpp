@@ -94,6 +94,8 @@ __kernel void triad(__global float* a, __global const float* b, __global const f
 int main(int argc, char** argv) {
   // --roofs-only: the two roofs and nothing else (bench/run draws its charts with them).
   const bool roofsOnly = argc > 1 && std::string(argv[1]) == "--roofs-only";
+  // --depthwise: the roofs and the depthwise rows only.
+  const bool depthwiseOnly = argc > 1 && std::string(argv[1]) == "--depthwise";
   grammar::SourceManager sources;
   grammar::DiagnosticEngine diags(sources);
   grammar::ast::AstContext context;
@@ -139,8 +141,8 @@ int main(int argc, char** argv) {
     return true;
   };
   std::mt19937 rng(1);
-  std::printf("%-22s %-16s %-14s %10s %10s %8s\n", "gemm", "MxKxN", "tile", "ms", "GFLOP/s", "of peak");
-  for (const Shape3& s : shapes) {
+  if (!depthwiseOnly) std::printf("%-22s %-16s %-14s %10s %10s %8s\n", "gemm", "MxKxN", "tile", "ms", "GFLOP/s", "of peak");
+  for (const Shape3& s : depthwiseOnly ? std::vector<Shape3>{} : std::vector<Shape3>(std::begin(shapes), std::end(shapes))) {
     Graph g;
     ValueId a = g.addInput("a", TensorType::of(DType::Float32, {s.M, s.K}));
     ValueId b = g.addInput("b", TensorType::of(DType::Float32, {s.K, s.N}));
@@ -169,8 +171,8 @@ int main(int argc, char** argv) {
                              {"stage 3 3x3", 256, 14, 256, 3, 1},
                              {"stage 4 3x3", 512, 7, 512, 3, 1}};
   const codegen::GemmTiling convTilings[] = {{12, 16, 16, 256}, {8, 16, 16, 256}, {12, 8, 16, 256}, {8, 8, 16, 256}, {8, 16, 8, 128}, {4, 16, 16, 256}};
-  std::printf("\n%-22s %-16s %-14s %10s %10s %8s\n", "conv", "CxHxW->M", "tile", "ms", "GFLOP/s", "of peak");
-  for (const ConvShape& s : convs) {
+  if (!depthwiseOnly) std::printf("\n%-22s %-16s %-14s %10s %10s %8s\n", "conv", "CxHxW->M", "tile", "ms", "GFLOP/s", "of peak");
+  for (const ConvShape& s : depthwiseOnly ? std::vector<ConvShape>{} : std::vector<ConvShape>(std::begin(convs), std::end(convs))) {
     const int64_t pad = s.R / 2, out = (s.H + 2 * pad - s.R) / s.stride + 1;
     Graph g;
     ValueId x = g.addInput("x", TensorType::of(DType::Float32, {1, s.C, s.H, s.H}));
@@ -189,6 +191,54 @@ int main(int argc, char** argv) {
                   static_cast<long long>(s.H), static_cast<long long>(s.M));
     for (const codegen::GemmTiling& t : convTilings)
       if (!benchTiling(g, conv, t, {&dx.value(), &dw.value(), &dy.value()}, flops, s.what, shape)) return 1;
+  }
+
+  // MobileNetV2's depthwise 3x3 convs (batch 1), through the conv_epilogue
+  // family's direct depthwise kernel: memory bound, so judged against the
+  // triad bandwidth (input, weights and output bytes, each once).
+  struct DepthwiseShape {
+    const char* what;
+    int64_t C, H, stride;
+  };
+  const DepthwiseShape depthwise[] = {{"mbv2 block 1", 32, 112, 1},  {"mbv2 block 2", 96, 112, 2},
+                                      {"mbv2 block 3", 144, 56, 1},  {"mbv2 block 4", 144, 56, 2},
+                                      {"mbv2 block 6", 192, 28, 1},  {"mbv2 block 8", 384, 14, 1},
+                                      {"mbv2 block 14", 576, 14, 2}, {"mbv2 block 16", 960, 7, 1}};
+  std::printf("\n%-22s %-16s %-14s %10s %10s %8s\n", "depthwise conv", "CxHxW/stride", "kernel", "ms", "GB/s",
+              "of DRAM");
+  for (const DepthwiseShape& s : depthwise) {
+    const int64_t out = (s.H + 2 - 3) / s.stride + 1;
+    Graph g;
+    ValueId x = g.addInput("x", TensorType::of(DType::Float32, {1, s.C, s.H, s.H}));
+    ValueId w = g.addInput("w", TensorType::of(DType::Float32, {s.C, 1, 3, 3}));
+    ValueId y = g.addValue("y", TensorType::of(DType::Float32, {1, s.C, out, out}));
+    NodeRef conv = g.addNode("Conv", {x, w}, {y},
+                             {{"strides", std::vector<int64_t>{s.stride, s.stride}},
+                              {"pads", std::vector<int64_t>{1, 1, 1, 1}},
+                              {"group", s.C}});
+    g.addOutput(y);
+    auto dx = device.upload(randomTensor({1, s.C, s.H, s.H}, rng)), dw = device.upload(randomTensor({s.C, 1, 3, 3}, rng));
+    auto dy = device.allocate(static_cast<size_t>(s.C * out * out) * 4);
+    const double bytes = 4.0 * (s.C * s.H * s.H + s.C * 9 + s.C * out * out);
+    char shape[40];
+    std::snprintf(shape, sizeof shape, "%lldx%lldx%lld/%lld", static_cast<long long>(s.C), static_cast<long long>(s.H),
+                  static_cast<long long>(s.H), static_cast<long long>(s.stride));
+    // The direct kernel, and the implicit GEMM it replaced, side by side.
+    for (bool direct : {true, false}) {
+      codegen::GemmTiling t;
+      t.directDepthwise = direct;
+      Expected<codegen::KernelSource> k = codegen::emitGemm(g, {conv}, ops->catalog, "bench_depthwise", "bench", t);
+      if (!k) {
+        std::fprintf(stderr, "%s\n", k.error().message.c_str());
+        return 1;
+      }
+      const double sec = bestTime(device, k->source, k->name,
+                                  {codegen::KernelArg::of(dx.value()), codegen::KernelArg::of(dw.value()),
+                                   codegen::KernelArg::of(dy.value())},
+                                  k->globalSize, k->localSize);
+      std::printf("%-22s %-16s %-14s %10.3f %10.1f %7.0f%%\n", s.what, shape, direct ? "direct 1x8" : "implicit gemm",
+                  sec * 1e3, bytes / sec / 1e9, 100.0 * bytes / sec / 1e9 / triad);
+    }
   }
   return 0;
 }

@@ -215,6 +215,10 @@ Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>&
         // Stride 1: the lanes' columns are contiguous; one vector load when they are all inside.
         src << "        if (first >= 0 && first + " << W - 1 << " < " << geo.Wd << ") v = vload" << W << "(0, row + first);\n";
         src << "        else {\n";
+      } else if (geo.SW == 2 && W == 8) {
+        // Stride 2: every other column of 16 contiguous ones.
+        src << "        if (first >= 0 && first + 15 < " << geo.Wd << ") v = vload16(0, row + first).even;\n";
+        src << "        else {\n";
       } else {
         src << "        {\n";
       }
@@ -259,7 +263,7 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   Expected<Geometry> geo = geometry(g, mm);
   if (!geo) return geo.error();
   // Depthwise: one input channel per group, and more than one group.
-  if (geo->conv && geo->groups > 1 && geo->K == geo->KH * geo->KW && geo->KH * geo->KW <= 64)
+  if (tiling.directDepthwise && geo->conv && geo->groups > 1 && geo->K == geo->KH * geo->KW && geo->KH * geo->KW <= 64)
     return emitDepthwise(g, members, catalog, name, comment, geo.value(), 8);
   const int64_t M = geo->M, N = geo->N, K = geo->K;
   const Shape ps = g.value(p).type.staticShape();

@@ -25,6 +25,9 @@ struct GemmTiling {
   int width = 16;
   int localRows = 16;
   int depth = 256;
+  /// Depthwise convs get their own direct kernel; false tiles them as an
+  /// implicit GEMM like other convs (kernel_roofline compares the two).
+  bool directDepthwise = true;
 };
 
 /// Whether `members` start with a MatMul or Gemm this family generates.
