@@ -51,7 +51,8 @@ std::vector<FunctionFamily::Spec> specs() {
        [](const Graph& g, const Group& grp, const OpCatalog&) { return isGemmGroup(g, grp) && !headIs(g, grp, "Conv"); },
        gemm(false)},
       {"conv_epilogue", "a Conv (any groups, strides, dilations and pads; tiled as an implicit GEMM, gathered "
-       "directly when it cannot be tiled) followed by elementwise ops on its result", "it does not start with a Conv",
+       "directly when it cannot be tiled; depthwise convs computed directly, weights in registers) followed by "
+       "elementwise ops on its result", "it does not start with a Conv",
        [](const Graph& g, const Group& grp, const OpCatalog&) { return isGemmGroup(g, grp) && headIs(g, grp, "Conv"); },
        gemm(true)},
       {"pool_epilogue", "MaxPool, AveragePool, ConvTranspose or inference BatchNormalization (float32) followed by "
