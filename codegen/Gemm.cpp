@@ -248,6 +248,89 @@ Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>&
   return k;
 }
 
+/// A matrix-vector product whose matrix rows are contiguous along K: a
+/// batch-1 Linear layer (Gemm with one row of A and B transposed, as
+/// PyTorch exports nn.Linear) or a 1x1 Conv on one pixel (squeeze and
+/// excitation). Bandwidth bound: every weight is read once. One work-group
+/// of 64 work-items per output: they stride through the row together
+/// (neighbouring work-items read neighbouring weights), then sum their
+/// partial dots in local memory; the first applies the epilogue.
+Expected<KernelSource> emitGemv(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
+                                const std::string& name, const std::string& comment, const Geometry& geo) {
+  constexpr int L = 64;
+  const NodeData& head = g.node(members.front());
+  const ValueId a = head.inputs[0], b = head.inputs[1], p = head.outputs[0];
+  const Shape ps = g.value(p).type.staticShape();
+  // The matrix is in1 (weights / B); the vector in0 (the image / A's row).
+  const int64_t rows = geo.conv ? geo.M : geo.N, K = geo.K;
+  const int64_t rowStride = geo.conv ? geo.K : geo.bn, vecStride = geo.conv ? geo.bk : geo.ak;
+
+  detail::Emitter e(g, catalog);
+  Expected<detail::Emitter::Epilogue> epi = e.epilogue(members, p, "gemm");
+  if (!epi) return epi.error();
+  KernelSource k;
+  k.name = name;
+  k.inputs = {a, b};
+  if (geo.c != kNoValue) k.inputs.push_back(geo.c);
+  const size_t firstEpi = k.inputs.size();
+  k.inputs.insert(k.inputs.end(), epi->inputs.begin(), epi->inputs.end());
+  k.outputs = epi->outputs;
+  e.bind(p, "acc");
+  std::string epiParams, epiBody;
+  if (Status st = e.emitBody(epi->members, epi->inputs, ps, "i", epiParams, epiBody, firstEpi, false); !st)
+    return st.error();
+  k.globalSize = static_cast<size_t>(rows * L);
+  k.localSize = L;
+  k.localMemBytes = L * sizeof(float);
+
+  std::ostringstream src;
+  src << "// " << comment << "\n";
+  src << "// Matrix-vector product: " << rows << " outputs, each the dot of a contiguous row of " << K
+      << " weights with the vector;\n// " << L << " work-items per output stride through the row, then sum in local memory.\n";
+  src << detail::Emitter::prelude();
+  src << "__kernel __attribute__((reqd_work_group_size(" << L << ", 1, 1))) void " << name
+      << "(\n    __global const float* restrict in0,\n    __global const float* restrict in1";
+  if (geo.c != kNoValue) src << ",\n    __global const float* restrict in2";
+  if (!epiParams.empty()) src << ",\n    " << epiParams;
+  for (size_t o = 0; o < k.outputs.size(); ++o) src << ",\n    __global float* restrict out" << o;
+  src << ") {\n";
+  src << "  const int r = get_group_id(0), lid = get_local_id(0);\n";
+  src << "  const __global float* row = in1 + r * " << rowStride << ";\n";
+  src << "  float s = 0.0f;\n";
+  src << "  for (int k = lid; k < " << K << "; k += " << L << ") s = fma(row[k], in0[k * " << vecStride << "], s);\n";
+  src << "  __local float part[" << L << "];\n  part[lid] = s;\n  barrier(CLK_LOCAL_MEM_FENCE);\n";
+  src << "  for (int h = " << L / 2 << "; h > 0; h >>= 1) {\n    if (lid < h) part[lid] += part[lid + h];\n"
+      << "    barrier(CLK_LOCAL_MEM_FENCE);\n  }\n";
+  src << "  if (lid != 0) return;\n";
+  src << "  const int i = r;\n";
+  src << detail::Emitter::coordinates(ps, "i", "  ");
+  src << "  float acc = part[0];\n";
+  if (geo.alpha != 1.0f) src << "  acc *= " << detail::floatLiteral(geo.alpha) << ";\n";
+  if (geo.c != kNoValue && geo.conv) {
+    src << "  acc += in2[r];  // bias of the output channel\n";
+  } else if (geo.c != kNoValue) {
+    // C broadcast to [1, N]: per output, or one value.
+    const Shape cs = g.value(geo.c).type.staticShape();
+    src << "  acc = fma(" << detail::floatLiteral(geo.beta) << ", in2[" << (!cs.empty() && cs.back() != 1 ? "r" : "0")
+        << "], acc);\n";
+  }
+  std::istringstream body(epiBody);
+  for (std::string line; std::getline(body, line);) src << line << "\n";
+  for (size_t o = 0; o < k.outputs.size(); ++o)
+    src << "  out" << o << "[i] = " << (k.outputs[o] == p ? std::string("acc") : e.vars().at(k.outputs[o])) << ";\n";
+  src << "}\n";
+  k.source = src.str();
+  return k;
+}
+
+/// Whether `geo` is a matrix-vector product emitGemv takes: one output
+/// vector, weight rows contiguous along K, no batches.
+bool isGemv(const Geometry& geo) {
+  if (geo.conv)  // a 1x1 conv on one pixel of one image, one group
+    return !geo.im2col && geo.N == 1 && geo.groups == 1 && geo.batch.size() == 2 && geo.batch[0] == 1 && geo.K >= 64;
+  return geo.M == 1 && geo.bk == 1 && geo.batch.empty() && geo.K >= 64;
+}
+
 }  // namespace
 
 Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
@@ -265,6 +348,7 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   // Depthwise: one input channel per group, and more than one group.
   if (tiling.directDepthwise && geo->conv && geo->groups > 1 && geo->K == geo->KH * geo->KW && geo->KH * geo->KW <= 64)
     return emitDepthwise(g, members, catalog, name, comment, geo.value(), 8);
+  if (tiling.gemv && isGemv(geo.value())) return emitGemv(g, members, catalog, name, comment, geo.value());
   const int64_t M = geo->M, N = geo->N, K = geo->K;
   const Shape ps = g.value(p).type.staticShape();
   // Few rows per group (depthwise convs): one row per tile.

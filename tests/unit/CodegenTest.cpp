@@ -271,10 +271,13 @@ TEST_CASE("convs and gemms with fused epilogues match the interpreter for every 
 g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float[6,3,3,3] wg, float[6,1,3,3] wd,
    float[5,6,1,1] w1, float[2,6,11] x1, float[4,6,3] wl, float[13,5] ga, float[19,13] gb, float[19] gc,
    float[3,1,5,13] ma, float[4,13,17] mb, float[13] mv, float[7,1,13] sa, float[13,9] sw, float[9] sbias,
-   float[1,13,9] sw1, float[12,1,3,3] wm, float[12] bm, float[6,1,5,2] wa, float[6,1,3] w1d, float[2,6,23,21] xw)
+   float[1,13,9] sw1, float[12,1,3,3] wm, float[12] bm, float[6,1,5,2] wa, float[6,1,3] w1d, float[2,6,23,21] xw,
+   float[1,130] lx, float[37,130] lw, float[37] lb, float[1,130,1,1] se, float[24,130,1,1] sew, float[24] seb,
+   float[130,1] lcol)
   => (float[2,10,9,7] y, float[2,6,2,2] sd, float[2,6,4,3] grp, float[2,6,9,7] dw, float[2,5,9,7] pw, float[2,4,5] l,
       float[5,19] gm, float[3,4,5,17] mm, float[3,1,5] mvec, float[7,1,9] seq, float[3,1,5,9] seq1,
-      float[2,12,5,3] dwm, float[2,6,7,9] dwa, float[2,6,11] dw1, float[2,6,23,21] dwr) {
+      float[2,12,5,3] dwm, float[2,6,7,9] dwa, float[2,6,11] dw1, float[2,6,23,21] dwr,
+      float[1,37] lin, float[1,24,1,1] sev, float[1,1] dot) {
   c = Conv <pads = [1, 1, 1, 1]> (x, w, b)
   r = Add (c, skip)
   y = Relu (r)
@@ -301,6 +304,11 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
   dwr0 = Conv <group = 6, pads = [1, 1, 1, 1]> (xw, wd)
   dwr1 = Add (dwr0, xw)
   dwr = Relu (dwr1)
+  lin0 = Gemm <transB = 1, alpha = 0.5, beta = 2.0> (lx, lw, lb)
+  lin = Relu (lin0)
+  sev0 = Conv (se, sew, seb)
+  sev = HardSigmoid (sev0)
+  dot = MatMul (lx, lcol)
 }
 )");
   std::vector<Tensor> inputs;

@@ -28,6 +28,9 @@ struct GemmTiling {
   /// Depthwise convs get their own direct kernel; false tiles them as an
   /// implicit GEMM like other convs (kernel_roofline compares the two).
   bool directDepthwise = true;
+  /// Matrix-vector products with contiguous weight rows (a batch-1 Linear,
+  /// a 1x1 conv on one pixel) get a split-K kernel of their own.
+  bool gemv = true;
 };
 
 /// Whether `members` start with a MatMul or Gemm this family generates.
