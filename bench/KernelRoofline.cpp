@@ -94,8 +94,8 @@ __kernel void triad(__global float* a, __global const float* b, __global const f
 int main(int argc, char** argv) {
   // --roofs-only: the two roofs and nothing else (bench/run draws its charts with them).
   const bool roofsOnly = argc > 1 && std::string(argv[1]) == "--roofs-only";
-  // --depthwise: the roofs and the depthwise rows only.
-  const bool depthwiseOnly = argc > 1 && std::string(argv[1]) == "--depthwise";
+  // --bandwidth: the roofs and the memory-bound rows (depthwise, GEMV) only.
+  const bool bandwidthOnly = argc > 1 && std::string(argv[1]) == "--bandwidth";
   grammar::SourceManager sources;
   grammar::DiagnosticEngine diags(sources);
   grammar::ast::AstContext context;
@@ -141,8 +141,8 @@ int main(int argc, char** argv) {
     return true;
   };
   std::mt19937 rng(1);
-  if (!depthwiseOnly) std::printf("%-22s %-16s %-14s %10s %10s %8s\n", "gemm", "MxKxN", "tile", "ms", "GFLOP/s", "of peak");
-  for (const Shape3& s : depthwiseOnly ? std::vector<Shape3>{} : std::vector<Shape3>(std::begin(shapes), std::end(shapes))) {
+  if (!bandwidthOnly) std::printf("%-22s %-16s %-14s %10s %10s %8s\n", "gemm", "MxKxN", "tile", "ms", "GFLOP/s", "of peak");
+  for (const Shape3& s : bandwidthOnly ? std::vector<Shape3>{} : std::vector<Shape3>(std::begin(shapes), std::end(shapes))) {
     Graph g;
     ValueId a = g.addInput("a", TensorType::of(DType::Float32, {s.M, s.K}));
     ValueId b = g.addInput("b", TensorType::of(DType::Float32, {s.K, s.N}));
@@ -171,8 +171,8 @@ int main(int argc, char** argv) {
                              {"stage 3 3x3", 256, 14, 256, 3, 1},
                              {"stage 4 3x3", 512, 7, 512, 3, 1}};
   const codegen::GemmTiling convTilings[] = {{12, 16, 16, 256}, {8, 16, 16, 256}, {12, 8, 16, 256}, {8, 8, 16, 256}, {8, 16, 8, 128}, {4, 16, 16, 256}};
-  if (!depthwiseOnly) std::printf("\n%-22s %-16s %-14s %10s %10s %8s\n", "conv", "CxHxW->M", "tile", "ms", "GFLOP/s", "of peak");
-  for (const ConvShape& s : depthwiseOnly ? std::vector<ConvShape>{} : std::vector<ConvShape>(std::begin(convs), std::end(convs))) {
+  if (!bandwidthOnly) std::printf("\n%-22s %-16s %-14s %10s %10s %8s\n", "conv", "CxHxW->M", "tile", "ms", "GFLOP/s", "of peak");
+  for (const ConvShape& s : bandwidthOnly ? std::vector<ConvShape>{} : std::vector<ConvShape>(std::begin(convs), std::end(convs))) {
     const int64_t pad = s.R / 2, out = (s.H + 2 * pad - s.R) / s.stride + 1;
     Graph g;
     ValueId x = g.addInput("x", TensorType::of(DType::Float32, {1, s.C, s.H, s.H}));
@@ -237,6 +237,48 @@ int main(int argc, char** argv) {
                                    codegen::KernelArg::of(dy.value())},
                                   k->globalSize, k->localSize);
       std::printf("%-22s %-16s %-14s %10.3f %10.1f %7.0f%%\n", s.what, shape, direct ? "direct 1x8" : "implicit gemm",
+                  sec * 1e3, bytes / sec / 1e9, 100.0 * bytes / sec / 1e9 / triad);
+    }
+  }
+
+  // Batch-1 Linear layers (PyTorch's nn.Linear: Gemm with B transposed),
+  // through the split-K matrix-vector kernel and the tiled GEMM side by
+  // side: every weight read once, so judged against the triad bandwidth.
+  struct LinearShape {
+    const char* what;
+    int64_t K, N;
+  };
+  const LinearShape linears[] = {{"mbv3-small fc 1", 576, 1024},
+                                 {"mbv3-small fc 2", 1024, 1000},
+                                 {"mbv2 classifier", 1280, 1000},
+                                 {"resnet fc", 512, 1000},
+                                 {"bert ff (1 token)", 768, 3072}};
+  std::printf("\n%-22s %-16s %-14s %10s %10s %8s\n", "gemv (Linear, batch 1)", "KxN", "kernel", "ms", "GB/s", "of DRAM");
+  for (const LinearShape& s : linears) {
+    Graph g;
+    ValueId a = g.addInput("a", TensorType::of(DType::Float32, {1, s.K}));
+    ValueId b = g.addInput("b", TensorType::of(DType::Float32, {s.N, s.K}));
+    ValueId c = g.addValue("c", TensorType::of(DType::Float32, {1, s.N}));
+    NodeRef mm = g.addNode("Gemm", {a, b}, {c}, {{"transB", int64_t{1}}});
+    g.addOutput(c);
+    auto da = device.upload(randomTensor({1, s.K}, rng)), db = device.upload(randomTensor({s.N, s.K}, rng));
+    auto dc = device.allocate(static_cast<size_t>(s.N) * 4);
+    const double bytes = 4.0 * (s.K + s.K * s.N + s.N);
+    char shape[40];
+    std::snprintf(shape, sizeof shape, "%lldx%lld", static_cast<long long>(s.K), static_cast<long long>(s.N));
+    for (bool gemv : {true, false}) {
+      codegen::GemmTiling t;
+      t.gemv = gemv;
+      Expected<codegen::KernelSource> k = codegen::emitGemm(g, {mm}, ops->catalog, "bench_gemv", "bench", t);
+      if (!k) {
+        std::fprintf(stderr, "%s\n", k.error().message.c_str());
+        return 1;
+      }
+      const double sec = bestTime(device, k->source, k->name,
+                                  {codegen::KernelArg::of(da.value()), codegen::KernelArg::of(db.value()),
+                                   codegen::KernelArg::of(dc.value())},
+                                  k->globalSize, k->localSize);
+      std::printf("%-22s %-16s %-14s %10.3f %10.1f %7.0f%%\n", s.what, shape, gemv ? "split-K gemv" : "tiled gemm",
                   sec * 1e3, bytes / sec / 1e9, 100.0 * bytes / sec / 1e9 / triad);
     }
   }

@@ -165,7 +165,7 @@ Expected<KernelSource> CodegenFamily::build(const Graph& g, const std::vector<No
 Status CodegenFamily::canEmit(const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog,
                               const Target& target) const {
   if (!claims(g, group, catalog) || allShapesStatic(g, group)) {
-    Expected<KernelSource> k = build(g, group, catalog, "probe", "", KernelOptions{}, &target);
+    Expected<KernelSource> k = build(g, group, catalog, "probe", "", KernelOptions::forTarget(target), &target);
     if (!k) return k.error();
   }
   return Status::success();

@@ -81,7 +81,8 @@ Expected<std::unique_ptr<Compiled>> compile(Graph model, const RuleSet& rules, c
   // ---- codegen
   if (options.generate) {
     if (Status st = requireStaticShapes(g, options.staticShapesHint); !st) return st.error();
-    Expected<codegen::Schedule> schedule = codegen::scheduleGraph(g, c.groups, rules.catalog);
+    Expected<codegen::Schedule> schedule =
+        codegen::scheduleGraph(g, c.groups, rules.catalog, codegen::KernelOptions::forTarget(target));
     if (!schedule) return schedule.error();
     c.schedule = std::move(schedule.value());
     timer.done("codegen");

@@ -455,7 +455,8 @@ class RuleChecker {
       o = Outcome{Outcome::Kind::Refused, why, {}, {}};
       return Error{why};
     }
-    Expected<codegen::DeviceRun> run = codegen::runOnDevice(*options_.device, c.graph, c.groups, rules_.catalog, inst.inputs);
+    Expected<codegen::DeviceRun> run = codegen::runOnDevice(*options_.device, c.graph, c.groups, rules_.catalog,
+                                                           inst.inputs, codegen::KernelOptions::forTarget(eager_));
     if (!run) return Error{"the fused kernels fail to run: " + run.error().message};
     return std::move(run->outputs);
   }

@@ -78,7 +78,8 @@ Expected<std::vector<Tensor>> execute(const Graph& model, const Engine& engine, 
   if (!compiled) return compiled.error();
   const driver::Compiled& c = *compiled.value();
   if (!engine.device) return runGraph(c.graph, inputs, &catalog);
-  Expected<codegen::DeviceRun> run = codegen::runOnDevice(*engine.device, c.graph, c.groups, catalog, inputs);
+  Expected<codegen::DeviceRun> run = codegen::runOnDevice(*engine.device, c.graph, c.groups, catalog, inputs,
+                                                           codegen::KernelOptions::forTarget(*engine.target));
   if (!run) return run.error();
   return std::move(run->outputs);
 }

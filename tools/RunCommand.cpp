@@ -119,7 +119,7 @@ double since(Clock::time_point start) { return std::chrono::duration<double>(Clo
 std::optional<Measured> prepare(const RunOptions& o, codegen::Device& device, const Graph& g,
                                 const std::vector<codegen::KernelGroup>& groups, const OpCatalog& catalog,
                                 const Target& target, const std::string& label) {
-  codegen::KernelOptions options;
+  codegen::KernelOptions options = codegen::KernelOptions::forTarget(target);
   if (o.tune) {
     Expected<std::vector<codegen::TunedKernel>> tuned = codegen::tuneKernels(device, g, groups, catalog, options);
     if (!tuned) {

@@ -29,6 +29,16 @@ struct KernelOptions {
     auto it = gemmTilings.find(head.id);
     return it == gemmTilings.end() ? gemm : it->second;
   }
+
+  /// The options for `target`: where local memory is emulated (PoCL on a
+  /// CPU), the split-K matrix-vector kernel is off, its barriers cost more
+  /// than it saves (kernel_roofline --bandwidth: 6-10 GB/s against the tiled
+  /// GEMM's 8-13 on the build machine).
+  static KernelOptions forTarget(const Target& target) {
+    KernelOptions o;
+    o.gemm.gemv = !target.has("local_mem_emulated");
+    return o;
+  }
 };
 
 /// A family with an emitter.
