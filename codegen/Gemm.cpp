@@ -143,6 +143,57 @@ bool isGemmGroup(const Graph& g, const std::vector<NodeRef>& members) {
 
 namespace {
 
+/// What the family's kernels share: the operands (in0, in1, the bias or
+/// addend as in2, then the epilogue's), the results, and the fused epilogue
+/// reading the product as `acc` at linear index `i` of the product's shape.
+struct EpilogueKernel {
+  KernelSource k;
+  ValueId product = kNoValue;
+  Shape shape;            ///< the product's
+  std::string params;     ///< the epilogue's kernel parameters
+  std::string body;       ///< its statements
+
+  /// The kernel's parameter list, `(in0, in1[, in2], ..., out0, ...)`.
+  std::string signature(bool addend) const {
+    std::string s = "(\n    __global const float* restrict in0,\n    __global const float* restrict in1";
+    if (addend) s += ",\n    __global const float* restrict in2";
+    if (!params.empty()) s += ",\n    " + params;
+    for (size_t o = 0; o < k.outputs.size(); ++o) s += ",\n    __global float* restrict out" + std::to_string(o);
+    return s + ")";
+  }
+
+  /// The statements after the epilogue: every result stored at `i`.
+  std::string stores(const detail::Emitter& e, const std::string& indent) const {
+    std::string s;
+    for (size_t o = 0; o < k.outputs.size(); ++o)
+      s += indent + "out" + std::to_string(o) + "[i] = " +
+           (k.outputs[o] == product ? std::string("acc") : e.vars().at(k.outputs[o])) + ";\n";
+    return s;
+  }
+};
+
+Expected<EpilogueKernel> epilogueKernel(detail::Emitter& e, const Graph& g, const std::vector<NodeRef>& members,
+                                        const std::string& name, ValueId addend) {
+  const NodeData& head = g.node(members.front());
+  EpilogueKernel out;
+  out.product = head.outputs[0];
+  out.shape = g.value(out.product).type.staticShape();
+  Expected<detail::Emitter::Epilogue> epi = e.epilogue(members, out.product, "gemm");
+  if (!epi) return epi.error();
+  out.k.name = name;
+  out.k.inputs = {head.inputs[0], head.inputs[1]};
+  if (addend != kNoValue) out.k.inputs.push_back(addend);
+  const size_t firstEpi = out.k.inputs.size();
+  out.k.inputs.insert(out.k.inputs.end(), epi->inputs.begin(), epi->inputs.end());
+  out.k.outputs = epi->outputs;
+  e.bind(out.product, "acc");
+  // The epilogue reads the product at linear index i; the kernel declares
+  // the coordinates c0, c1, ... of i in the product's shape.
+  if (Status st = e.emitBody(epi->members, epi->inputs, out.shape, "i", out.params, out.body, firstEpi, false); !st)
+    return st.error();
+  return out;
+}
+
 /// A depthwise Conv (one input channel per group; any channel multiplier),
 /// computed directly: an implicit GEMM of it has one row per group and K =
 /// the window, so its tiles are mostly gather arithmetic. Here each
@@ -155,27 +206,14 @@ namespace {
 Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
                                      const std::string& name, const std::string& comment, const Geometry& geo,
                                      int width) {
-  const NodeData& conv = g.node(members.front());
-  const ValueId x = conv.inputs[0], w = conv.inputs[1], p = conv.outputs[0];
-  const Shape ps = g.value(p).type.staticShape();
+  detail::Emitter e(g, catalog);
+  Expected<EpilogueKernel> ek = epilogueKernel(e, g, members, name, geo.c);
+  if (!ek) return ek.error();
+  KernelSource& k = ek->k;
+  const Shape& ps = ek->shape;
   const int64_t images = ps[0], channels = ps[1], OH = ps.size() == 4 ? ps[2] : 1, OW = ps.back();
   const int64_t multiplier = geo.M, taps = geo.KH * geo.KW;
   const int W = width;
-
-  detail::Emitter e(g, catalog);
-  Expected<detail::Emitter::Epilogue> epi = e.epilogue(members, p, "gemm");
-  if (!epi) return epi.error();
-  KernelSource k;
-  k.name = name;
-  k.inputs = {x, w};
-  if (geo.c != kNoValue) k.inputs.push_back(geo.c);
-  const size_t firstEpi = k.inputs.size();
-  k.inputs.insert(k.inputs.end(), epi->inputs.begin(), epi->inputs.end());
-  k.outputs = epi->outputs;
-  e.bind(p, "acc");
-  std::string epiParams, epiBody;
-  if (Status st = e.emitBody(epi->members, epi->inputs, ps, "i", epiParams, epiBody, firstEpi, false); !st)
-    return st.error();
 
   const int64_t OWT = (OW + W - 1) / W;
   k.globalSize = static_cast<size_t>(images * channels * OH * OWT);
@@ -187,11 +225,7 @@ Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>&
       << geo.KH << "x" << geo.KW << ", stride " << geo.SH << "x" << geo.SW << ", dilation " << geo.DH << "x" << geo.DW
       << ";\n// each work-item computes " << W << " neighbouring outputs of one row with the window's weights in registers.\n";
   src << detail::Emitter::prelude();
-  src << "__kernel void " << name << "(\n    __global const float* restrict in0,\n    __global const float* restrict in1";
-  if (geo.c != kNoValue) src << ",\n    __global const float* restrict in2";
-  if (!epiParams.empty()) src << ",\n    " << epiParams;
-  for (size_t o = 0; o < k.outputs.size(); ++o) src << ",\n    __global float* restrict out" << o;
-  src << ") {\n";
+  src << "__kernel void " << name << ek->signature(geo.c != kNoValue) << " {\n";
   src << "  const int gid = get_global_id(0);\n";
   src << "  const int ox0 = (gid % " << OWT << ") * " << W << ", oy = (gid / " << OWT << ") % " << OH << ";\n";
   src << "  const int co = (gid / " << OWT * OH << ") % " << channels << ", img = gid / " << OWT * OH * channels << ";\n";
@@ -239,11 +273,9 @@ Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>&
   src << "    const int i = ((img * " << channels << " + co) * " << OH << " + oy) * " << OW << " + ox;\n";
   src << detail::Emitter::coordinates(ps, "i", "    ");
   src << "    float acc = lanes[j];\n";
-  std::istringstream body(epiBody);
+  std::istringstream body(ek->body);
   for (std::string line; std::getline(body, line);) src << "  " << line << "\n";
-  for (size_t o = 0; o < k.outputs.size(); ++o)
-    src << "    out" << o << "[i] = " << (k.outputs[o] == p ? std::string("acc") : e.vars().at(k.outputs[o])) << ";\n";
-  src << "  }\n}\n";
+  src << ek->stores(e, "    ") << "  }\n}\n";
   k.source = src.str();
   return k;
 }
@@ -258,27 +290,13 @@ Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>&
 Expected<KernelSource> emitGemv(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
                                 const std::string& name, const std::string& comment, const Geometry& geo) {
   constexpr int L = 64;
-  const NodeData& head = g.node(members.front());
-  const ValueId a = head.inputs[0], b = head.inputs[1], p = head.outputs[0];
-  const Shape ps = g.value(p).type.staticShape();
   // The matrix is in1 (weights / B); the vector in0 (the image / A's row).
   const int64_t rows = geo.conv ? geo.M : geo.N, K = geo.K;
   const int64_t rowStride = geo.conv ? geo.K : geo.bn, vecStride = geo.conv ? geo.bk : geo.ak;
-
   detail::Emitter e(g, catalog);
-  Expected<detail::Emitter::Epilogue> epi = e.epilogue(members, p, "gemm");
-  if (!epi) return epi.error();
-  KernelSource k;
-  k.name = name;
-  k.inputs = {a, b};
-  if (geo.c != kNoValue) k.inputs.push_back(geo.c);
-  const size_t firstEpi = k.inputs.size();
-  k.inputs.insert(k.inputs.end(), epi->inputs.begin(), epi->inputs.end());
-  k.outputs = epi->outputs;
-  e.bind(p, "acc");
-  std::string epiParams, epiBody;
-  if (Status st = e.emitBody(epi->members, epi->inputs, ps, "i", epiParams, epiBody, firstEpi, false); !st)
-    return st.error();
+  Expected<EpilogueKernel> ek = epilogueKernel(e, g, members, name, geo.c);
+  if (!ek) return ek.error();
+  KernelSource& k = ek->k;
   k.globalSize = static_cast<size_t>(rows * L);
   k.localSize = L;
   k.localMemBytes = L * sizeof(float);
@@ -289,11 +307,7 @@ Expected<KernelSource> emitGemv(const Graph& g, const std::vector<NodeRef>& memb
       << " weights with the vector;\n// " << L << " work-items per output stride through the row, then sum in local memory.\n";
   src << detail::Emitter::prelude();
   src << "__kernel __attribute__((reqd_work_group_size(" << L << ", 1, 1))) void " << name
-      << "(\n    __global const float* restrict in0,\n    __global const float* restrict in1";
-  if (geo.c != kNoValue) src << ",\n    __global const float* restrict in2";
-  if (!epiParams.empty()) src << ",\n    " << epiParams;
-  for (size_t o = 0; o < k.outputs.size(); ++o) src << ",\n    __global float* restrict out" << o;
-  src << ") {\n";
+      << ek->signature(geo.c != kNoValue) << " {\n";
   src << "  const int r = get_group_id(0), lid = get_local_id(0);\n";
   src << "  const __global float* row = in1 + r * " << rowStride << ";\n";
   src << "  float s = 0.0f;\n";
@@ -303,7 +317,7 @@ Expected<KernelSource> emitGemv(const Graph& g, const std::vector<NodeRef>& memb
       << "    barrier(CLK_LOCAL_MEM_FENCE);\n  }\n";
   src << "  if (lid != 0) return;\n";
   src << "  const int i = r;\n";
-  src << detail::Emitter::coordinates(ps, "i", "  ");
+  src << detail::Emitter::coordinates(ek->shape, "i", "  ");
   src << "  float acc = part[0];\n";
   if (geo.alpha != 1.0f) src << "  acc *= " << detail::floatLiteral(geo.alpha) << ";\n";
   if (geo.c != kNoValue && geo.conv) {
@@ -314,11 +328,9 @@ Expected<KernelSource> emitGemv(const Graph& g, const std::vector<NodeRef>& memb
     src << "  acc = fma(" << detail::floatLiteral(geo.beta) << ", in2[" << (!cs.empty() && cs.back() != 1 ? "r" : "0")
         << "], acc);\n";
   }
-  std::istringstream body(epiBody);
+  std::istringstream body(ek->body);
   for (std::string line; std::getline(body, line);) src << line << "\n";
-  for (size_t o = 0; o < k.outputs.size(); ++o)
-    src << "  out" << o << "[i] = " << (k.outputs[o] == p ? std::string("acc") : e.vars().at(k.outputs[o])) << ";\n";
-  src << "}\n";
+  src << ek->stores(e, "  ") << "}\n";
   k.source = src.str();
   return k;
 }
@@ -356,22 +368,9 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   if (TM < 1 || TM > 16 || (W != 4 && W != 8 && W != 16)) return Error{"gemm tiling out of range", true};
 
   detail::Emitter e(g, catalog);
-  Expected<detail::Emitter::Epilogue> epi = e.epilogue(members, p, "gemm");
-  if (!epi) return epi.error();
-  KernelSource k;
-  k.name = name;
-  k.inputs = {a, b};
-  if (geo->c != kNoValue) k.inputs.push_back(geo->c);
-  const size_t firstEpi = k.inputs.size();
-  k.inputs.insert(k.inputs.end(), epi->inputs.begin(), epi->inputs.end());
-  k.outputs = epi->outputs;
-
-  e.bind(p, "acc");
-  std::string epiParams, epiBody;
-  // The epilogue reads the product at linear index i; the kernel declares
-  // the coordinates c0, c1, ... of i in the product's shape.
-  if (Status st = e.emitBody(epi->members, epi->inputs, ps, "i", epiParams, epiBody, firstEpi, false); !st)
-    return st.error();
+  Expected<EpilogueKernel> ek = epilogueKernel(e, g, members, name, geo->c);
+  if (!ek) return ek.error();
+  KernelSource& k = ek->k;
 
   const int64_t MT = (M + TM - 1) / TM, NT = (N + W - 1) / W, batches = shapeNumel(geo->batch);
   // With local memory, a work-group of L work-items takes L row tiles of
@@ -421,11 +420,7 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   }
   src << "__kernel ";
   if (staged) src << "__attribute__((reqd_work_group_size(" << L << ", 1, 1))) ";
-  src << "void " << name << "(\n    __global const float* restrict in0,\n    __global const float* restrict in1";
-  if (geo->c != kNoValue) src << ",\n    __global const float* restrict in2";
-  if (!epiParams.empty()) src << ",\n    " << epiParams;
-  for (size_t o = 0; o < k.outputs.size(); ++o) src << ",\n    __global float* restrict out" << o;
-  src << ") {\n";
+  src << "void " << name << ek->signature(geo->c != kNoValue) << " {\n";
   if (staged) {
     // Column panels vary fastest: consecutive work-groups share a block of
     // A's rows, which stays in cache between them (A is re-read once per
@@ -538,11 +533,9 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
     if (cs.size() == 2 && cs[0] != 1) off = off == "n" ? "m * N + n" : "m";
     src << "      acc = fma(" << detail::floatLiteral(geo->beta) << ", in2[" << off << "], acc);\n";
   }
-  std::istringstream body(epiBody);
+  std::istringstream body(ek->body);
   for (std::string line; std::getline(body, line);) src << "    " << line << "\n";
-  for (size_t o = 0; o < k.outputs.size(); ++o)
-    src << "      out" << o << "[i] = " << (k.outputs[o] == p ? std::string("acc") : e.vars().at(k.outputs[o])) << ";\n";
-  src << "    }\n  }\n}\n";
+  src << ek->stores(e, "      ") << "    }\n  }\n}\n";
   k.source = src.str();
   return k;
 }
