@@ -364,8 +364,17 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   const int64_t M = geo->M, N = geo->N, K = geo->K;
   const Shape ps = g.value(p).type.staticShape();
   // Few rows per group (depthwise convs): one row per tile.
-  const int TM = static_cast<int>(std::min<int64_t>(tiling.rows, M)), W = tiling.width;
+  int TM = static_cast<int>(std::min<int64_t>(tiling.rows, M)), W = tiling.width;
   if (TM < 1 || TM > 16 || (W != 4 && W != 8 && W != 16)) return Error{"gemm tiling out of range", true};
+  // Smaller tiles until the product has the work-items the device needs to
+  // be busy (a GPU's SMs; a CPU asks for none): a 1x1 conv to 576 channels
+  // on a 7x7 map is 192 work-items in 12x16 tiles, 12 of an H200's 132 SMs.
+  auto workItems = [&] { return ((M + TM - 1) / TM) * ((N + W - 1) / W) * shapeNumel(geo->batch); };
+  while (workItems() < tiling.minWorkItems && (TM > 1 || W > 4)) {
+    if (TM > 2) TM = (TM + 1) / 2;
+    else if (W > 4) W /= 2;
+    else TM = 1;
+  }
 
   detail::Emitter e(g, catalog);
   Expected<EpilogueKernel> ek = epilogueKernel(e, g, members, name, geo->c);

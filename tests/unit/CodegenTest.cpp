@@ -336,8 +336,11 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
                   k->source);
     CHECK(k->source.find("batches") == std::string::npos);
   }
-  // Every tiling computes the same, with and without local memory; every kernel is valid SPIR-V.
-  for (codegen::GemmTiling t : {codegen::GemmTiling{1, 4, 0, 0}, codegen::GemmTiling{5, 8, 3, 7}}) {
+  // Every tiling computes the same, with and without local memory, with
+  // tiles shrunk for a GPU's work-items, and with the depthwise and GEMV
+  // kernels off (their products tiled as GEMMs); every kernel is valid SPIR-V.
+  for (codegen::GemmTiling t : {codegen::GemmTiling{1, 4, 0, 0}, codegen::GemmTiling{5, 8, 3, 7},
+                                codegen::GemmTiling{12, 16, 16, 256, false, false, 1 << 20}}) {
     INFO("tiling " << t.rows << "x" << t.width << " local " << t.localRows << " depth " << t.depth);
     Expected<codegen::DeviceRun> tiled = codegen::runOnDevice(device(), g, groups, core->catalog, inputs, codegen::KernelOptions{.gemm = t, .gemmTilings = {}});
     REQUIRE_MESSAGE(tiled.ok(), test::why(tiled));

@@ -34,9 +34,13 @@ struct KernelOptions {
   /// CPU), the split-K matrix-vector kernel is off, its barriers cost more
   /// than it saves (kernel_roofline --bandwidth: 6-10 GB/s against the tiled
   /// GEMM's 8-13 on the build machine).
+  /// There too, GEMM tiles keep their size; on other devices they shrink
+  /// until a product has 64 work-items per compute unit.
   static KernelOptions forTarget(const Target& target) {
     KernelOptions o;
-    o.gemm.gemv = !target.has("local_mem_emulated");
+    const bool realLocalMemory = !target.has("local_mem_emulated");
+    o.gemm.gemv = realLocalMemory;
+    if (realLocalMemory) o.gemm.minWorkItems = 64 * target.computeUnits;
     return o;
   }
 };

@@ -31,6 +31,9 @@ struct GemmTiling {
   /// Matrix-vector products with contiguous weight rows (a batch-1 Linear,
   /// a 1x1 conv on one pixel) get a split-K kernel of their own.
   bool gemv = true;
+  /// Tiles shrink (rows first, then width) until the product has this many
+  /// work-items: a GPU needs thousands to fill its compute units.
+  int64_t minWorkItems = 0;
 };
 
 /// Whether `members` start with a MatMul or Gemm this family generates.
