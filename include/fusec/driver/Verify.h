@@ -9,12 +9,15 @@
 /// instance is shrunk (fewer and smaller dims, shorter chains, simpler data)
 /// and reported as a runnable ONNX text graph with both outputs.
 ///
-/// Tolerance, unless the caller gives one: element i matches when
+/// Tolerance, unless the rule or the caller gives one: element i matches when
 ///     |got_i - want_i| <= atol + rtol * max|want| + 8 * noise_i
-/// where noise_i is how far want_i moves when every float input and
-/// constant is perturbed by one unit in the last place (the instance's own
-/// conditioning: a variance near zero, a difference of large values), so a
-/// rule is blamed only for what rounding cannot explain.
+/// where noise_i is how far element i moves when the graph is computed in
+/// double precision with every input, constant and node result given a
+/// continuous relative error of one float32 epsilon (ops that accumulate:
+/// at the scale of their terms), the largest move over three runs, before
+/// the rule plus after it. It is the instance's own conditioning (a
+/// variance near zero, a difference of large values), so a rule is blamed
+/// only for what rounding cannot explain.
 #pragma once
 
 #include <cstdint>
