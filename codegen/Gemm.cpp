@@ -266,16 +266,19 @@ Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>&
     }
     src << "    }\n  }\n";
   }
-  // The epilogue, lane by lane.
-  src << "  float lanes[" << W << "];\n  vstore" << W << "(sums, 0, lanes);\n";
-  src << "  for (int j = 0; j < " << W << "; ++j) {\n";
-  src << "    const int ox = ox0 + j;\n    if (ox >= " << OW << ") break;\n";
-  src << "    const int i = ((img * " << channels << " + co) * " << OH << " + oy) * " << OW << " + ox;\n";
-  src << detail::Emitter::coordinates(ps, "i", "    ");
-  src << "    float acc = lanes[j];\n";
-  std::istringstream body(ek->body);
-  for (std::string line; std::getline(body, line);) src << "  " << line << "\n";
-  src << ek->stores(e, "    ") << "  }\n}\n";
+  // The epilogue, lane by lane, written out: each lane reads its sum from
+  // the vector register (a loop over a private array of the lanes kept the
+  // sums in memory and ran twice as long with a Clip epilogue on PoCL).
+  for (int j = 0; j < W; ++j) {
+    src << "  if (ox0 + " << j << " < " << OW << ") {\n";
+    src << "    const int i = ((img * " << channels << " + co) * " << OH << " + oy) * " << OW << " + ox0 + " << j << ";\n";
+    src << detail::Emitter::coordinates(ps, "i", "    ");
+    src << "    float acc = sums.s" << kLanes[j] << ";\n";
+    std::istringstream body(ek->body);
+    for (std::string line; std::getline(body, line);) src << "  " << line << "\n";
+    src << ek->stores(e, "    ") << "  }\n";
+  }
+  src << "}\n";
   k.source = src.str();
   return k;
 }
