@@ -122,11 +122,12 @@ int main(int argc, char** argv) {
                            {"square 1024", 1024, 1024, 1024}};
   const codegen::GemmTiling tilings[] = {{12, 16, 0, 0}, {8, 16, 8, 128}, {8, 16, 16, 256}, {12, 16, 8, 128}, {12, 16, 16, 256}, {6, 16, 16, 256}};
   // Generates `node`'s kernel with tiling `t`, times it on `buffers` and
-  // prints one row; false when the tiling does not generate.
-  auto benchTiling = [&](const Graph& g, NodeRef node, const codegen::GemmTiling& t,
-                         const std::vector<const codegen::Buffer*>& buffers, double flops, const char* what,
-                         const char* shape) {
-    Expected<codegen::KernelSource> k = codegen::emitGemm(g, {node}, ops->catalog, "bench_gemm", "bench", t);
+  // prints one row: `work` (FLOPs or DRAM bytes) per second, and its share
+  // of `roof` (the measured peak or bandwidth). False when it does not generate.
+  auto benchRow = [&](const Graph& g, NodeRef node, const codegen::GemmTiling& t,
+                      const std::vector<const codegen::Buffer*>& buffers, double work, double roof, const char* what,
+                      const char* shape, const std::string& kernel) {
+    Expected<codegen::KernelSource> k = codegen::emitGemm(g, {node}, ops->catalog, "bench_kernel", "bench", t);
     if (!k) {
       std::fprintf(stderr, "%s\n", k.error().message.c_str());
       return false;
@@ -134,11 +135,14 @@ int main(int argc, char** argv) {
     std::vector<codegen::KernelArg> args;
     for (const codegen::Buffer* b : buffers) args.push_back(codegen::KernelArg::of(*b));
     const double sec = bestTime(device, k->source, k->name, args, k->globalSize, k->localSize);
-    char tile[32];
-    std::snprintf(tile, sizeof tile, "%dx%d/%d/%d", t.rows, t.width, t.localRows, t.depth);
-    std::printf("%-22s %-16s %-14s %10.3f %10.1f %7.0f%%\n", what, shape, tile, sec * 1e3, flops / sec / 1e9,
-                100.0 * flops / sec / 1e9 / peak);
+    std::printf("%-22s %-16s %-14s %10.3f %10.1f %7.0f%%\n", what, shape, kernel.c_str(), sec * 1e3, work / sec / 1e9,
+                100.0 * work / sec / 1e9 / roof);
     return true;
+  };
+  auto tile = [](const codegen::GemmTiling& t) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%dx%d/%d/%d", t.rows, t.width, t.localRows, t.depth);
+    return std::string(text);
   };
   std::mt19937 rng(1);
   if (!bandwidthOnly) std::printf("%-22s %-16s %-14s %10s %10s %8s\n", "gemm", "MxKxN", "tile", "ms", "GFLOP/s", "of peak");
@@ -156,7 +160,7 @@ int main(int argc, char** argv) {
     std::snprintf(shape, sizeof shape, "%lldx%lldx%lld", static_cast<long long>(s.M), static_cast<long long>(s.K),
                   static_cast<long long>(s.N));
     for (const codegen::GemmTiling& t : tilings)
-      if (!benchTiling(g, mm, t, {&da.value(), &db.value(), &dc.value()}, flops, s.what, shape)) return 1;
+      if (!benchRow(g, mm, t, {&da.value(), &db.value(), &dc.value()}, flops, peak, s.what, shape, tile(t))) return 1;
   }
 
   // ResNet-18's convs (batch 1) through the same family: implicit GEMM with
@@ -190,7 +194,7 @@ int main(int argc, char** argv) {
     std::snprintf(shape, sizeof shape, "%lldx%lldx%lld->%lld", static_cast<long long>(s.C), static_cast<long long>(s.H),
                   static_cast<long long>(s.H), static_cast<long long>(s.M));
     for (const codegen::GemmTiling& t : convTilings)
-      if (!benchTiling(g, conv, t, {&dx.value(), &dw.value(), &dy.value()}, flops, s.what, shape)) return 1;
+      if (!benchRow(g, conv, t, {&dx.value(), &dw.value(), &dy.value()}, flops, peak, s.what, shape, tile(t))) return 1;
   }
 
   // MobileNetV2's depthwise 3x3 convs (batch 1), through the conv_epilogue
@@ -227,17 +231,9 @@ int main(int argc, char** argv) {
     for (bool direct : {true, false}) {
       codegen::GemmTiling t;
       t.directDepthwise = direct;
-      Expected<codegen::KernelSource> k = codegen::emitGemm(g, {conv}, ops->catalog, "bench_depthwise", "bench", t);
-      if (!k) {
-        std::fprintf(stderr, "%s\n", k.error().message.c_str());
+      if (!benchRow(g, conv, t, {&dx.value(), &dw.value(), &dy.value()}, bytes, triad, s.what, shape,
+                          direct ? "direct 1x8" : "implicit gemm"))
         return 1;
-      }
-      const double sec = bestTime(device, k->source, k->name,
-                                  {codegen::KernelArg::of(dx.value()), codegen::KernelArg::of(dw.value()),
-                                   codegen::KernelArg::of(dy.value())},
-                                  k->globalSize, k->localSize);
-      std::printf("%-22s %-16s %-14s %10.3f %10.1f %7.0f%%\n", s.what, shape, direct ? "direct 1x8" : "implicit gemm",
-                  sec * 1e3, bytes / sec / 1e9, 100.0 * bytes / sec / 1e9 / triad);
     }
   }
 
@@ -269,17 +265,9 @@ int main(int argc, char** argv) {
     for (bool gemv : {true, false}) {
       codegen::GemmTiling t;
       t.gemv = gemv;
-      Expected<codegen::KernelSource> k = codegen::emitGemm(g, {mm}, ops->catalog, "bench_gemv", "bench", t);
-      if (!k) {
-        std::fprintf(stderr, "%s\n", k.error().message.c_str());
+      if (!benchRow(g, mm, t, {&da.value(), &db.value(), &dc.value()}, bytes, triad, s.what, shape,
+                          gemv ? "split-K gemv" : "tiled gemm"))
         return 1;
-      }
-      const double sec = bestTime(device, k->source, k->name,
-                                  {codegen::KernelArg::of(da.value()), codegen::KernelArg::of(db.value()),
-                                   codegen::KernelArg::of(dc.value())},
-                                  k->globalSize, k->localSize);
-      std::printf("%-22s %-16s %-14s %10.3f %10.1f %7.0f%%\n", s.what, shape, gemv ? "split-K gemv" : "tiled gemm",
-                  sec * 1e3, bytes / sec / 1e9, 100.0 * bytes / sec / 1e9 / triad);
     }
   }
   return 0;

@@ -339,7 +339,7 @@ std::vector<Choice> choices(const Rule& rule, size_t limit) {
 
 }  // namespace
 
-ProofResult proveRewrite(const RuleSet& /*rules*/, const Rule& rule, unsigned timeoutMs) {
+ProofResult proveRewrite(const Rule& rule, unsigned timeoutMs) {
   if (rule.kind != Rule::Kind::Rewrite) return {false, "a fusion rule changes no value"};
   constexpr size_t kMaxChoices = 256;
   const std::vector<Choice> cases = choices(rule, kMaxChoices);

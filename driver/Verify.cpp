@@ -239,7 +239,7 @@ class RuleChecker {
       return v;
     }
     if (!fusion && options_.prove) {
-      ProofResult proof = proveRewrite(rules_, rule_);
+      ProofResult proof = proveRewrite(rule_);
       if (proof.proved) {
         v.kind = RuleVerdict::Kind::Proved;
         v.detail = proof.detail;
@@ -370,9 +370,10 @@ class RuleChecker {
     const OpCatalog& catalog = rules_.catalog;
     Expected<std::vector<Tensor>> want = runGraph(inst.graph, inst.inputs, &catalog);
     if (!want) return discarded("the interpreter refuses the drawn graph: " + want.error().message);
-    rewrittenGraph_.reset();
     std::optional<Outcome> early;  // decided before anything ran: discarded, refused, failed
-    Expected<std::vector<Tensor>> got = rule_.kind == Rule::Kind::Fusion ? fused(inst, early) : rewritten(inst, early);
+    std::optional<Graph> after;    // rewrite rules: the graph the rule left
+    Expected<std::vector<Tensor>> got =
+        rule_.kind == Rule::Kind::Fusion ? fused(inst, early) : rewritten(inst, early, after);
     if (early) {
       if (early->kind == Outcome::Kind::Failed) early->want = std::move(want.value());
       return *early;
@@ -388,10 +389,9 @@ class RuleChecker {
     // Rounding sensitivity of the graph before the rule and of what runs
     // after it (the rewritten graph; a fused kernel reorders the same ops).
     std::vector<std::vector<double>> noise = roundingNoise(inst.graph, inst.inputs, catalog, rng);
-    const std::vector<std::vector<double>> after =
-        rewrittenGraph_ ? roundingNoise(*rewrittenGraph_, inst.inputs, catalog, rng) : noise;
-    for (size_t o = 0; o < noise.size() && o < after.size(); ++o)
-      for (size_t i = 0; i < noise[o].size() && i < after[o].size(); ++i) noise[o][i] += after[o][i];
+    const std::vector<std::vector<double>> noiseAfter = after ? roundingNoise(*after, inst.inputs, catalog, rng) : noise;
+    for (size_t o = 0; o < noise.size() && o < noiseAfter.size(); ++o)
+      for (size_t i = 0; i < noise[o].size() && i < noiseAfter[o].size(); ++i) noise[o][i] += noiseAfter[o][i];
     for (size_t i = 0; i < o.want.size(); ++i) {
       std::string diff = compare(inst.graph.value(inst.graph.outputs()[i]).name, o.got[i], o.want[i],
                                  i < noise.size() ? noise[i] : std::vector<double>{}, tolerance());
@@ -405,8 +405,10 @@ class RuleChecker {
     return o;
   }
 
-  /// Rewrite rules: the interpreter after the rule has rewritten the graph.
-  Expected<std::vector<Tensor>> rewritten(const Instance& inst, std::optional<Outcome>& o) const {
+  /// Rewrite rules: the interpreter after the rule has rewritten the graph
+  /// (left in `rewrittenGraph`).
+  Expected<std::vector<Tensor>> rewritten(const Instance& inst, std::optional<Outcome>& o,
+                                          std::optional<Graph>& rewrittenGraph) const {
     Graph after = inst.graph.clone();
     Expected<RewriteStats> stats = rewriteToFixpoint(after, *single_, options_.target);
     if (!stats) {
@@ -423,7 +425,7 @@ class RuleChecker {
     }
     eliminateDeadCode(after);
     Expected<std::vector<Tensor>> out = runGraph(after, inst.inputs, &rules_.catalog);
-    rewrittenGraph_ = std::move(after);
+    rewrittenGraph = std::move(after);
     return out;
   }
 
@@ -490,7 +492,6 @@ class RuleChecker {
   Matcher matcher_;
   Rule unguarded_;
   Target eager_;
-  mutable std::optional<Graph> rewrittenGraph_;  ///< the last instance after the rule, for its rounding noise
 };
 
 }  // namespace

@@ -17,7 +17,7 @@ namespace {
 
 driver::ProofResult prove(const std::string& text) {
   auto set = test::compileRules(text);
-  return driver::proveRewrite(*set, set->rules.front());
+  return driver::proveRewrite(set->rules.front());
 }
 
 }  // namespace

@@ -30,6 +30,6 @@ struct ProofResult {
   std::string detail;
 };
 
-ProofResult proveRewrite(const RuleSet& rules, const Rule& rule, unsigned timeoutMs = 5000);
+ProofResult proveRewrite(const Rule& rule, unsigned timeoutMs = 5000);
 
 }  // namespace fusec::driver
