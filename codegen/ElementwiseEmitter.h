@@ -33,6 +33,24 @@ inline std::string realLiteral(double v, int digits, const char* suffix) {
 inline std::string floatLiteral(double v) { return realLiteral(v, 9, "f"); }
 inline std::string doubleLiteral(double v) { return realLiteral(v, 17, ""); }
 
+/// `#define SIGNATURE` with `body`'s lines as its replacement: each line
+/// continued with a backslash, its `//` comment made a block comment (a
+/// line comment would swallow the lines spliced after it). Comments hold
+/// sanitized names, without '*' or '/'.
+inline std::string macro(const std::string& signature, const std::string& body) {
+  std::string out = "#define " + signature + " \\\n";
+  size_t start = 0;
+  while (start < body.size()) {
+    size_t end = body.find('\n', start);
+    if (end == std::string::npos) end = body.size();
+    std::string line = body.substr(start, end - start);
+    if (const size_t c = line.find("//"); c != std::string::npos) line = line.substr(0, c) + "/*" + line.substr(c + 2) + " */";
+    out += line + " \\\n";
+    start = end + 1;
+  }
+  return out + "\n";
+}
+
 /// The OpenCL C type holding an element of `t` (bool as uchar); empty for
 /// element types the kernels do not take (strings, float16, bfloat16, ...).
 inline std::string cType(DType t) {
@@ -331,7 +349,7 @@ class Emitter {
  public:
   static std::string sanitize(const std::string& s) {
     std::string out;
-    for (char c : s) out += (c == '\n' || c == '*' || c == '/') ? '_' : c;
+    for (char c : s) out += (c == '\n' || c == '\r' || c == '\\' || c == '*' || c == '/') ? '_' : c;
     return out;
   }
 

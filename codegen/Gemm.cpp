@@ -524,30 +524,32 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
       src << "  }\n";
     });
   }
-  // The epilogue, element by element, on the finished tile.
-  src << "  float tile[" << TM * W << "];\n";
-  for (int r = 0; r < TM; ++r) src << "  vstore" << W << "(acc" << r << ", " << r << ", tile);\n";
-  src << "  for (int r = 0; r < " << TM << "; ++r) {\n";
-  src << "    const int m = m0 + r;\n    if (m >= M) break;\n";
-  src << "    for (int j = 0; j < " << W << "; ++j) {\n";
-  src << "      const int n = n0 + j;\n      if (n >= N) break;\n";
-  src << "      const int i = bt * " << M * N << " + m * N + n;\n";
-  src << detail::Emitter::coordinates(ps, "i", "      ");
-  src << "      float acc = tile[r * " << W << " + j];\n";
-  if (geo->alpha != 1.0f) src << "      acc *= " << detail::floatLiteral(geo->alpha) << ";\n";
+  // The epilogue, element by element, written out from the accumulators:
+  // one expansion of FUSEC_EPILOGUE per result of the tile. (A loop over a
+  // private copy of the tile kept the sums in memory: MobileNetV2 with its
+  // ReLU6s fused ran 5 % slower than unfused on PoCL.)
+  std::string epilogue = "if (m0 + R_ < M && n0 + J_ < N) {\n  const int m = m0 + R_, n = n0 + J_;\n";
+  epilogue += "  const int i = bt * " + std::to_string(M * N) + " + m * N + n;\n";
+  epilogue += detail::Emitter::coordinates(ps, "i", "  ");
+  epilogue += "  float acc = SUM_;\n";
+  if (geo->alpha != 1.0f) epilogue += "  acc *= " + detail::floatLiteral(geo->alpha) + ";\n";
   if (geo->c != kNoValue && geo->conv) {
-    src << "      acc += in2[b1 * " << M << " + m];  // bias of the output channel\n";
+    epilogue += "  acc += in2[b1 * " + std::to_string(M) + " + m];  // bias of the output channel\n";
   } else if (geo->c != kNoValue) {
     const Shape cs = g.value(geo->c).type.staticShape();
     // Unidirectional broadcast of C to [M, N].
     std::string off = "0";
     if (cs.size() >= 1 && cs.back() != 1) off = "n";
     if (cs.size() == 2 && cs[0] != 1) off = off == "n" ? "m * N + n" : "m";
-    src << "      acc = fma(" << detail::floatLiteral(geo->beta) << ", in2[" << off << "], acc);\n";
+    epilogue += "  acc = fma(" + detail::floatLiteral(geo->beta) + ", in2[" + off + "], acc);\n";
   }
-  std::istringstream body(ek->body);
-  for (std::string line; std::getline(body, line);) src << "    " << line << "\n";
-  src << ek->stores(e, "      ") << "    }\n  }\n}\n";
+  epilogue += ek->body + ek->stores(e, "  ") + "}\n";
+  src << detail::macro("FUSEC_EPILOGUE(R_, J_, SUM_)", epilogue);
+  static const char* kLanes = "0123456789abcdef";
+  for (int r = 0; r < TM; ++r)
+    for (int j = 0; j < W; ++j)
+      src << "  FUSEC_EPILOGUE(" << r << ", " << j << ", acc" << r << ".s" << kLanes[j] << ")\n";
+  src << "#undef FUSEC_EPILOGUE\n}\n";
   k.source = src.str();
   return k;
 }
