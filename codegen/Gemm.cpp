@@ -152,6 +152,13 @@ struct EpilogueKernel {
   Shape shape;            ///< the product's
   std::string params;     ///< the epilogue's kernel parameters
   std::string body;       ///< its statements
+  /// The epilogue on `lanes` neighbouring results at once (see
+  /// Emitter::vectorize), the first at `i`, reading the vector `acc`; empty
+  /// when some member or operand has no vector form.
+  int lanes = 0;
+  std::string vectorBody, vectorHelpers;
+  std::string edgeBody;  ///< the same for the first VALID_ lanes only
+  std::vector<std::string> vectorResults;  ///< the values stored, by output
 
   /// The kernel's parameter list, `(in0, in1[, in2], ..., out0, ...)`.
   std::string signature(bool addend) const {
@@ -170,10 +177,54 @@ struct EpilogueKernel {
            (k.outputs[o] == product ? std::string("acc") : e.vars().at(k.outputs[o])) + ";\n";
     return s;
   }
+
+  /// A macro `FUSEC_EPILOGUE(SUMS_, FIRST_, VALID_)`: the epilogue on the
+  /// `lanes` results in vector SUMS_, the first at linear index FIRST_,
+  /// of which the first VALID_ are results (the rest are past the edge).
+  /// `prologue(vector)` gives the statements that finish `acc` before the
+  /// epilogue (a bias, a scale), where `j` is the lane (0 for a vector).
+  /// With a vector form, the lanes run as one vector, and at an edge only
+  /// the valid ones are stored; without, lane by lane, written out (a loop
+  /// over a private copy kept every sum in memory: twice the time of a
+  /// depthwise conv with a Clip epilogue on PoCL).
+  std::string laneMacro(const detail::Emitter& e, int width, const std::function<std::string(bool)>& prologue) const {
+    static const char* kLanes = "0123456789abcdef";
+    const std::string w = std::to_string(width);
+    auto scalar = [&](const std::string& lane, const std::string& sum) {
+      return "  const int j = " + lane + ", i = (FIRST_) + j;\n" + detail::Emitter::coordinates(shape, "i", "  ") +
+             "  float acc = " + sum + ";\n" + prologue(false) + body + stores(e, "  ");
+    };
+    std::string m = "{\n";
+    if (lanes == width) {
+      auto vector = [&](const std::string& epilogue, bool edge) {
+        std::string v = "  const int j = 0, i = FIRST_;\n" + detail::Emitter::coordinates(shape, "i", "  ") + "  float" + w +
+                        " acc = SUMS_;\n" + prologue(true) + epilogue;
+        for (size_t o = 0; o < k.outputs.size(); ++o) {
+          const std::string out = "out" + std::to_string(o);
+          if (!edge) v += "  vstore" + w + "(" + vectorResults[o] + ", 0, " + out + " + i);\n";
+          for (int j = 0; edge && j < width; ++j)
+            v += "  if ((VALID_) > " + std::to_string(j) + ") " + out + "[i + " + std::to_string(j) + "] = " +
+                 vectorResults[o] + ".s" + kLanes[j] + ";\n";
+        }
+        return v;
+      };
+      m += "if ((VALID_) >= " + w + ") {\n" + vector(vectorBody, false) + "} else if ((VALID_) > 0) {\n" +
+           vector(edgeBody, true) + "}\n";
+    } else {
+      for (int j = 0; j < width; ++j)
+        m += "if ((VALID_) > " + std::to_string(j) + ") {\n" + scalar(std::to_string(j), "(SUMS_).s" + std::string(1, kLanes[j])) +
+             "}\n";
+    }
+    return detail::macro("FUSEC_EPILOGUE(SUMS_, FIRST_, VALID_)", m + "}\n");
+  }
 };
 
-Expected<EpilogueKernel> epilogueKernel(detail::Emitter& e, const Graph& g, const std::vector<NodeRef>& members,
-                                        const std::string& name, ValueId addend) {
+/// The kernel's operands and its epilogue, one element at a time (through
+/// `e`) and, with `lanes` > 0, also `lanes` neighbouring results at once,
+/// where lanes may differ only in the product's last `varyingDims` dims.
+Expected<EpilogueKernel> epilogueKernel(detail::Emitter& e, const Graph& g, const OpCatalog& catalog,
+                                        const std::vector<NodeRef>& members, const std::string& name, ValueId addend,
+                                        int lanes = 0, size_t varyingDims = 0) {
   const NodeData& head = g.node(members.front());
   EpilogueKernel out;
   out.product = head.outputs[0];
@@ -191,6 +242,22 @@ Expected<EpilogueKernel> epilogueKernel(detail::Emitter& e, const Graph& g, cons
   // the coordinates c0, c1, ... of i in the product's shape.
   if (Status st = e.emitBody(epi->members, epi->inputs, out.shape, "i", out.params, out.body, firstEpi, false); !st)
     return st.error();
+  if (lanes > 0) {
+    detail::Emitter ve(g, catalog), edge(g, catalog);
+    ve.vectorize(lanes, varyingDims);
+    edge.vectorize(lanes, varyingDims, "VALID_");
+    ve.bind(out.product, "acc");
+    edge.bind(out.product, "acc");
+    std::string params, body, edgeBody;
+    if (ve.emitBody(epi->members, epi->inputs, out.shape, "i", params, body, firstEpi, false) &&
+        edge.emitBody(epi->members, epi->inputs, out.shape, "i", params, edgeBody, firstEpi, false)) {
+      out.lanes = lanes;
+      out.vectorBody = std::move(body);
+      out.edgeBody = std::move(edgeBody);
+      out.vectorHelpers = ve.vectorHelpers();
+      for (ValueId v : out.k.outputs) out.vectorResults.push_back(v == out.product ? "acc" : ve.vars().at(v));
+    }
+  }
   return out;
 }
 
@@ -207,7 +274,7 @@ Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>&
                                      const std::string& name, const std::string& comment, const Geometry& geo,
                                      int width) {
   detail::Emitter e(g, catalog);
-  Expected<EpilogueKernel> ek = epilogueKernel(e, g, members, name, geo.c);
+  Expected<EpilogueKernel> ek = epilogueKernel(e, g, catalog, members, name, geo.c, width, 1);
   if (!ek) return ek.error();
   KernelSource& k = ek->k;
   const Shape& ps = ek->shape;
@@ -224,7 +291,8 @@ Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>&
   src << "// Depthwise Conv, direct: " << channels << " output channels (" << multiplier << " per input channel), window "
       << geo.KH << "x" << geo.KW << ", stride " << geo.SH << "x" << geo.SW << ", dilation " << geo.DH << "x" << geo.DW
       << ";\n// each work-item computes " << W << " neighbouring outputs of one row with the window's weights in registers.\n";
-  src << detail::Emitter::prelude();
+  src << detail::Emitter::prelude() << ek->vectorHelpers;
+  src << ek->laneMacro(e, W, [](bool) { return std::string(); });
   src << "__kernel void " << name << ek->signature(geo.c != kNoValue) << " {\n";
   src << "  const int gid = get_global_id(0);\n";
   src << "  const int ox0 = (gid % " << OWT << ") * " << W << ", oy = (gid / " << OWT << ") % " << OH << ";\n";
@@ -266,18 +334,8 @@ Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>&
     }
     src << "    }\n  }\n";
   }
-  // The epilogue, lane by lane, written out: each lane reads its sum from
-  // the vector register (a loop over a private array of the lanes kept the
-  // sums in memory and ran twice as long with a Clip epilogue on PoCL).
-  for (int j = 0; j < W; ++j) {
-    src << "  if (ox0 + " << j << " < " << OW << ") {\n";
-    src << "    const int i = ((img * " << channels << " + co) * " << OH << " + oy) * " << OW << " + ox0 + " << j << ";\n";
-    src << detail::Emitter::coordinates(ps, "i", "    ");
-    src << "    float acc = sums.s" << kLanes[j] << ";\n";
-    std::istringstream body(ek->body);
-    for (std::string line; std::getline(body, line);) src << "  " << line << "\n";
-    src << ek->stores(e, "    ") << "  }\n";
-  }
+  src << "  FUSEC_EPILOGUE(sums, ((img * " << channels << " + co) * " << OH << " + oy) * " << OW << " + ox0, " << OW
+      << " - ox0)\n";
   src << "}\n";
   k.source = src.str();
   return k;
@@ -297,7 +355,7 @@ Expected<KernelSource> emitGemv(const Graph& g, const std::vector<NodeRef>& memb
   const int64_t rows = geo.conv ? geo.M : geo.N, K = geo.K;
   const int64_t rowStride = geo.conv ? geo.K : geo.bn, vecStride = geo.conv ? geo.bk : geo.ak;
   detail::Emitter e(g, catalog);
-  Expected<EpilogueKernel> ek = epilogueKernel(e, g, members, name, geo.c);
+  Expected<EpilogueKernel> ek = epilogueKernel(e, g, catalog, members, name, geo.c);
   if (!ek) return ek.error();
   KernelSource& k = ek->k;
   k.globalSize = static_cast<size_t>(rows * L);
@@ -379,8 +437,12 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
     else TM = 1;
   }
 
+  // A row of a tile is W neighbouring results within one row of the
+  // product: they differ only in the product's trailing dims that make up N.
+  size_t varying = 0;
+  for (int64_t span = 1; span < N && varying < ps.size(); ++varying) span *= ps[ps.size() - 1 - varying];
   detail::Emitter e(g, catalog);
-  Expected<EpilogueKernel> ek = epilogueKernel(e, g, members, name, geo->c);
+  Expected<EpilogueKernel> ek = epilogueKernel(e, g, catalog, members, name, geo->c, W, varying);
   if (!ek) return ek.error();
   KernelSource& k = ek->k;
 
@@ -412,7 +474,7 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   if (batches > 1) src << ", " << batches << " batches";
   src << "; each work-item computes a " << TM << "x" << W << " tile with " << vec << " accumulators";
   if (staged) src << ",\n// " << L << " work-items share a column panel of B staged in local memory " << KB << " rows at a time";
-  src << ".\n" << detail::Emitter::prelude();
+  src << ".\n" << detail::Emitter::prelude() << ek->vectorHelpers;
   src << "#define M " << M << "\n#define N " << N << "\n#define K " << K << "  // within this program only\n";
   if (geo->im2col) {
     const std::string iv = "int" + std::to_string(W);
@@ -524,31 +586,25 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
       src << "  }\n";
     });
   }
-  // The epilogue, element by element, written out from the accumulators:
-  // one expansion of FUSEC_EPILOGUE per result of the tile. (A loop over a
-  // private copy of the tile kept the sums in memory: MobileNetV2 with its
-  // ReLU6s fused ran 5 % slower than unfused on PoCL.)
-  std::string epilogue = "if (m0 + R_ < M && n0 + J_ < N) {\n  const int m = m0 + R_, n = n0 + J_;\n";
-  epilogue += "  const int i = bt * " + std::to_string(M * N) + " + m * N + n;\n";
-  epilogue += detail::Emitter::coordinates(ps, "i", "  ");
-  epilogue += "  float acc = SUM_;\n";
-  if (geo->alpha != 1.0f) epilogue += "  acc *= " + detail::floatLiteral(geo->alpha) + ";\n";
-  if (geo->c != kNoValue && geo->conv) {
-    epilogue += "  acc += in2[b1 * " + std::to_string(M) + " + m];  // bias of the output channel\n";
-  } else if (geo->c != kNoValue) {
-    const Shape cs = g.value(geo->c).type.staticShape();
-    // Unidirectional broadcast of C to [M, N].
-    std::string off = "0";
-    if (cs.size() >= 1 && cs.back() != 1) off = "n";
-    if (cs.size() == 2 && cs[0] != 1) off = off == "n" ? "m * N + n" : "m";
-    epilogue += "  acc = fma(" + detail::floatLiteral(geo->beta) + ", in2[" + off + "], acc);\n";
-  }
-  epilogue += ek->body + ek->stores(e, "  ") + "}\n";
-  src << detail::macro("FUSEC_EPILOGUE(R_, J_, SUM_)", epilogue);
-  static const char* kLanes = "0123456789abcdef";
+  // The epilogue on each row of the tile, a vector of W results.
+  auto prologue = [&](bool vector) {
+    std::string out;
+    if (geo->alpha != 1.0f) out += "  acc *= " + detail::floatLiteral(geo->alpha) + ";\n";
+    if (geo->c != kNoValue && geo->conv) {
+      out += "  acc += in2[b1 * " + std::to_string(M) + " + m];  // bias of the output channel\n";
+    } else if (geo->c != kNoValue) {
+      const Shape cs = g.value(geo->c).type.staticShape();
+      // Unidirectional broadcast of C to [M, N]: along n it is read as a vector.
+      const bool alongN = cs.size() >= 1 && cs.back() != 1, alongM = cs.size() == 2 && cs[0] != 1;
+      const std::string at = std::string(alongM ? "m * N" : "0") + (alongN ? " + n0 + j" : "");
+      const std::string c = vector && alongN ? "vload" + std::to_string(W) + "(0, in2 + " + at + ")" : "in2[" + at + "]";
+      out += "  acc = fma(" + detail::floatLiteral(geo->beta) + ", " + c + ", acc);\n";
+    }
+    return out;
+  };
+  src << ek->laneMacro(e, W, prologue);
   for (int r = 0; r < TM; ++r)
-    for (int j = 0; j < W; ++j)
-      src << "  FUSEC_EPILOGUE(" << r << ", " << j << ", acc" << r << ".s" << kLanes[j] << ")\n";
+    src << "  { const int m = m0 + " << r << "; FUSEC_EPILOGUE(acc" << r << ", bt * " << M * N << " + m * N + n0, m < M ? N - n0 : 0) }\n";
   src << "#undef FUSEC_EPILOGUE\n}\n";
   k.source = src.str();
   return k;

@@ -358,6 +358,90 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
   }
 }
 
+TEST_CASE("vector epilogues compute lane by lane what scalar ones do, at edges, with NaN and infinities") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  // A MatMul with a residual read as a vector (N = 37: an edge tile reads
+  // it lane by lane) and GELU written out (erf); a 1x1 conv with SiLU
+  // (exp); a depthwise conv with LeakyRelu (select) and Clip over NaN and
+  // infinities; a conv whose epilogue has no vector form (a truth value
+  // used as a number) and runs lane by lane.
+  Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[5,13] a, float[13,37] b, float[5,37] res, float[1,6,9,7] x, float[10,6,1,1] w, float[10] bias,
+   float[1,6,5,19] xd, float[6,1,3,3] wd, float[1] lo, float[1] hi)
+  => (float[5,37] gelu, float[1,10,9,7] silu, float[1,6,5,19] dwc, float[1,10,9,7] step) {
+  m = MatMul (a, b)
+  h = Add (m, res)
+  sqrt2 = Constant <value = float {1.41421356}> ()
+  one = Constant <value = float {1.0}> ()
+  half = Constant <value = float {0.5}> ()
+  q = Div (h, sqrt2)
+  e = Erf (q)
+  e1 = Add (e, one)
+  p = Mul (h, e1)
+  gelu = Mul (p, half)
+  c = Conv (x, w, bias)
+  sg = Sigmoid (c)
+  silu = Mul (c, sg)
+  d = Conv <group = 6, pads = [1, 1, 1, 1]> (xd, wd)
+  lr = LeakyRelu <alpha = 0.1> (d)
+  dwc = Clip (lr, lo, hi)
+  c2 = Conv (x, w, bias)
+  zero = Constant <value = float {0.0}> ()
+  gt = Greater (c2, zero)
+  step = Cast <to = 1> (gt)
+}
+)");
+  std::vector<Tensor> inputs;
+  for (ValueId v : g.inputs()) inputs.push_back(randomTensor(g.value(v).type.staticShape(), 70 + inputs.size()));
+  Tensor& xd = inputs[6];
+  const float specials[] = {NAN, INFINITY, -INFINITY, 1e30f, -1e30f};
+  for (int64_t i = 0; i < xd.numel(); i += 7) xd.data<float>()[i] = specials[(i / 7) % 5];
+  inputs[8] = test::floats({1}, {-0.5f});
+  inputs[9] = test::floats({1}, {2.0f});
+  const std::vector<Tensor> reference = test::run(g, inputs);
+
+  // The groups: each anchor with the ops after it.
+  auto nodes = [&](std::initializer_list<const char*> results) {
+    std::vector<NodeRef> out;
+    for (const char* r : results) out.push_back(*g.producer(*g.findValue(r)));
+    return out;
+  };
+  const std::vector<std::vector<NodeRef>> anchors = {nodes({"m", "h", "q", "e", "e1", "p", "gelu"}),
+                                                     nodes({"c", "sg", "silu"}), nodes({"d", "lr", "dwc"}),
+                                                     nodes({"c2", "gt", "step"})};
+  std::vector<codegen::KernelGroup> groups;
+  for (const std::vector<NodeRef>& a : anchors)
+    groups.emplace_back(a, "", "", g.node(a.front()).op == "Conv" ? "conv_epilogue" : "gemm_epilogue");
+
+  // What each kernel computes its epilogue with, at the default tiling.
+  const char* forms[] = {"fusec_erf16(", "fusec_exp16(", "select(", "(SUMS_).s0;"};
+  for (size_t i = 0; i < anchors.size(); ++i) {
+    Expected<codegen::KernelSource> k = codegen::emitGemm(g, anchors[i], ops->catalog, "k", "k");
+    REQUIRE_MESSAGE(k.ok(), test::why(k));
+    INFO(k->source);
+    CHECK(k->source.find(forms[i]) != std::string::npos);
+    const bool vector = i < 3;  // the truth value used as a number has no vector form
+    CHECK((k->source.find(i == 2 ? "float8 acc = SUMS_" : "float16 acc = SUMS_") != std::string::npos) == vector);
+  }
+  for (codegen::GemmTiling t : {codegen::GemmTiling{}, codegen::GemmTiling{5, 8, 3, 7}, codegen::GemmTiling{1, 4, 0, 0}}) {
+    INFO("tiling " << t.rows << "x" << t.width);
+    Expected<codegen::DeviceRun> run =
+        codegen::runOnDevice(device(), g, groups, ops->catalog, inputs, codegen::KernelOptions{.gemm = t, .gemmTilings = {}});
+    REQUIRE_MESSAGE(run.ok(), test::why(run));
+    for (size_t o = 0; o < reference.size(); ++o) {
+      INFO(g.value(g.outputs()[o]).name);
+      const Tensor &got = run->outputs[o], &want = reference[o];
+      REQUIRE(got.numel() == want.numel());
+      for (int64_t i = 0; i < want.numel(); ++i) {
+        const double x = want.scalarAt(i), y = got.scalarAt(i);
+        INFO("element " << i << ": " << y << " for " << x);
+        if (std::isnan(x) || std::isinf(x)) CHECK((std::isnan(y) == std::isnan(x) && (std::isnan(x) || y == x)));
+        else CHECK(y == doctest::Approx(x).epsilon(1e-4).scale(1.0));
+      }
+    }
+  }
+}
+
 TEST_CASE("the tuner times the gemm tilings of each kernel, keeps a fast one and caches it") {
   std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
   Graph g = test::parse(test::model("g (float[1,8,12,12] x, float[16,8,3,3] w, float[4,16] a) => (float[1,16,12,12] y, float[4,144] z)",
