@@ -197,42 +197,49 @@ int main(int argc, char** argv) {
       if (!benchRow(g, conv, t, {&dx.value(), &dw.value(), &dy.value()}, flops, peak, s.what, shape, tile(t))) return 1;
   }
 
-  // MobileNetV2's depthwise 3x3 convs (batch 1), through the conv_epilogue
-  // family's direct depthwise kernel: memory bound, so judged against the
-  // triad bandwidth (input, weights and output bytes, each once).
+  // MobileNetV2's depthwise 3x3 convs and EfficientNet-B0's 5x5 ones
+  // (batch 1), through the conv_epilogue family's direct depthwise kernel:
+  // memory bound, so judged against the triad bandwidth (input, weights
+  // and output bytes, each once).
   struct DepthwiseShape {
     const char* what;
-    int64_t C, H, stride;
+    int64_t C, H, stride, K = 3;
   };
-  const DepthwiseShape depthwise[] = {{"mbv2 block 1", 32, 112, 1},  {"mbv2 block 2", 96, 112, 2},
-                                      {"mbv2 block 3", 144, 56, 1},  {"mbv2 block 4", 144, 56, 2},
-                                      {"mbv2 block 6", 192, 28, 1},  {"mbv2 block 8", 384, 14, 1},
-                                      {"mbv2 block 14", 576, 14, 2}, {"mbv2 block 16", 960, 7, 1}};
+  const DepthwiseShape depthwise[] = {{"mbv2 block 1", 32, 112, 1},    {"mbv2 block 2", 96, 112, 2},
+                                      {"mbv2 block 3", 144, 56, 1},    {"mbv2 block 4", 144, 56, 2},
+                                      {"mbv2 block 6", 192, 28, 1},    {"mbv2 block 8", 384, 14, 1},
+                                      {"mbv2 block 14", 576, 14, 2},   {"mbv2 block 16", 960, 7, 1},
+                                      {"effnet-b0 5x5 s2", 144, 56, 2, 5}, {"effnet-b0 5x5", 240, 28, 1, 5},
+                                      {"effnet-b0 5x5", 672, 14, 1, 5},  {"effnet-b0 5x5", 1152, 7, 1, 5}};
   std::printf("\n%-22s %-16s %-14s %10s %10s %8s\n", "depthwise conv", "CxHxW/stride", "kernel", "ms", "GB/s",
               "of DRAM");
   for (const DepthwiseShape& s : depthwise) {
-    const int64_t out = (s.H + 2 - 3) / s.stride + 1;
+    const int64_t pad = s.K / 2, out = (s.H + 2 * pad - s.K) / s.stride + 1;
     Graph g;
     ValueId x = g.addInput("x", TensorType::of(DType::Float32, {1, s.C, s.H, s.H}));
-    ValueId w = g.addInput("w", TensorType::of(DType::Float32, {s.C, 1, 3, 3}));
+    ValueId w = g.addInput("w", TensorType::of(DType::Float32, {s.C, 1, s.K, s.K}));
     ValueId y = g.addValue("y", TensorType::of(DType::Float32, {1, s.C, out, out}));
     NodeRef conv = g.addNode("Conv", {x, w}, {y},
                              {{"strides", std::vector<int64_t>{s.stride, s.stride}},
-                              {"pads", std::vector<int64_t>{1, 1, 1, 1}},
+                              {"pads", std::vector<int64_t>{pad, pad, pad, pad}},
                               {"group", s.C}});
     g.addOutput(y);
-    auto dx = device.upload(randomTensor({1, s.C, s.H, s.H}, rng)), dw = device.upload(randomTensor({s.C, 1, 3, 3}, rng));
+    auto dx = device.upload(randomTensor({1, s.C, s.H, s.H}, rng)),
+         dw = device.upload(randomTensor({s.C, 1, s.K, s.K}, rng));
     auto dy = device.allocate(static_cast<size_t>(s.C * out * out) * 4);
-    const double bytes = 4.0 * (s.C * s.H * s.H + s.C * 9 + s.C * out * out);
+    const double bytes = 4.0 * (s.C * s.H * s.H + s.C * s.K * s.K + s.C * out * out);
     char shape[40];
-    std::snprintf(shape, sizeof shape, "%lldx%lldx%lld/%lld", static_cast<long long>(s.C), static_cast<long long>(s.H),
-                  static_cast<long long>(s.H), static_cast<long long>(s.stride));
-    // The direct kernel, and the implicit GEMM it replaced, side by side.
-    for (bool direct : {true, false}) {
+    std::snprintf(shape, sizeof shape, "%lldx%lldx%lld/%lld k%lld", static_cast<long long>(s.C),
+                  static_cast<long long>(s.H), static_cast<long long>(s.H), static_cast<long long>(s.stride),
+                  static_cast<long long>(s.K));
+    // The direct kernel (row segments gathered once at the edges, and each
+    // tap gathering its own lanes), and the implicit GEMM, side by side.
+    for (int variant : {0, 1, 2}) {
       codegen::GemmTiling t;
-      t.directDepthwise = direct;
-      if (!benchRow(g, conv, t, {&dx.value(), &dw.value(), &dy.value()}, bytes, triad, s.what, shape,
-                          direct ? "direct 1x8" : "implicit gemm"))
+      t.directDepthwise = variant < 2;
+      t.depthwiseRowGather = variant == 0;
+      const char* kernel[] = {"direct 1x8", "direct, tap gath", "implicit gemm"};
+      if (!benchRow(g, conv, t, {&dx.value(), &dw.value(), &dy.value()}, bytes, triad, s.what, shape, kernel[variant]))
         return 1;
     }
   }

@@ -272,7 +272,7 @@ Expected<EpilogueKernel> epilogueKernel(detail::Emitter& e, const Graph& g, cons
 /// cache and once from DRAM.
 Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
                                      const std::string& name, const std::string& comment, const Geometry& geo,
-                                     int width) {
+                                     int width, bool rowGather) {
   detail::Emitter e(g, catalog);
   Expected<EpilogueKernel> ek = epilogueKernel(e, g, catalog, members, name, geo.c, width, 1);
   if (!ek) return ek.error();
@@ -307,32 +307,72 @@ Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>&
   src << "  const int" << W << " lane = (int" << W << ")(";
   for (int j = 0; j < W; ++j) src << (j ? ", " : "") << j;
   src << ");\n";
+  // Where every tap's lanes fall inside the row (the interior of a wide
+  // row), each tap is one vector load: contiguous at stride 1, every other
+  // column of 16 at stride 2. Elsewhere the row's columns that the taps
+  // read (ix0 .. ix0 + span - 1) are gathered once, zero in the padding,
+  // into float16 segments, and each tap takes its lanes from them: a
+  // gather per tap read the row KW times, on a 14-wide row at every tap.
+  const int64_t span = (W - 1) * geo.SW + (geo.KW - 1) * geo.DW + 1;
+  const int64_t reach = geo.SW == 1 ? span - 1 : geo.SW == 2 && W == 8 ? (geo.KW - 1) * geo.DW + 15 : span - 1;
+  const int64_t segs = rowGather && span <= 32 ? (span + 15) / 16 : 0;
+  src << "  const int inner = ix0 >= 0 && ix0 + " << reach << " < " << geo.Wd << ";\n";
   for (int64_t ky = 0; ky < geo.KH; ++ky) {
     src << "  {\n    const int iy = oy * " << geo.SH << " - " << geo.PH << " + " << ky * geo.DH << ";\n";
     src << "    if (iy >= 0 && iy < " << geo.H << ") {\n";
     src << "      const __global float* row = plane + iy * " << geo.Wd << ";\n";
+    src << "      if (inner) {\n";
     for (int64_t kx = 0; kx < geo.KW; ++kx) {
-      src << "      {\n        const int first = ix0 + " << kx * geo.DW << ";\n        " << vec << " v;\n";
+      const std::string first = "row + ix0 + " + std::to_string(kx * geo.DW);
+      std::string v;
       if (geo.SW == 1) {
-        // Stride 1: the lanes' columns are contiguous; one vector load when they are all inside.
-        src << "        if (first >= 0 && first + " << W - 1 << " < " << geo.Wd << ") v = vload" << W << "(0, row + first);\n";
-        src << "        else {\n";
+        v = "vload" + std::to_string(W) + "(0, " + first + ")";
       } else if (geo.SW == 2 && W == 8) {
-        // Stride 2: every other column of 16 contiguous ones.
-        src << "        if (first >= 0 && first + 15 < " << geo.Wd << ") v = vload16(0, row + first).even;\n";
-        src << "        else {\n";
+        v = "vload16(0, " + first + ").even";
       } else {
-        src << "        {\n";
+        v = "(" + vec + ")(";
+        for (int j = 0; j < W; ++j) v += (j ? ", " : "") + std::string("(") + first + ")[" + std::to_string(j * geo.SW) + "]";
+        v += ")";
       }
-      src << "          const int" << W << " ix = (int" << W << ")(first) + lane * " << geo.SW << ";\n";
-      src << "          const int" << W << " inside = (ix >= 0) & (ix < " << geo.Wd << ");\n";
-      src << "          const int" << W << " at = select((int" << W << ")(0), ix, inside);\n";
-      src << "          v = select((" << vec << ")(0.0f), (" << vec << ")(";
-      for (int j = 0; j < W; ++j) src << (j ? ", " : "") << "row[at.s" << kLanes[j] << "]";
-      src << "), inside);\n        }\n";
-      src << "        sums = fma((" << vec << ")(w" << ky * geo.KW + kx << "), v, sums);\n      }\n";
+      src << "        sums = fma((" << vec << ")(w" << ky * geo.KW + kx << "), " << v << ", sums);\n";
     }
-    src << "    }\n  }\n";
+    src << "      } else {\n";
+    if (segs > 0) {
+      auto column = [&](int64_t c) { return "seg" + std::to_string(c / 16) + ".s" + std::string(1, kLanes[c % 16]); };
+      for (int64_t q = 0; q < segs; ++q) {
+        src << "        const int16 col" << q << " = (int16)(ix0 + " << 16 * q
+            << ") + (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);\n";
+        src << "        const int16 ok" << q << " = (col" << q << " >= 0) & (col" << q << " < " << geo.Wd << ");\n";
+        src << "        const int16 at" << q << " = select((int16)(0), col" << q << ", ok" << q << ");\n";
+        src << "        const float16 seg" << q << " = select((float16)(0.0f), (float16)(";
+        for (int64_t c = 16 * q; c < 16 * (q + 1); ++c)
+          src << (c > 16 * q ? ", " : "")
+              << (c < span ? "row[at" + std::to_string(q) + ".s" + std::string(1, kLanes[c % 16]) + "]" : "0.0f");
+        src << "), ok" << q << ");\n";
+      }
+      for (int64_t kx = 0; kx < geo.KW; ++kx) {
+        // Lane j reads column kx * DW + j * SW: a swizzle of one segment, or lanes of both.
+        std::string taps = "(" + vec + ")(";
+        for (int j = 0; j < W; ++j) taps += (j ? ", " : "") + column(kx * geo.DW + j * geo.SW);
+        taps += ")";
+        if ((kx * geo.DW + (W - 1) * geo.SW) / 16 == (kx * geo.DW) / 16) {
+          taps = "seg" + std::to_string(kx * geo.DW / 16) + ".s";
+          for (int j = 0; j < W; ++j) taps += kLanes[(kx * geo.DW + j * geo.SW) % 16];
+        }
+        src << "        sums = fma((" << vec << ")(w" << ky * geo.KW + kx << "), " << taps << ", sums);\n";
+      }
+    } else {
+      for (int64_t kx = 0; kx < geo.KW; ++kx) {
+        src << "        {\n          const int" << W << " ix = (int" << W << ")(ix0 + " << kx * geo.DW << ") + lane * " << geo.SW
+            << ";\n";
+        src << "          const int" << W << " inside = (ix >= 0) & (ix < " << geo.Wd << ");\n";
+        src << "          const int" << W << " at = select((int" << W << ")(0), ix, inside);\n";
+        src << "          sums = fma((" << vec << ")(w" << ky * geo.KW + kx << "), select((" << vec << ")(0.0f), (" << vec << ")(";
+        for (int j = 0; j < W; ++j) src << (j ? ", " : "") << "row[at.s" << kLanes[j] << "]";
+        src << "), inside), sums);\n        }\n";
+      }
+    }
+    src << "      }\n    }\n  }\n";
   }
   src << "  FUSEC_EPILOGUE(sums, ((img * " << channels << " + co) * " << OH << " + oy) * " << OW << " + ox0, " << OW
       << " - ox0)\n";
@@ -420,7 +460,7 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   if (!geo) return geo.error();
   // Depthwise: one input channel per group, and more than one group.
   if (tiling.directDepthwise && geo->conv && geo->groups > 1 && geo->K == geo->KH * geo->KW && geo->KH * geo->KW <= 64)
-    return emitDepthwise(g, members, catalog, name, comment, geo.value(), 8);
+    return emitDepthwise(g, members, catalog, name, comment, geo.value(), 8, tiling.depthwiseRowGather);
   if (tiling.gemv && isGemv(geo.value())) return emitGemv(g, members, catalog, name, comment, geo.value());
   const int64_t M = geo->M, N = geo->N, K = geo->K;
   const Shape ps = g.value(p).type.staticShape();

@@ -34,6 +34,10 @@ struct GemmTiling {
   /// Tiles shrink (rows first, then width) until the product has this many
   /// work-items: a GPU needs thousands to fill its compute units.
   int64_t minWorkItems = 0;
+  /// The direct depthwise kernel gathers the row segment its taps read
+  /// once where they cross the row's edges; false: each tap gathers its
+  /// own lanes (kernel_roofline compares the two).
+  bool depthwiseRowGather = true;
 };
 
 /// Whether `members` start with a MatMul or Gemm this family generates.
