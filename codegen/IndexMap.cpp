@@ -1,6 +1,7 @@
 /// The index_map family; see Emitters.h.
 #include "fusec/codegen/Emitters.h"
 
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -31,6 +32,20 @@ std::vector<int64_t> intsAttr(const NodeData& d, const char* name) {
   return a && std::holds_alternative<std::vector<int64_t>>(*a) ? std::get<std::vector<int64_t>>(*a) : std::vector<int64_t>{};
 }
 
+/// Declarations of the coordinates c0, c1, ... (long) of linear index
+/// `index` in `space`. Where the space has fewer than 2^31 elements they
+/// are divided out in 32 bits: a 64-bit division takes several times as
+/// long, and a 5-D Transpose is five of them per element.
+std::string coordinates(const Shape& space, const std::string& index) {
+  if (shapeNumel(space) > std::numeric_limits<int32_t>::max()) return detail::Emitter::coordinates(space, index, "  ", "long");
+  const Shape strides = stridesOf(space);
+  std::string out = "  const int " + index + "32 = (int)" + index + ";\n";
+  for (size_t d = 0; d < space.size(); ++d)
+    out += "  const long c" + std::to_string(d) + " = (" + index + "32 / " + std::to_string(std::max<int64_t>(strides[d], 1)) +
+           ") % " + std::to_string(std::max<int64_t>(space[d], 1)) + ";\n";
+  return out;
+}
+
 /// Source offset expressions per op, in terms of output coordinates c0..cN.
 class Builder {
  public:
@@ -45,7 +60,7 @@ class Builder {
     }
     const Shape out = shapeOf(d_.outputs[0]);
     checkRanks(op, out);
-    body << detail::Emitter::coordinates(out, "i", "  ", "long");
+    body << coordinates(out, "i");
     const Shape in = shapeOf(d_.inputs[0]);
     const Shape is = stridesOf(in);
     if (op == "Transpose") {
@@ -285,7 +300,7 @@ Expected<KernelSource> emitSplit(const Graph& g, const NodeData& d, const std::s
   k.inputs = {x};
   k.globalSize = static_cast<size_t>(shapeNumel(xs));
   std::ostringstream body, params;
-  body << detail::Emitter::coordinates(xs, "i", "  ", "long");
+  body << coordinates(xs, "i");
   int64_t start = 0;
   for (ValueId v : d.outputs) {
     if (v == kNoValue) continue;
@@ -434,7 +449,7 @@ Expected<KernelSource> emitResize(const Graph& g, const NodeData& d, const std::
       << ",\n    __global float* restrict out0) {\n";
   src << "  const long i = get_global_id(0);\n";
   const Shape is = stridesOf(xs);
-  src << detail::Emitter::coordinates(ys, "i", "  ", "long");
+  src << coordinates(ys, "i");
   for (size_t a = 0; a < r; ++a) {
     const std::string c = "c" + std::to_string(a), v = "v" + std::to_string(a), n = std::to_string(xs[a]);
     const double in = static_cast<double>(xs[a]), out = static_cast<double>(ys[a]);
