@@ -68,9 +68,12 @@ std::vector<FunctionFamily::Spec> specs() {
        "ArgMax, ArgMin, Softmax over an outer axis), which ends the group", "it does not end in a reduction with known axes",
        [](const Graph& g, const Group& grp, const OpCatalog&) { return isAxisReduction(g, grp.back()); },
        plain(emitReduce)},
-      {"index_map", "one data-movement op (Reshape, Transpose, Expand, Tile, Slice, Concat, Gather, Pad, Split, "
-       "Resize, ...) with static shapes", "it is not one data-movement op (index_map kernels take one op so far)",
-       [](const Graph& g, const Group& grp, const OpCatalog&) { return grp.size() == 1 && isIndexMapOp(g, grp[0]); },
+      {"index_map", "data-movement ops (Reshape, Transpose, Expand, Tile, Slice, Concat, Gather, Pad, Split, "
+       "Resize, ...) with static shapes: one op, or a group composed into one index map that moves each element once",
+       "it has an op that is not data movement",
+       [](const Graph& g, const Group& grp, const OpCatalog&) {
+         return !grp.empty() && std::all_of(grp.begin(), grp.end(), [&](NodeRef n) { return isIndexMapOp(g, n); });
+       },
        plain(emitIndexMap)},
       {"contraction", "one Einsum", "it is not one Einsum",
        [](const Graph& g, const Group& grp, const OpCatalog&) { return grp.size() == 1 && isEinsum(g, grp[0]); },

@@ -1,6 +1,9 @@
 /// The index_map family; see Emitters.h.
 #include "fusec/codegen/Emitters.h"
 
+#include <algorithm>
+#include <functional>
+#include <map>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -51,14 +54,20 @@ class Builder {
  public:
   Builder(const Graph& g, const NodeData& d) : g_(g), d_(d) {}
 
-  /// Fills `body` with statements that store the element into out0[i].
+  /// Fills `body` with statements that compute the element of the op's
+  /// result `result` at linear index `i` and hand it to `store` (a prefix:
+  /// `out0[i] = `, or `return `), reading operand j's element at an offset
+  /// through `read(j, offset)`.
   void build(std::ostringstream& body) {
     const std::string op = d_.op.str();
-    if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze") {
-      body << "  out0[i] = in0[i];  // same elements, new shape\n";
+    const std::string& out0 = store;  // the element's destination
+    auto element = [&](size_t j, const std::string& offset) { return read(j, offset); };
+    if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity") {
+      body << "  " << out0 << element(0, "i") << ";  // same elements, new shape\n";
       return;
     }
-    const Shape out = shapeOf(d_.outputs[0]);
+    if (result >= d_.outputs.size() || d_.outputs[result] == kNoValue) throw UserError{op + " has no such result", true};
+    const Shape out = shapeOf(d_.outputs[result]);
     checkRanks(op, out);
     body << coordinates(out, "i");
     const Shape in = shapeOf(d_.inputs[0]);
@@ -69,7 +78,7 @@ class Builder {
         for (int64_t k = static_cast<int64_t>(in.size()) - 1; k >= 0; --k) perm.push_back(k);
       std::string off = "0";
       for (size_t k = 0; k < perm.size(); ++k) off += " + c" + std::to_string(k) + " * " + std::to_string(is[perm[k]]) + "L";
-      body << "  out0[i] = in0[" << off << "];\n";
+      body << "  " << out0 << element(0, off) << ";\n";
       return;
     }
     if (op == "Expand" || op == "Tile") {
@@ -80,7 +89,7 @@ class Builder {
         const std::string coord = in[k] == 1 ? "0" : op == "Tile" ? "(" + c + " % " + std::to_string(in[k]) + "L)" : c;
         off += " + " + coord + " * " + std::to_string(is[k]) + "L";
       }
-      body << "  out0[i] = in0[" << off << "];\n";
+      body << "  " << out0 << element(0, off) << ";\n";
       return;
     }
     if (op == "Slice") {
@@ -103,7 +112,7 @@ class Builder {
       for (size_t k = 0; k < in.size(); ++k)
         off += " + (" + std::to_string(begin[k]) + "L + c" + std::to_string(k) + " * " + std::to_string(step[k]) + "L) * " +
                std::to_string(is[k]) + "L";
-      body << "  out0[i] = in0[" << off << "];\n";
+      body << "  " << out0 << element(0, off) << ";\n";
       return;
     }
     if (op == "Concat") {
@@ -122,8 +131,7 @@ class Builder {
           off += " + " + (static_cast<int64_t>(k) == axis ? "(" + c + " - " + std::to_string(start) + "L)" : c) + " * " +
                  std::to_string(st[k]) + "L";
         }
-        body << "  " << (j ? "else " : "") << "if (c" << axis << " < " << start + len << "L) out0[i] = in" << j << "[" << off
-             << "];\n";
+        body << "  " << (j ? "else " : "") << "if (c" << axis << " < " << start + len << "L) " << out0 << element(j, off) << ";\n";
         start += len;
       }
       return;
@@ -136,7 +144,7 @@ class Builder {
       std::string idx = "0";
       for (size_t k = 0; k < ishape.size(); ++k)
         idx += " + c" + std::to_string(static_cast<size_t>(axis) + k) + " * " + std::to_string(ist[k]) + "L";
-      body << "  long g = (long)in1[" << idx << "];\n";
+      body << "  long g = (long)" << element(1, idx) << ";\n";
       body << "  if (g < 0) g += " << in[static_cast<size_t>(axis)] << "L;\n";
       std::string off = "0";
       for (size_t k = 0; k < in.size(); ++k) {
@@ -146,20 +154,20 @@ class Builder {
         else coord = "c" + std::to_string(k + ishape.size() - 1);
         off += " + " + coord + " * " + std::to_string(is[k]) + "L";
       }
-      body << "  out0[i] = in0[" << off << "];\n";
+      body << "  " << out0 << element(0, off) << ";\n";
       return;
     }
     if (op == "GatherElements") {
       // The output has the indices' shape; along `axis` the index says where.
       int64_t axis = d_.attrInt("axis", 0);
       if (axis < 0) axis += static_cast<int64_t>(in.size());
-      body << "  long g = (long)in1[i];\n";
+      body << "  long g = (long)" << element(1, "i") << ";\n";
       body << "  if (g < 0) g += " << in[static_cast<size_t>(axis)] << "L;\n";
       std::string off = "0";
       for (size_t k = 0; k < in.size(); ++k)
         off += " + " + (static_cast<int64_t>(k) == axis ? std::string("g") : "c" + std::to_string(k)) + " * " +
                std::to_string(is[k]) + "L";
-      body << "  out0[i] = in0[" << off << "];\n";
+      body << "  " << out0 << element(0, off) << ";\n";
       return;
     }
     if (op == "Trilu") {
@@ -167,11 +175,11 @@ class Builder {
       // diagonal k; zeros elsewhere.
       if (in.size() < 2) throw UserError{"Trilu needs a matrix", true};
       std::string diagonal = "0L";
-      if (runtimeDiagonal_) diagonal = "in1[0]";  // computed: read on the device
+      if (runtimeDiagonal_) diagonal = element(1, "0");  // computed: read on the device
       else if (const std::vector<int64_t> k = constInts(g_, d_, 1); !k.empty()) diagonal = std::to_string(k[0]) + "L";
       const std::string row = "c" + std::to_string(in.size() - 2), col = "c" + std::to_string(in.size() - 1);
       const bool upper = d_.attrInt("upper", 1) != 0;
-      body << "  out0[i] = " << col << " - " << row << (upper ? " >= " : " <= ") << diagonal << " ? in0[i] : 0;\n";
+      body << "  " << out0 << col << " - " << row << (upper ? " >= " : " <= ") << diagonal << " ? " << element(0, "i") << " : 0;\n";
       return;
     }
     if (op == "DepthToSpace" || op == "SpaceToDepth") {
@@ -183,12 +191,16 @@ class Builder {
         body << "  const long h = c2 / " << b << "L, bh = c2 % " << b << "L, w = c3 / " << b << "L, bw = c3 % " << b << "L;\n";
         const std::string ch = crd ? "(c1 * " + std::to_string(b * b) + "L + bh * " + std::to_string(b) + "L + bw)"
                                    : "((bh * " + std::to_string(b) + "L + bw) * " + std::to_string(C / (b * b)) + "L + c1)";
-        body << "  out0[i] = in0[((c0 * " << C << "L + " << ch << ") * " << H << "L + h) * " << W << "L + w];\n";
+        body << "  " << out0
+             << element(0, "((c0 * " + std::to_string(C) + "L + " + ch + ") * " + std::to_string(H) + "L + h) * " + std::to_string(W) + "L + w")
+             << ";\n";
       } else {
         // out [N, C*b^2, H/b, W/b]: channel = (bh * b + bw) * C + c.
         body << "  const long c = c1 % " << C << "L, blk = c1 / " << C << "L, bh = blk / " << b << "L, bw = blk % " << b << "L;\n";
-        body << "  out0[i] = in0[((c0 * " << C << "L + c) * " << H << "L + c2 * " << b << "L + bh) * " << W << "L + c3 * " << b
-             << "L + bw];\n";
+        body << "  " << out0
+             << element(0, "((c0 * " + std::to_string(C) + "L + c) * " + std::to_string(H) + "L + c2 * " + std::to_string(b) +
+                          "L + bh) * " + std::to_string(W) + "L + c3 * " + std::to_string(b) + "L + bw")
+             << ";\n";
       }
       return;
     }
@@ -201,7 +213,7 @@ class Builder {
       std::vector<int64_t> pads = legacy ? intsAttr(d_, "pads") : constInts(g_, d_, 1);
       if (pads.size() != 2 * in.size()) throw UserError{"Pad needs two pads per axis", true};
       if (d_.inputs.size() > 3 && d_.inputs[3] != kNoValue) throw UserError{"Pad with axes has no kernel path", true};
-      std::string fill = hasFill_ ? "in1[0]" : "0";
+      std::string fill = hasFill_ ? element(2, "0") : "0";
       if (legacy) {
         float value = 0;
         if (const Attribute* a = d_.attr("value"); a && std::holds_alternative<float>(*a)) value = std::get<float>(*a);
@@ -226,12 +238,33 @@ class Builder {
         for (size_t k = 0; k < in.size(); ++k)
           if (pads[k] >= in[k] || pads[k + in.size()] >= in[k])
             throw UserError{"reflect Pad wider than the input has no kernel path", true};
-      body << "  out0[i] = (" << inside << ") ? in0[" << off << "] : " << fill << ";\n";
+      body << "  " << out0 << "(" << inside << ") ? " << element(0, off) << " : " << fill << ";\n";
+      return;
+    }
+    if (op == "Split") {  // result r: its slice along the axis
+      int64_t axis = d_.attrInt("axis", 0);
+      if (axis < 0) axis += static_cast<int64_t>(in.size());
+      if (axis < 0 || axis >= static_cast<int64_t>(in.size()) || out.size() != in.size())
+        throw UserError{"Split axis out of range", true};
+      int64_t start = 0;
+      for (size_t r = 0; r < result; ++r)
+        if (d_.outputs[r] != kNoValue) start += shapeOf(d_.outputs[r])[static_cast<size_t>(axis)];
+      std::string off = "0";
+      for (size_t k = 0; k < in.size(); ++k)
+        off += " + " + (static_cast<int64_t>(k) == axis ? "(c" + std::to_string(k) + " + " + std::to_string(start) + "L)"
+                                                        : "c" + std::to_string(k)) +
+               " * " + std::to_string(is[k]) + "L";
+      body << "  " << out0 << element(0, off) << ";\n";
       return;
     }
     throw UserError{"op `" + op + "` has no index_map kernel path", true};
   }
 
+  std::string store = "out0[i] = ";
+  std::function<std::string(size_t, const std::string&)> read = [](size_t j, const std::string& offset) {
+    return "in" + std::to_string(j) + "[" + offset + "]";
+  };
+  size_t result = 0;
   bool hasFill_ = false;
   bool runtimeDiagonal_ = false;  // Trilu's k is a buffer
 
@@ -505,6 +538,139 @@ Expected<KernelSource> emitResize(const Graph& g, const NodeData& d, const std::
   return k;
 }
 
+/// The operands of `d` its kernel reads from buffers, each with the type
+/// it is read as (`t` for the moved elements, int32/int64 for indices):
+/// shape operands are constants folded into the index arithmetic, except
+/// Gather's indices, Trilu's computed diagonal and Pad's fill value.
+Status dataOperands(const Graph& g, const NodeData& d, Builder& b, const std::function<void(size_t, DType)>& add) {
+  const std::string op = d.op.str();
+  const DType t = g.value(d.outputs[0]).type.dtype;
+  if (op == "Concat") {
+    for (size_t j = 0; j < d.inputs.size(); ++j) add(j, t);
+    return Status::success();
+  }
+  add(0, t);
+  if (op == "Gather" || op == "GatherElements") {
+    DType it = g.value(d.inputs[1]).type.dtype;
+    if (it != DType::Int64 && it != DType::Int32) return Error{op + " indices must be int32 or int64", true};
+    add(1, it);
+  }
+  if (op == "Trilu" && d.inputs.size() > 1 && d.inputs[1] != kNoValue && !g.isConstant(d.inputs[1])) {
+    add(1, DType::Int64);
+    b.runtimeDiagonal_ = true;
+  }
+  if (op == "Pad" && d.inputs.size() > 2 && d.inputs[2] != kNoValue) {
+    add(2, t);  // the fill value
+    b.hasFill_ = true;
+  }
+  return Status::success();
+}
+
+/// Data-movement ops as one kernel: each result the group writes is
+/// computed element by element by walking back through the members' index
+/// maps to the group's inputs, one inline function per member result
+/// (`fetch<value>(i, buffers)`: its element at linear index i), so no
+/// intermediate is stored and every element moves once. A chain of
+/// Concat, Reshape, Transpose and Split (ShuffleNet's channel shuffle)
+/// reads its inputs and writes its results, and nothing in between.
+Expected<KernelSource> emitIndexMapChain(const Graph& g, const std::vector<NodeRef>& members, const std::string& name,
+                                         const std::string& comment) {
+  std::map<ValueId, NodeRef> producer;  // member results
+  bool onlyViews = true;
+  for (NodeRef n : members) {
+    const NodeData& d = g.node(n);
+    const std::string op = d.op.str();
+    if (op == "CumSum" || op == "Resize")
+      return Error{"`" + op + "` is not an index map that composes with others; it takes a kernel of its own", true};
+    onlyViews &= op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze";
+    for (ValueId v : d.outputs)
+      if (v != kNoValue) producer[v] = n;
+  }
+  if (onlyViews) return Error{"reshapes alone are views of their input, no kernel", true};
+  const DType t = g.value(g.node(members.front()).outputs[0]).type.dtype;
+  const std::string type = bitsType(t);
+  if (type.empty()) return Error{"element type `" + std::string(dtypeName(t)) + "` has no kernel path", true};
+
+  KernelSource k;
+  k.name = name;
+  std::map<ValueId, size_t> paramOf;
+  std::ostringstream params;
+  std::vector<std::string> args;
+  std::ostringstream functions;
+  for (NodeRef n : members) {
+    const NodeData& d = g.node(n);
+    Builder b(g, d);
+    Status operands = dataOperands(g, d, b, [&](size_t j, DType ty) {
+      const ValueId v = d.inputs[j];
+      if (producer.count(v)) return;
+      if (paramOf.count(v)) return;
+      paramOf[v] = k.inputs.size();
+      params << (k.inputs.empty() ? "" : ",\n    ") << "__global const "
+             << (ty == DType::Int32 ? "int" : ty == DType::Int64 ? "long" : type) << "* restrict in" << k.inputs.size();
+      args.push_back("in" + std::to_string(k.inputs.size()));
+      k.inputs.push_back(v);
+    });
+    if (!operands) return operands.error();
+    for (size_t j = 0; j < d.inputs.size(); ++j) {
+      const ValueId v = d.inputs[j];
+      if (v == kNoValue || !producer.count(v)) continue;
+      const bool data = d.op == "Concat" || j == 0;
+      if (!data) return Error{"`" + d.op.str() + "` reads an index or fill value computed in its group", true};
+      if (g.value(v).type.dtype != t) return Error{"a data-movement group moves elements of one type", true};
+    }
+  }
+  std::string argList;
+  for (const std::string& a : args) argList += ", " + a;
+  for (NodeRef n : members) {
+    const NodeData& d = g.node(n);
+    for (size_t r = 0; r < d.outputs.size(); ++r) {
+      const ValueId v = d.outputs[r];
+      if (v == kNoValue) continue;
+      if (g.value(v).type.dtype != t) return Error{"a data-movement group moves elements of one type", true};
+      Builder b(g, d);
+      (void)dataOperands(g, d, b, [](size_t, DType) {});
+      b.result = r;
+      b.store = "return ";
+      b.read = [&](size_t j, const std::string& offset) {
+        const ValueId in = d.inputs.at(j);
+        if (producer.count(in)) return "fetch" + std::to_string(in) + "(" + offset + argList + ")";
+        return "in" + std::to_string(paramOf.at(in)) + "[" + offset + "]";
+      };
+      std::ostringstream body;
+      try {
+        b.build(body);
+      } catch (const UserError& e) {
+        return Error{e.message, e.unsupported};
+      }
+      functions << "// " << d.op.str() << " " << detail::Emitter::sanitize(d.name) << ", result " << r << "\n";
+      functions << "inline " << type << " fetch" << v << "(const long i" << (params.str().empty() ? "" : ",\n    ")
+                << params.str() << ") {\n"
+                << body.str() << "  return 0;\n}\n";
+    }
+  }
+  // The kernel: each result over its own range of work-items.
+  GroupBoundary boundary = groupBoundary(g, members);
+  std::ostringstream kernel;
+  int64_t first = 0;
+  for (ValueId v : boundary.outputs) {
+    if (!g.value(v).type.isStatic()) return Error{"value `" + g.value(v).name + "` has no static shape", true};
+    const int64_t n = shapeNumel(g.value(v).type.staticShape());
+    const std::string o = std::to_string(k.outputs.size());
+    params << ",\n    __global " << type << "* restrict out" << o;
+    kernel << "  " << (first ? "else " : "") << "if (i < " << first + n << "L) out" << o << "[i - " << first << "L] = fetch"
+           << v << "(i - " << first << "L" << argList << ");\n";
+    k.outputs.push_back(v);
+    first += n;
+  }
+  k.globalSize = static_cast<size_t>(first);
+  std::ostringstream src;
+  src << "// " << comment << "\n" << functions.str();
+  src << "__kernel void " << name << "(\n    " << params.str() << ") {\n  const long i = get_global_id(0);\n" << kernel.str()
+      << "}\n";
+  k.source = src.str();
+  return k;
+}
+
 }  // namespace
 
 bool isIndexMapOp(const Graph& g, NodeRef n) {
@@ -514,8 +680,9 @@ bool isIndexMapOp(const Graph& g, NodeRef n) {
 
 Expected<KernelSource> emitIndexMap(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog&,
                                     const std::string& name, const std::string& comment) {
-  if (members.size() != 1 || !isIndexMapOp(g, members[0]))
-    return Error{"group `" + name + "`: index_map kernels take one data-movement op so far", true};
+  if (members.empty() || !std::all_of(members.begin(), members.end(), [&](NodeRef n) { return isIndexMapOp(g, n); }))
+    return Error{"group `" + name + "` has an op that is not data movement", true};
+  if (members.size() > 1) return emitIndexMapChain(g, members, name, comment);
   const NodeData& d = g.node(members[0]);
   if (d.op == "Split") return emitSplit(g, d, name, comment);
   if (d.op == "CumSum") return emitCumSum(g, d, name, comment);
@@ -535,30 +702,19 @@ Expected<KernelSource> emitIndexMap(const Graph& g, const std::vector<NodeRef>& 
   // index arithmetic) are not, except Gather's indices and Pad's fill value.
   const std::string op = d.op.str();
   std::ostringstream params;
-  std::vector<std::string> paramTypes;
-  auto add = [&](ValueId v, const std::string& ty) {
+  std::map<size_t, size_t> paramOf;  // operand -> kernel parameter
+  auto add = [&](size_t operand, const std::string& ty) {
     params << (k.inputs.empty() ? "" : ",\n    ") << "__global const " << ty << "* restrict in" << k.inputs.size();
-    k.inputs.push_back(v);
+    paramOf[operand] = k.inputs.size();
+    k.inputs.push_back(d.inputs[operand]);
   };
   Builder b(g, d);
-  if (op == "Concat") {
-    for (ValueId v : d.inputs) add(v, type);
-  } else {
-    add(d.inputs[0], type);
-    if (op == "Gather" || op == "GatherElements") {
-      DType it = g.value(d.inputs[1]).type.dtype;
-      if (it != DType::Int64 && it != DType::Int32) return Error{op + " indices must be int32 or int64", true};
-      add(d.inputs[1], it == DType::Int64 ? "long" : "int");
-    }
-    if (op == "Trilu" && d.inputs.size() > 1 && d.inputs[1] != kNoValue && !g.isConstant(d.inputs[1])) {
-      add(d.inputs[1], "long");
-      b.runtimeDiagonal_ = true;
-    }
-    if (op == "Pad" && d.inputs.size() > 2 && d.inputs[2] != kNoValue) {
-      add(d.inputs[2], type);  // the fill value
-      b.hasFill_ = true;
-    }
-  }
+  b.read = [&](size_t operand, const std::string& offset) {
+    return "in" + std::to_string(paramOf.at(operand)) + "[" + offset + "]";
+  };
+  if (Status st = dataOperands(g, d, b, [&](size_t j, DType t) { add(j, t == DType::Int32 ? "int" : t == DType::Int64 ? "long" : type); });
+      !st)
+    return st.error();
   std::ostringstream body;
   try {
     b.build(body);
