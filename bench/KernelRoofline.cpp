@@ -8,8 +8,10 @@
 #include <cstdio>
 #include <string>
 #include <cstdlib>
+#include <map>
 #include <random>
 
+#include "fusec/codegen/Emitters.h"
 #include "fusec/codegen/Executor.h"
 #include "fusec/codegen/Gemm.h"
 #include "fusec/grammar/PackLoader.h"
@@ -195,6 +197,52 @@ int main(int argc, char** argv) {
                   static_cast<long long>(s.H), static_cast<long long>(s.M));
     for (const codegen::GemmTiling& t : convTilings)
       if (!benchRow(g, conv, t, {&dx.value(), &dw.value(), &dy.value()}, flops, peak, s.what, shape, tile(t))) return 1;
+  }
+
+  // BERT-base self-attention (12 heads, 128 tokens, head size 64), batch
+  // 1: the attention kernel against what it replaces (the two batched
+  // GEMMs and the scale-mask-softmax row reduction, their times summed).
+  // FLOPs: the two products.
+  if (!bandwidthOnly) {
+    const int64_t H = 12, S = 128, Dh = 64;
+    auto f32 = [](Shape s) { return TensorType::of(DType::Float32, std::move(s)); };
+    Graph g;
+    const ValueId q = g.addInput("q", f32({1, H, S, Dh})), kt = g.addInput("kt", f32({1, H, Dh, S})),
+                  v = g.addInput("v", f32({1, H, S, Dh})), mask = g.addInput("mask", f32({1, 1, 1, S}));
+    const ValueId scale = g.addConstant("scale", Tensor::fromVector<float>({}, {0.125f}));
+    const ValueId s = g.addValue("s", f32({1, H, S, S})), z = g.addValue("z", f32({1, H, S, S})),
+                  m = g.addValue("m", f32({1, H, S, S})), p = g.addValue("p", f32({1, H, S, S})),
+                  o = g.addValue("o", f32({1, H, S, Dh}));
+    const std::vector<NodeRef> nodes = {g.addNode("MatMul", {q, kt}, {s}), g.addNode("Mul", {s, scale}, {z}),
+                                        g.addNode("Add", {z, mask}, {m}),
+                                        g.addNode("Softmax", {m}, {p}, {{"axis", int64_t{-1}}}),
+                                        g.addNode("MatMul", {p, v}, {o})};
+    g.addOutput(o);
+    std::map<ValueId, codegen::Buffer> buffers;
+    for (ValueId in : {q, kt, v, mask}) buffers.emplace(in, device.upload(randomTensor(g.value(in).type.staticShape(), rng)).value());
+    buffers.emplace(scale, device.upload(*g.value(scale).constant).value());
+    for (ValueId t : {s, p, o, m}) buffers.emplace(t, device.allocate(static_cast<size_t>(shapeNumel(g.value(t).type.staticShape())) * 4).value());
+    // One kernel's best time on the buffers of its operands and results.
+    auto time = [&](Expected<codegen::KernelSource> k) {
+      if (!k) {
+        std::fprintf(stderr, "%s\n", k.error().message.c_str());
+        return -1.0;
+      }
+      std::vector<codegen::KernelArg> args;
+      for (const std::vector<ValueId>* values : {&k->inputs, &k->outputs})
+        for (ValueId x : *values) args.push_back(codegen::KernelArg::of(buffers.at(x)));
+      return bestTime(device, k->source, k->name, args, k->globalSize, k->localSize);
+    };
+    const double flops = 4.0 * H * S * S * Dh;
+    const double fused = time(codegen::emitAttention(g, nodes, ops->catalog, "bench_attention", "bench"));
+    const double unfused = time(codegen::emitGemm(g, {nodes[0]}, ops->catalog, "bench_scores", "bench")) +
+                           time(codegen::emitRowReduce(g, {nodes[1], nodes[2], nodes[3]}, ops->catalog, "bench_softmax", "bench")) +
+                           time(codegen::emitGemm(g, {nodes[4]}, ops->catalog, "bench_context", "bench"));
+    if (fused < 0 || unfused < 0) return 1;
+    std::printf("\n%-22s %-16s %-14s %10s %10s %8s\n", "attention", "heads x S x D", "kernel", "ms", "GFLOP/s", "of peak");
+    for (const auto& [kernel, sec] : {std::pair<const char*, double>{"attention", fused}, {"gemm+softmax+gemm", unfused}})
+      std::printf("%-22s %-16s %-14s %10.3f %10.1f %7.0f%%\n", "bert-base layer", "12x128x64", kernel, sec * 1e3,
+                  flops / sec / 1e9, 100.0 * flops / sec / 1e9 / peak);
   }
 
   // MobileNetV2's depthwise 3x3 convs and EfficientNet-B0's 5x5 ones

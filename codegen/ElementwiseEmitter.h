@@ -247,32 +247,40 @@ class Emitter {
   /// prelude's fusec_exp and fusec_erf), to print before the kernel.
   std::string vectorHelpers() const {
     if (!lanes_ || (!usesVectorExp_ && !usesVectorErf_)) return "";
-    const std::string n = std::to_string(lanes_), f = "float" + n, v = "(" + f + ")";
-    std::string out =
-        "inline " + f + " fusec_exp" + n + "(const " + f + " x) {  // fusec_exp, lane by lane\n"
-        "  const " + f + " c = fmin(fmax(x, " + v + "(-87.33f)), " + v + "(88.7f));\n"
-        "  const " + f + " t = c * 1.44269504f;\n"
-        "  const int" + n + " ki = convert_int" + n + "(t + select(" + v + "(-0.5f), " + v + "(0.5f), t >= 0.0f));\n"
-        "  const " + f + " k = convert_float" + n + "(ki);\n"
-        "  const " + f + " r = fma(k, " + v + "(-1.42860677e-6f), fma(k, " + v + "(-0.693145752f), c));\n"
-        "  " + f + " p = fma(r, " + v + "(1.0f / 720.0f), " + v + "(1.0f / 120.0f));\n"
-        "  p = fma(p, r, " + v + "(1.0f / 24.0f));\n"
-        "  p = fma(p, r, " + v + "(1.0f / 6.0f));\n"
-        "  p = fma(p, r, " + v + "(0.5f));\n"
-        "  p = fma(p, r, " + v + "(1.0f));\n"
-        "  p = fma(p, r, " + v + "(1.0f));\n"
-        "  const int" + n + " h = ki >> 1;\n"
-        "  const " + f + " e = p * as_" + f + "((h + 127) << 23) * as_" + f + "((ki - h + 127) << 23);\n"
-        "  return select(select(select(e, x, isnan(x)), " + v + "(INFINITY), x > 88.7f), " + v + "(0.0f), x < -87.33f);\n"
-        "}\n";
-    if (usesVectorErf_)
-      out += "inline " + f + " fusec_erf" + n + "(const " + f + " x) {  // fusec_erf, lane by lane\n"
-             "  const " + f + " a = fabs(x), t = 1.0f / fma(" + v + "(0.3275911f), a, " + v + "(1.0f));\n"
-             "  const " + f + " p = t * fma(t, fma(t, fma(t, fma(t, " + v + "(1.061405429f), " + v + "(-1.453152027f)), " + v +
-             "(1.421413741f)), " + v + "(-0.284496736f)), " + v + "(0.254829592f));\n"
-             "  return copysign(1.0f - p * fusec_exp" + n + "(-a * a), x);\n"
-             "}\n";
-    return out;
+    return vectorExp(lanes_) + (usesVectorErf_ ? vectorErf(lanes_) : "");
+  }
+
+  /// `floatN fusec_expN(floatN)`: the prelude's fusec_exp, lane by lane.
+  static std::string vectorExp(int lanes) {
+    const std::string n = std::to_string(lanes), f = "float" + n, v = "(" + f + ")";
+    return "inline " + f + " fusec_exp" + n + "(const " + f + " x) {  // fusec_exp, lane by lane\n"
+           "  const " + f + " c = fmin(fmax(x, " + v + "(-87.33f)), " + v + "(88.7f));\n"
+           "  const " + f + " t = c * 1.44269504f;\n"
+           "  const int" + n + " ki = convert_int" + n + "(t + select(" + v + "(-0.5f), " + v + "(0.5f), t >= 0.0f));\n"
+           "  const " + f + " k = convert_float" + n + "(ki);\n"
+           "  const " + f + " r = fma(k, " + v + "(-1.42860677e-6f), fma(k, " + v + "(-0.693145752f), c));\n"
+           "  " + f + " p = fma(r, " + v + "(1.0f / 720.0f), " + v + "(1.0f / 120.0f));\n"
+           "  p = fma(p, r, " + v + "(1.0f / 24.0f));\n"
+           "  p = fma(p, r, " + v + "(1.0f / 6.0f));\n"
+           "  p = fma(p, r, " + v + "(0.5f));\n"
+           "  p = fma(p, r, " + v + "(1.0f));\n"
+           "  p = fma(p, r, " + v + "(1.0f));\n"
+           "  const int" + n + " h = ki >> 1;\n"
+           "  const " + f + " e = p * as_" + f + "((h + 127) << 23) * as_" + f + "((ki - h + 127) << 23);\n"
+           "  return select(select(select(e, x, isnan(x)), " + v + "(INFINITY), x > 88.7f), " + v + "(0.0f), x < -87.33f);\n"
+           "}\n";
+  }
+
+  /// `floatN fusec_erfN(floatN)`: the prelude's fusec_erf, lane by lane
+  /// (after vectorExp(N)).
+  static std::string vectorErf(int lanes) {
+    const std::string n = std::to_string(lanes), f = "float" + n, v = "(" + f + ")";
+    return "inline " + f + " fusec_erf" + n + "(const " + f + " x) {  // fusec_erf, lane by lane\n"
+           "  const " + f + " a = fabs(x), t = 1.0f / fma(" + v + "(0.3275911f), a, " + v + "(1.0f));\n"
+           "  const " + f + " p = t * fma(t, fma(t, fma(t, fma(t, " + v + "(1.061405429f), " + v + "(-1.453152027f)), " + v +
+           "(1.421413741f)), " + v + "(-0.284496736f)), " + v + "(0.254829592f));\n"
+           "  return copysign(1.0f - p * fusec_exp" + n + "(-a * a), x);\n"
+           "}\n";
   }
 
   /// The kernel parameters for `inputs` (`in<firstParam>`, ...) and

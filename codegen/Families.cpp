@@ -46,6 +46,11 @@ bool scalarOps(const Graph& g, const Group& group, const OpCatalog& catalog) {
 /// emitter. A new family is a new emitter file and one entry here.
 std::vector<FunctionFamily::Spec> specs() {
   return {
+      {"attention", "MatMul(Q, Kt), a constant scale (Mul or Div), an optional additive mask, Softmax over the keys "
+       "and MatMul with V (float32, static shapes, one batch shape), as one kernel: an online softmax over blocks "
+       "of keys, the scores kept in registers",
+       "it is not MatMul, a constant scale, an optional mask, Softmax and MatMul",
+       [](const Graph& g, const Group& grp, const OpCatalog&) { return isAttentionGroup(g, grp); }, plain(emitAttention)},
       {"gemm_epilogue", "a MatMul or Gemm (float32, static shapes) followed by elementwise ops on its result",
        "it does not start with a MatMul or Gemm",
        [](const Graph& g, const Group& grp, const OpCatalog&) { return isGemmGroup(g, grp) && !headIs(g, grp, "Conv"); },

@@ -509,6 +509,73 @@ g (float[5,13] a, float[13,37] b, float[5,37] res, float[1,6,9,7] x, float[10,6,
   }
 }
 
+TEST_CASE("attention as one kernel matches the interpreter: masks, scales, and sizes the blocks do not divide") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  // Shapes pick every block width: keys 32 (16 at a time), 24 (8), 12 (4);
+  // query rows 8 (4 per work-item), 6 (2), 5 (1); head sizes 16, 20.
+  struct Case {
+    const char* what;
+    int64_t B, H, Sq, Sk, D, Dv;
+    std::string mask;  // the mask's shape, or "" for none
+    bool divide;
+  };
+  const Case cases[] = {{"BERT-like padding mask", 2, 3, 8, 32, 16, 16, "2,1,1,32", false},
+                        {"a full mask per head", 1, 2, 6, 24, 20, 20, "1,2,6,24", true},
+                        {"a mask per query row", 1, 2, 5, 12, 8, 4, "5,1", false},
+                        {"no mask", 2, 1, 8, 16, 16, 16, "", true}};
+  for (const Case& c : cases) {
+    INFO(c.what);
+    auto dims = [](std::initializer_list<int64_t> d) {
+      std::string out;
+      for (int64_t x : d) out += (out.empty() ? "" : ",") + std::to_string(x);
+      return out;
+    };
+    const std::string qs = dims({c.B, c.H, c.Sq, c.D}), ks = dims({c.B, c.H, c.D, c.Sk}), vs = dims({c.B, c.H, c.Sk, c.Dv}),
+                      os = dims({c.B, c.H, c.Sq, c.Dv});
+    std::string text = "<ir_version: 8, opset_import: [\"\" : 17]>\ng (float[" + qs + "] q, float[" + ks + "] kt, float[" + vs +
+                       "] v" + (c.mask.empty() ? "" : ", float[" + c.mask + "] mask") + ") => (float[" + os + "] o) {\n" +
+                       "  sc = Constant <value = float {" + (c.divide ? "4.0" : "0.25") + "}> ()\n  s = MatMul (q, kt)\n  z = " +
+                       (c.divide ? "Div" : "Mul") + " (s, sc)\n";
+    text += c.mask.empty() ? "  p = Softmax <axis = -1> (z)\n" : "  m = Add (z, mask)\n  p = Softmax <axis = -1> (m)\n";
+    text += "  o = MatMul (p, v)\n}\n";
+    Graph g = test::parse(text);
+    std::vector<Tensor> inputs;
+    for (ValueId v : g.inputs()) inputs.push_back(randomTensor(g.value(v).type.staticShape(), 90 + inputs.size()));
+    if (!c.mask.empty()) {  // masked keys, as exporters write them: a large negative number
+      Tensor& mask = inputs.back();
+      for (int64_t i = 0; i < mask.numel(); i += 3) mask.data<float>()[i] = -10000.0f;
+    }
+    const std::vector<Tensor> reference = test::run(g, inputs);
+    Expected<std::vector<NodeRef>> order = g.topologicalOrder();
+    REQUIRE(order.ok());
+    Expected<codegen::KernelSource> k = codegen::emitAttention(g, order.value(), ops->catalog, "attn", "attn");
+    REQUIRE_MESSAGE(k.ok(), test::why(k));
+    INFO(k->source);
+    Expected<codegen::SpirvModule> spv = codegen::compileToSpirv(k->source, k->name);
+    CHECK_MESSAGE(spv.ok(), test::why(spv));
+    Expected<codegen::DeviceRun> run = codegen::runOnDevice(
+        device(), g, {codegen::KernelGroup(order.value(), "attn", "", "attention")}, ops->catalog, inputs);
+    REQUIRE_MESSAGE(run.ok(), test::why(run));
+    CHECK(run->kernelTimes.size() == 1);
+    test::checkClose(run->outputs[0], reference[0], 1e-4f);
+  }
+  // What the kernel cannot take is refused with the reason, before it runs.
+  Graph odd = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[1,4,8] q, float[1,8,10] kt, float[1,10,8] v) => (float[1,4,8] o, float[1,4,10] p) {
+  sc = Constant <value = float {0.5}> ()
+  s = MatMul (q, kt)
+  z = Mul (s, sc)
+  p = Softmax <axis = -1> (z)
+  o = MatMul (p, v)
+}
+)");
+  Expected<std::vector<NodeRef>> order = odd.topologicalOrder();
+  REQUIRE(order.ok());
+  Expected<codegen::KernelSource> refused = codegen::emitAttention(odd, order.value(), ops->catalog, "attn", "attn");
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message == "`p` is read outside the group; the attention kernel keeps it in registers");
+}
+
 TEST_CASE("the tuner times the gemm tilings of each kernel, keeps a fast one and caches it") {
   std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
   Graph g = test::parse(test::model("g (float[1,8,12,12] x, float[16,8,3,3] w, float[4,16] a) => (float[1,16,12,12] y, float[4,144] z)",

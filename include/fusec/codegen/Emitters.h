@@ -84,14 +84,29 @@ Expected<KernelSource> emitReduce(const Graph& g, const std::vector<NodeRef>& me
 /// OpenCL C for the index_map family: data movement, where each output
 /// element is one input element (or a padding constant) at an index computed
 /// from the output's coordinates. Elements are copied by their bits, so
-/// every element type moves. One op per kernel so far: Reshape, Flatten,
-/// Squeeze, Unsqueeze, Transpose, Expand, Tile, Slice, Concat, Gather,
-/// DepthToSpace, SpaceToDepth and constant Pad; shape operands must be
-/// constants and shapes static.
+/// every element type moves. Reshape, Flatten, Squeeze, Unsqueeze,
+/// Transpose, Expand, Tile, Slice, Concat, Gather, GatherElements, Split,
+/// DepthToSpace, SpaceToDepth, Trilu and Pad, one op or a group of them
+/// composed into one index map (each result computed by walking back
+/// through the members to the group's inputs); CumSum and Resize take a
+/// kernel of their own. Shape operands must be constants and shapes static.
 bool isIndexMapOp(const Graph& g, NodeRef n);
 
 Expected<KernelSource> emitIndexMap(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
                                     const std::string& name, const std::string& comment);
+
+// ---- attention
+
+/// OpenCL C for the attention family: MatMul(Q, Kt), a constant scale (Mul
+/// or Div), an optional additive mask, Softmax over the keys and MatMul
+/// with V as one kernel. Each work-item computes one query row: it takes
+/// the keys a block at a time, the block's scores as one vector (Kt's rows
+/// are contiguous along the keys), and keeps a running maximum and sum
+/// (online softmax), so the scores never leave registers.
+bool isAttentionGroup(const Graph& g, const std::vector<NodeRef>& members);
+
+Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
+                                     const std::string& name, const std::string& comment);
 
 // ---- contraction
 
