@@ -207,9 +207,12 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
       src << "    " << sN << " = " << sN << " + "
           << (maskAlongKeys ? "vload" + std::to_string(KB) + "(0, mask" + n + " + j0)" : "mask" + n + "[0]") << ";\n";
     // Online softmax: rescale what was summed so far to the new maximum.
+    // While every score so far is -inf (keys masked out with -inf, as
+    // left padding is), the sums stay 0 rather than exp(-inf - -inf).
     src << "    const float mn" << n << " = fmax(m" << n << ", " << horizontal("fmax", sN, KB) << ");\n";
-    src << "    const float corr" << n << " = fusec_exp(m" << n << " - mn" << n << ");\n";
-    src << "    const " << kv << " p" << n << " = fusec_exp" << KB << "(" << sN << " - mn" << n << ");\n";
+    src << "    const float base" << n << " = mn" << n << " == -INFINITY ? 0.0f : mn" << n << ";\n";
+    src << "    const float corr" << n << " = fusec_exp(m" << n << " - base" << n << ");\n";
+    src << "    const " << kv << " p" << n << " = fusec_exp" << KB << "(" << sN << " - base" << n << ");\n";
     src << "    l" << n << " = fma(l" << n << ", corr" << n << ", " << horizontal("+", "p" + n, KB) << ");\n";
     src << "    m" << n << " = mn" << n << ";\n";
     for (int64_t c = 0; c < VC; ++c) src << "    acc" << n << "_" << c << " *= corr" << n << ";\n";

@@ -522,6 +522,7 @@ TEST_CASE("attention as one kernel matches the interpreter: masks, scales, and s
   const Case cases[] = {{"BERT-like padding mask", 2, 3, 8, 32, 16, 16, "2,1,1,32", false},
                         {"a full mask per head", 1, 2, 6, 24, 20, 20, "1,2,6,24", true},
                         {"a mask per query row", 1, 2, 5, 12, 8, 4, "5,1", false},
+                        {"left padding masked with -inf", 1, 2, 4, 32, 16, 16, "1,1,1,32", false},
                         {"no mask", 2, 1, 8, 16, 16, 16, "", true}};
   for (const Case& c : cases) {
     INFO(c.what);
@@ -541,9 +542,11 @@ TEST_CASE("attention as one kernel matches the interpreter: masks, scales, and s
     Graph g = test::parse(text);
     std::vector<Tensor> inputs;
     for (ValueId v : g.inputs()) inputs.push_back(randomTensor(g.value(v).type.staticShape(), 90 + inputs.size()));
-    if (!c.mask.empty()) {  // masked keys, as exporters write them: a large negative number
+    if (!c.mask.empty()) {  // masked keys, as exporters write them: a large negative number, or -inf
       Tensor& mask = inputs.back();
-      for (int64_t i = 0; i < mask.numel(); i += 3) mask.data<float>()[i] = -10000.0f;
+      const bool padding = std::string(c.what).find("-inf") != std::string::npos;
+      for (int64_t i = 0; i < mask.numel(); ++i)
+        if (padding ? i < 20 : i % 3 == 0) mask.data<float>()[i] = padding ? -INFINITY : -10000.0f;
     }
     const std::vector<Tensor> reference = test::run(g, inputs);
     Expected<std::vector<NodeRef>> order = g.topologicalOrder();
