@@ -158,6 +158,8 @@ def family(ops):
     names = ops.split(" ")
     if any(op.startswith("Conv[group=") for op in names):
         return "depthwise/grouped conv"
+    if names[0] == "MatMul" and "Softmax" in names:
+        return "attention"
     for anchor, label in (("Conv", "conv"), ("MatMul", "matmul"), ("Gemm", "gemm"), ("Pool", "pool"),
                           ("LayerNormalization", "layernorm"), ("Softmax", "softmax"), ("Reduce", "reduce"),
                           ("Concat", "data movement"), ("Transpose", "data movement"), ("Slice", "data movement"),
