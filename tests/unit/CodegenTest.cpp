@@ -297,7 +297,7 @@ g (float[1,3,2,5] a, float[1,3,2,5] b, float[4,6] x, int64[3] idx)
     REQUIRE_MESSAGE(k.ok(), test::why(k));
     INFO(k->source);
     // Reads only the group's inputs and writes only its results.
-    CHECK(k->inputs.size() == (members == &shuffle ? 2u : 2u));
+    CHECK(k->inputs.size() == 2u);
     CHECK(k->outputs.size() == (members == &shuffle ? 2u : 1u));
     Expected<codegen::SpirvModule> spv = codegen::compileToSpirv(k->source, k->name);
     CHECK_MESSAGE(spv.ok(), test::why(spv));
