@@ -16,7 +16,7 @@ namespace fs = std::filesystem;
 
 std::string describe(const GemmTiling& t) {
   return std::to_string(t.rows) + " " + std::to_string(t.width) + " " + std::to_string(t.localRows) + " " +
-         std::to_string(t.depth);
+         std::to_string(t.depth) + " " + std::to_string(t.shallowDepth) + " " + std::to_string(t.shallowLocalRows);
 }
 
 /// Random floats (other element types zero): timing must not depend on
@@ -33,12 +33,14 @@ Tensor sampleInput(const TensorType& type, std::mt19937& rng) {
 }  // namespace
 
 const std::vector<GemmTiling>& gemmCandidates() {
-  // Tile rows x vector width / work-items sharing a staged B panel / panel
-  // depth. On PoCL (AVX-512) 8 rows often beat 12 for convs, and shallow
-  // panels help the 7x7 stem; the default comes first.
-  static const std::vector<GemmTiling> kCandidates = {GemmTiling{},          GemmTiling{8, 16, 16, 256},
-                                                      GemmTiling{8, 16, 8, 128}, GemmTiling{12, 16, 8, 128},
-                                                      GemmTiling{6, 16, 16, 256}, GemmTiling{4, 16, 16, 256}};
+  // Tile rows x vector width / work-items sharing a staged B panel (0: no
+  // panel) / panel depth. On PoCL (AVX-512) 8 rows often beat 12 for convs,
+  // shallow panels help the 7x7 stem, and short products (1x1 convs) want
+  // pairs of work-items or none; the default comes first.
+  static const std::vector<GemmTiling> kCandidates = {
+      GemmTiling{},           GemmTiling{8, 16, 16, 256}, GemmTiling{8, 16, 8, 128},  GemmTiling{12, 16, 8, 128},
+      GemmTiling{6, 16, 16, 256}, GemmTiling{4, 16, 16, 256}, GemmTiling{12, 16, 2, 256}, GemmTiling{8, 16, 2, 256},
+      GemmTiling{12, 16, 0, 256}};
   return kCandidates;
 }
 
@@ -64,7 +66,8 @@ Expected<std::vector<TunedKernel>> tuneKernels(Device& device, const Graph& g, c
     if (tuning.useCache) {
       std::ifstream in(cached);
       GemmTiling t;
-      if (in >> t.rows >> t.width >> t.localRows >> t.depth >> result.defaultSeconds >> result.tunedSeconds) {
+      if (in >> t.rows >> t.width >> t.localRows >> t.depth >> t.shallowDepth >> t.shallowLocalRows >> result.defaultSeconds >>
+          result.tunedSeconds) {
         result.tiling = t;
         result.cached = true;
         options.gemmTilings[head.id] = t;

@@ -167,13 +167,15 @@ bool emitKernels(const CompileOptions& o, const Session& s, const driver::Compil
   std::filesystem::create_directories(dir);
   size_t written = 0, validated = 0, views = 0;
   std::map<std::string, size_t> missing;
+  // The kernels `fusec run` builds for this target, tile for tile.
+  const codegen::KernelOptions options = codegen::KernelOptions::forTarget(s.target);
   for (const codegen::KernelGroup& grp : c.groups) {
     if (codegen::isViewGroup(c.graph, grp.nodes, s.rules->catalog)) {
       ++views;  // no kernel: its result is a view of its operand's buffer
       continue;
     }
-    Expected<codegen::KernelSource> k = codegen::emitKernel(c.graph, grp.nodes, grp.family, s.rules->catalog,
-                                                            grp.name, codegen::kernelComment(c.graph, grp, grp.name));
+    Expected<codegen::KernelSource> k = codegen::emitKernel(c.graph, grp.nodes, grp.family, s.rules->catalog, grp.name,
+                                                            codegen::kernelComment(c.graph, grp, grp.name), options);
     if (!k) {
       ++missing[c.graph.node(grp.nodes.front()).op.str()];
       continue;

@@ -405,10 +405,15 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
   // Every tiling computes the same, with and without local memory, with
   // tiles shrunk for a GPU's work-items, and with the depthwise and GEMV
   // kernels off (their products tiled as GEMMs), with each tap of a depthwise
-  // conv gathering its own lanes; every kernel is valid SPIR-V.
+  // conv gathering its own lanes, with short products (K <= 13) staged by
+  // threes and matrix-vector products a row pair per work-item (K = 130: a
+  // tail past the last 16, 37 rows: a pair past the last); every kernel is
+  // valid SPIR-V.
   for (codegen::GemmTiling t : {codegen::GemmTiling{1, 4, 0, 0}, codegen::GemmTiling{5, 8, 3, 7, true, true, 0, false},
-                                codegen::GemmTiling{12, 16, 16, 256, false, false, 1 << 20}}) {
-    INFO("tiling " << t.rows << "x" << t.width << " local " << t.localRows << " depth " << t.depth);
+                                codegen::GemmTiling{12, 16, 16, 256, false, false, 1 << 20},
+                                codegen::GemmTiling{12, 16, 16, 256, true, true, 0, true, 13, 3, false}}) {
+    INFO("tiling " << t.rows << "x" << t.width << " local " << t.localRows << " depth " << t.depth << " shallow "
+                   << t.shallowDepth << "/" << t.shallowLocalRows);
     Expected<codegen::DeviceRun> tiled = codegen::runOnDevice(device(), g, groups, core->catalog, inputs, codegen::KernelOptions{.gemm = t, .gemmTilings = {}});
     REQUIRE_MESSAGE(tiled.ok(), test::why(tiled));
     for (size_t i = 0; i < reference.size(); ++i) test::checkClose(tiled->outputs[i], reference[i], 1e-4f);

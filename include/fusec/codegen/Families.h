@@ -31,15 +31,21 @@ struct KernelOptions {
   }
 
   /// The options for `target`: where local memory is emulated (PoCL on a
-  /// CPU), the split-K matrix-vector kernel is off, its barriers cost more
-  /// than it saves (kernel_roofline --bandwidth: 6-10 GB/s against the tiled
-  /// GEMM's 8-13 on the build machine).
-  /// There too, GEMM tiles keep their size; on other devices they shrink
-  /// until a product has 64 work-items per compute unit.
+  /// CPU), matrix-vector products are not split across work-groups, the
+  /// barriers cost more than they save (kernel_roofline --bandwidth: 6-10
+  /// GB/s against the tiled GEMM's 8-13 on the build machine); each
+  /// work-item reads whole rows instead.
+  /// There too, GEMM tiles keep their size, and products with K <= 256
+  /// share B's panel between two work-items only (GemmTiling::shallowDepth:
+  /// the GEMM kernels of MobileNetV2 and EfficientNet-B0 took 8.8 and 8.9 ms
+  /// with groups of 16, 3.8 and 4.4 ms so, in one `fusec run --tune` pass);
+  /// on other devices they shrink until a product has 64 work-items per
+  /// compute unit.
   static KernelOptions forTarget(const Target& target) {
     KernelOptions o;
     const bool realLocalMemory = !target.has("local_mem_emulated");
-    o.gemm.gemv = realLocalMemory;
+    o.gemm.gemvSplitK = realLocalMemory;
+    if (!realLocalMemory) o.gemm.shallowDepth = 256;
     if (realLocalMemory) o.gemm.minWorkItems = 64 * target.computeUnits;
     return o;
   }

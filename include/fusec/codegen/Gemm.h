@@ -29,7 +29,9 @@ struct GemmTiling {
   /// implicit GEMM like other convs (kernel_roofline compares the two).
   bool directDepthwise = true;
   /// Matrix-vector products with contiguous weight rows (a batch-1 Linear,
-  /// a 1x1 conv on one pixel) get a split-K kernel of their own.
+  /// a 1x1 conv on one pixel) get a kernel of their own: split-K across a
+  /// work-group reducing in local memory, or (gemvSplitK false, for CPUs)
+  /// a few rows per work-item read as vectors.
   bool gemv = true;
   /// Tiles shrink (rows first, then width) until the product has this many
   /// work-items: a GPU needs thousands to fill its compute units.
@@ -38,6 +40,14 @@ struct GemmTiling {
   /// once where they cross the row's edges; false: each tap gathers its
   /// own lanes (kernel_roofline compares the two).
   bool depthwiseRowGather = true;
+  /// Products with K <= shallowDepth share a panel among shallowLocalRows
+  /// work-items instead (0: not staged). Where local memory is emulated
+  /// (PoCL on a CPU), a wide work-group with barriers costs more than a
+  /// short panel's reuse saves: MobileNetV2's 1x1 convs (K 16-192) ran 2-6x
+  /// slower in groups of 8-16 than in pairs. KernelOptions::forTarget sets it.
+  int64_t shallowDepth = 0;
+  int shallowLocalRows = 2;
+  bool gemvSplitK = true;
 };
 
 /// Whether `members` start with a MatMul or Gemm this family generates.
