@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
   };
   auto tile = [](const codegen::GemmTiling& t) {
     char text[32];
-    std::snprintf(text, sizeof text, "%dx%d/%d/%d", t.rows, t.width, t.localRows, t.depth);
+    std::snprintf(text, sizeof text, "%dx%d/%d/%d%s", t.rows, t.width, t.localRows, t.depth, t.convRowPanels ? "" : " gather");
     return std::string(text);
   };
   std::mt19937 rng(1);
@@ -176,7 +176,15 @@ int main(int argc, char** argv) {
                              {"stage 2 3x3", 128, 28, 128, 3, 1},
                              {"stage 3 3x3", 256, 14, 256, 3, 1},
                              {"stage 4 3x3", 512, 7, 512, 3, 1}};
-  const codegen::GemmTiling convTilings[] = {{12, 16, 16, 256}, {8, 16, 16, 256}, {12, 8, 16, 256}, {8, 8, 16, 256}, {8, 16, 8, 128}, {4, 16, 16, 256}};
+  // Each tiling with B's panels as input-row segments (the default) and,
+  // marked "gather", as W outputs of the flattened output gathered lane by lane.
+  auto gathered = [](codegen::GemmTiling t) {
+    t.convRowPanels = false;
+    return t;
+  };
+  const codegen::GemmTiling convTilings[] = {{12, 16, 16, 256}, gathered({12, 16, 16, 256}), {8, 16, 16, 256},
+                                             gathered({8, 16, 16, 256}), {8, 16, 8, 128}, gathered({8, 16, 8, 128}),
+                                             {12, 16, 2, 256}, gathered({12, 16, 2, 256})};
   if (!bandwidthOnly) std::printf("\n%-22s %-16s %-14s %10s %10s %8s\n", "conv", "CxHxW->M", "tile", "ms", "GFLOP/s", "of peak");
   for (const ConvShape& s : bandwidthOnly ? std::vector<ConvShape>{} : std::vector<ConvShape>(std::begin(convs), std::end(convs))) {
     const int64_t pad = s.R / 2, out = (s.H + 2 * pad - s.R) / s.stride + 1;

@@ -339,11 +339,11 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
    float[3,1,5,13] ma, float[4,13,17] mb, float[13] mv, float[7,1,13] sa, float[13,9] sw, float[9] sbias,
    float[1,13,9] sw1, float[12,1,3,3] wm, float[12] bm, float[6,1,5,2] wa, float[6,1,3] w1d, float[2,6,23,21] xw,
    float[1,130] lx, float[37,130] lw, float[37] lb, float[1,130,1,1] se, float[24,130,1,1] sew, float[24] seb,
-   float[130,1] lcol)
+   float[130,1] lcol, float[5,6,3,3] w6)
   => (float[2,10,9,7] y, float[2,6,2,2] sd, float[2,6,4,3] grp, float[2,6,9,7] dw, float[2,5,9,7] pw, float[2,4,5] l,
       float[5,19] gm, float[3,4,5,17] mm, float[3,1,5] mvec, float[7,1,9] seq, float[3,1,5,9] seq1,
       float[2,12,5,3] dwm, float[2,6,7,9] dwa, float[2,6,11] dw1, float[2,6,23,21] dwr,
-      float[1,37] lin, float[1,24,1,1] sev, float[1,1] dot) {
+      float[1,37] lin, float[1,24,1,1] sev, float[1,1] dot, float[2,5,23,21] wide, float[2,5,12,11] wide2) {
   c = Conv <pads = [1, 1, 1, 1]> (x, w, b)
   r = Add (c, skip)
   y = Relu (r)
@@ -375,6 +375,8 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
   sev0 = Conv (se, sew, seb)
   sev = HardSigmoid (sev0)
   dot = MatMul (lx, lcol)
+  wide = Conv <pads = [1, 1, 1, 1]> (xw, w6)
+  wide2 = Conv <strides = [2, 2], pads = [1, 1, 1, 1]> (xw, w6)
 }
 )");
   std::vector<Tensor> inputs;
@@ -405,7 +407,9 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
   // Every tiling computes the same, with and without local memory, with
   // tiles shrunk for a GPU's work-items, and with the depthwise and GEMV
   // kernels off (their products tiled as GEMMs), with each tap of a depthwise
-  // conv gathering its own lanes, with short products (K <= 13) staged by
+  // conv gathering its own lanes, with the panels of the convs on 21-wide
+  // rows (`wide`, `wide2` at stride 2) as input-row segments at widths 8 and
+  // 4 and gathered at 16, with short products (K <= 13) staged by
   // threes and matrix-vector products a row pair per work-item (K = 130: a
   // tail past the last 16, 37 rows: a pair past the last); every kernel is
   // valid SPIR-V.

@@ -48,6 +48,11 @@ struct GemmTiling {
   int64_t shallowDepth = 0;
   int shallowLocalRows = 2;
   bool gemvSplitK = true;
+  /// A strided or padded conv's column panels lie within one output row
+  /// (where at most a quarter of the lanes fall past the row), so B's rows
+  /// are input-row segments loaded as vectors; false: W outputs in a row of
+  /// the flattened output, gathered (kernel_roofline compares the two).
+  bool convRowPanels = true;
 };
 
 /// Whether `members` start with a MatMul or Gemm this family generates.
