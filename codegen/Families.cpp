@@ -68,7 +68,10 @@ std::vector<FunctionFamily::Spec> specs() {
        "Softmax, LogSoftmax, LayerNormalization, global pools, InstanceNormalization), which ends the group; the "
        "reduction's input is written too when it is read outside", "it does not end in a reduction over the innermost axes",
        [](const Graph& g, const Group& grp, const OpCatalog&) { return isRowReduction(g, grp.back()); },
-       plain(emitRowReduce)},
+       [](const Graph& g, const Group& group, const OpCatalog& catalog, const std::string& name, const std::string& comment,
+          const KernelOptions& options) {
+         return emitRowReduce(g, group, catalog, name, comment, options.rowReducePerWorkItem);
+       }},
       {"reduce", "elementwise ops feeding one reduction over any axes known when the kernel is generated (Reduce*, "
        "ArgMax, ArgMin, Softmax over an outer axis), which ends the group", "it does not end in a reduction with known axes",
        [](const Graph& g, const Group& grp, const OpCatalog&) { return isAxisReduction(g, grp.back()); },

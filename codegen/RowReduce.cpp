@@ -48,8 +48,55 @@ bool isRowReduction(const Graph& g, NodeRef n) {
   return rowLength(g, d, t.staticShape()) > 0;
 }
 
+namespace {
+
+/// A reduction alone (no prologue), one work-item per row: the row read
+/// as float16 vectors into one vector accumulator, its lanes combined at
+/// the end, the tail past the last 16 element by element. No barriers:
+/// on PoCL, EfficientNet-B0's global pools ran at 8-17 GB/s with a
+/// work-group per row.
+KernelSource rowPerWorkItem(const NodeData& r, const std::string& name, const std::string& comment, int64_t n,
+                            int64_t rows) {
+  const std::string op = r.op.str();
+  const bool isMax = op == "ReduceMax" || op == "GlobalMaxPool", isMin = op == "ReduceMin";
+  const bool squares = op == "ReduceL2" || op == "ReduceSumSquare";
+  auto combine = [&](const std::string& acc, const std::string& v) {
+    return isMax ? "fmax(" + acc + ", " + v + ")" : isMin ? "fmin(" + acc + ", " + v + ")"
+                                                  : squares ? "fma(" + v + ", " + v + ", " + acc + ")" : acc + " + " + v;
+  };
+  // Lanes combine pairwise: a + b for sums (squares are summed once made).
+  auto pair = [&](const std::string& a, const std::string& b) {
+    return isMax ? "fmax(" + a + ", " + b + ")" : isMin ? "fmin(" + a + ", " + b + ")" : a + " + " + b;
+  };
+  const int64_t whole = n / 16 * 16;
+  KernelSource k;
+  k.name = name;
+  k.inputs = {r.inputs[0]};
+  k.outputs = {r.outputs[0]};
+  k.globalSize = static_cast<size_t>(rows);
+  std::ostringstream src;
+  src << "// " << comment << "\n// One work-item per row of " << n << ", read as float16 vectors.\n";
+  src << "__kernel void " << name << "(\n    __global const float* restrict in0,\n    __global float* restrict out0) {\n";
+  src << "  const int row = get_global_id(0);\n";
+  src << "  const __global float* x = in0 + row * " << n << ";\n";
+  const std::string init = isMax ? "-INFINITY" : isMin ? "INFINITY" : "0.0f";
+  src << "  float16 v = (float16)(" << init << ");\n";
+  src << "  for (int j = 0; j < " << whole << "; j += 16) v = " << combine("v", "vload16(0, x + j)") << ";\n";
+  src << "  const float8 h = " << pair("v.lo", "v.hi") << ";\n  const float4 q = " << pair("h.lo", "h.hi") << ";\n";
+  src << "  float acc = " << pair(pair("q.x", "q.y"), pair("q.z", "q.w")) << ";\n";
+  if (whole < n) src << "  for (int j = " << whole << "; j < " << n << "; ++j) acc = " << combine("acc", "x[j]") << ";\n";
+  const std::string result = op == "ReduceMean" || op == "GlobalAveragePool" ? "acc / " + std::to_string(n) + ".0f"
+                             : op == "ReduceL2"                                ? "sqrt(acc)"
+                                                                               : "acc";
+  src << "  out0[row] = " << result << ";\n}\n";
+  k.source = src.str();
+  return k;
+}
+
+}  // namespace
+
 Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
-                                     const std::string& name, const std::string& comment) {
+                                     const std::string& name, const std::string& comment, bool perWorkItem) {
   if (members.empty() || !isRowReduction(g, members.back()))
     return Error{"group `" + name + "` does not end in a reduction over the innermost axis", true};
   const NodeRef rn = members.back();
@@ -72,6 +119,11 @@ Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>&
     stats[o - 1] = v;
   }
   const std::vector<NodeRef> prologue(members.begin(), members.end() - 1);
+  static const std::set<std::string> kLone = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceL2",
+                                              "ReduceSumSquare", "GlobalAveragePool", "GlobalMaxPool"};
+  if (perWorkItem && prologue.empty() && stats.empty() && kLone.count(op) && g.value(x).type.dtype == DType::Float32 &&
+      g.value(r.outputs[0]).type.dtype == DType::Float32)
+    return rowPerWorkItem(r, name, comment, n, rows);
 
   detail::Emitter e(g, catalog);
   GroupBoundary boundary = groupBoundary(g, prologue);

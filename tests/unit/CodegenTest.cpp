@@ -156,6 +156,53 @@ g (float[6,100] x, float[6,100] skip, float[100] gamma, float[100] beta, float[6
   }
 }
 
+TEST_CASE("lone row reductions, a work-item per row, match the interpreter") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  // Rows of 49 (three vectors and a tail), 16 (vectors only) and 5 (a tail
+  // only); values up to 1e30 and infinities for the extremes.
+  Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[2,3,7,7] x, float[5,16] r, float[4,5] t)
+  => (float[2,3,1,1] gap, float[2,3,1,1] gmp, float[5,1] sum, float[5,1] l2, float[4,1] mn, float[4,1] mean,
+      float[4,1] sq) {
+  axes = Constant <value = int64[1] {-1}> ()
+  gap = GlobalAveragePool (x)
+  gmp = GlobalMaxPool (x)
+  sum = ReduceSum <keepdims = 1> (r, axes)
+  l2 = ReduceL2 <axes = [-1]> (r)
+  mn = ReduceMin <axes = [-1]> (t)
+  mean = ReduceMean <axes = [-1]> (t)
+  sq = ReduceSumSquare <axes = [-1]> (t)
+}
+)");
+  std::vector<Tensor> inputs = {randomTensor({2, 3, 7, 7}, 81), randomTensor({5, 16}, 82), randomTensor({4, 5}, 83)};
+  const float specials[] = {INFINITY, -INFINITY, 1e30f, -1e30f};
+  // Specials in the first two planes; the last all below zero (its maximum is no 0).
+  for (int64_t i = 0; i < 98; i += 23) inputs[0].data<float>()[i] = specials[(i / 23) % 4];
+  for (int64_t i = 5 * 49; i < 6 * 49; ++i) inputs[0].data<float>()[i] = -2.0f - inputs[0].data<float>()[i];
+  inputs[2].data<float>()[7] = -INFINITY;
+  const std::vector<Tensor> reference = test::run(g, inputs);
+  std::vector<codegen::KernelGroup> groups;
+  for (NodeRef n : g.nodes())
+    if (g.node(n).op != "Constant") groups.emplace_back(std::vector<NodeRef>{n}, "k" + std::to_string(groups.size()), "", "row_reduce");
+  for (bool perWorkItem : {true, false}) {
+    INFO("a work-item per row: " << perWorkItem);
+    for (const codegen::KernelGroup& grp : groups) {
+      Expected<codegen::KernelSource> k = codegen::emitRowReduce(g, grp.nodes, ops->catalog, grp.name, grp.name, perWorkItem);
+      REQUIRE_MESSAGE(k.ok(), test::why(k));
+      CHECK((k->source.find("One work-item per row") != std::string::npos) == perWorkItem);
+      CHECK_MESSAGE(codegen::compileToSpirv(k->source, k->name).ok(), k->source);
+    }
+    codegen::KernelOptions options;
+    options.rowReducePerWorkItem = perWorkItem;
+    Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, groups, ops->catalog, inputs, options);
+    REQUIRE_MESSAGE(run.ok(), test::why(run));
+    for (size_t i = 0; i < reference.size(); ++i) {
+      INFO(g.value(g.outputs()[i]).name);
+      test::checkClose(run->outputs[i], reference[i], 1e-5f);
+    }
+  }
+}
+
 TEST_CASE("a row reduction whose prologue result is read outside the group writes it too (pre-LN residual)") {
   std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
   // Rows held in registers (48) and rows walked again in each pass (2000 >

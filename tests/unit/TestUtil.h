@@ -2,6 +2,8 @@
 /// and make small tensors.
 #pragma once
 
+#include <cmath>
+
 #include <doctest/doctest.h>
 
 #include <string>
@@ -83,7 +85,11 @@ inline void checkClose(const Tensor& got, const Tensor& want, float tol = 1e-5f)
   REQUIRE(shapeToString(got.shape()) == shapeToString(want.shape()));
   for (int64_t i = 0; i < want.numel(); ++i) {
     INFO("element " << i);
-    CHECK(got.scalarAt(i) == doctest::Approx(want.scalarAt(i)).epsilon(tol));
+    const double g = got.scalarAt(i), w = want.scalarAt(i);
+    if (std::isnan(w) || std::isinf(w))  // NaN where NaN is due, the same infinity
+      CHECK((std::isnan(w) ? std::isnan(g) : g == w));
+    else
+      CHECK(g == doctest::Approx(w).epsilon(tol));
   }
 }
 

@@ -48,8 +48,11 @@ bool isRowReduction(const Graph& g, NodeRef n);
 
 /// Generates the kernel for `members` (topological order; the reduction
 /// last). Errors are `unsupported` for groups outside the family.
+/// With `rowPerWorkItem` (for CPUs, where barriers are emulated), a lone
+/// sum, mean, extreme or sum of squares takes one work-item per row, read
+/// as float16 vectors; other groups keep the work-group per row.
 Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
-                                     const std::string& name, const std::string& comment);
+                                     const std::string& name, const std::string& comment, bool rowPerWorkItem = false);
 
 // ---- reduce
 

@@ -24,6 +24,7 @@ namespace fusec::codegen {
 struct KernelOptions {
   GemmTiling gemm;                             ///< for gemm_epilogue kernels without their own
   std::map<NodeId, GemmTiling> gemmTilings;    ///< by the id of the kernel's MatMul, Gemm or Conv
+  bool rowReducePerWorkItem = false;           ///< lone row reductions: a work-item per row (emitRowReduce)
 
   const GemmTiling& gemmFor(const NodeData& head) const {
     auto it = gemmTilings.find(head.id);
@@ -34,7 +35,7 @@ struct KernelOptions {
   /// CPU), matrix-vector products are not split across work-groups, the
   /// barriers cost more than they save (kernel_roofline --bandwidth: 6-10
   /// GB/s against the tiled GEMM's 8-13 on the build machine); each
-  /// work-item reads whole rows instead.
+  /// work-item reads whole rows instead, as it does for lone row reductions.
   /// There too, GEMM tiles keep their size, and products with K <= 256
   /// share B's panel between two work-items only (GemmTiling::shallowDepth:
   /// the GEMM kernels of MobileNetV2 and EfficientNet-B0 took 8.8 and 8.9 ms
@@ -45,6 +46,7 @@ struct KernelOptions {
     KernelOptions o;
     const bool realLocalMemory = !target.has("local_mem_emulated");
     o.gemm.gemvSplitK = realLocalMemory;
+    o.rowReducePerWorkItem = !realLocalMemory;
     if (!realLocalMemory) o.gemm.shallowDepth = 256;
     if (realLocalMemory) o.gemm.minWorkItems = 64 * target.computeUnits;
     return o;
