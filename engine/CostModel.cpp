@@ -19,13 +19,19 @@ double numel(const Graph& g, ValueId v) {
 }
 
 /// Arithmetic operations in one evaluation of scalar semantics.
-double semanticsOps(const ScalarExpr& e) {
+/// Operations of scalar semantics `e` per element; a transcendental call
+/// counts `transcendental` (the target's cost of one, in FLOPs of peak).
+double semanticsOps(const ScalarExpr& e, double transcendental = 1) {
+  static const std::set<std::string> kTranscendental = {"exp",  "log",  "log1p", "erf",   "tanh",  "sin",
+                                                       "cos",  "tan",  "asin",  "acos",  "atan",  "sinh",
+                                                       "cosh", "asinh", "acosh", "atanh", "pow"};
   double n = 0;
   switch (e.kind) {
-    case ScalarExpr::Kind::Unary: case ScalarExpr::Kind::Binary: case ScalarExpr::Kind::Call: n = 1; break;
+    case ScalarExpr::Kind::Unary: case ScalarExpr::Kind::Binary: n = 1; break;
+    case ScalarExpr::Kind::Call: n = kTranscendental.count(e.op) ? transcendental : 1; break;
     default: break;
   }
-  for (const ScalarExpr& a : e.args) n += semanticsOps(a);
+  for (const ScalarExpr& a : e.args) n += semanticsOps(a, transcendental);
   return n;
 }
 
@@ -78,25 +84,44 @@ double nodeFlops(const Graph& g, NodeRef n, const OpCatalog& catalog) {
   return 0;
 }
 
-Estimate rooflineEstimate(double flops, double bytes, const Target& t) {
+Estimate rooflineEstimate(double flops, double bytes, const Target& t, double work) {
   Estimate e;
   e.flops = flops;
   e.bytes = bytes;
   e.kernels = 1;
-  e.seconds = std::max(flops / t.peakFlopsFp32, bytes / t.dramBandwidth) + t.launchOverhead;
+  e.seconds = std::max((work < 0 ? flops : work) / t.peakFlopsFp32, bytes / t.dramBandwidth) + t.launchOverhead;
   e.joules = flops * t.energyPerFlop + bytes * t.energyPerByte;
   return e;
 }
 
 Estimate groupEstimate(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
                        const Target& target) {
-  double flops = 0;
-  for (NodeRef n : members) flops += nodeFlops(g, n, catalog);
+  // The kernel evaluates its elementwise members at every point of its
+  // largest result: one on a broadcast operand (the Sigmoid of a squeeze-
+  // and-excitation scale, fused into the Mul it feeds) is computed again
+  // at each point. `work` weighs transcendental calls at the target's cost.
+  double space = 0;
+  for (NodeRef n : members)
+    if (!g.node(n).outputs.empty()) space = std::max(space, numel(g, g.node(n).outputs[0]));
+  double flops = 0, work = 0;
+  for (NodeRef n : members) {
+    const NodeData& d = g.node(n);
+    const OpDef* op = d.domain.empty() ? catalog.find(d.op.str()) : nullptr;
+    if (op && !op->flops && op->semantics && !d.outputs.empty()) {
+      const double points = std::max(space, numel(g, d.outputs[0]));
+      flops += points * semanticsOps(*op->semantics);
+      work += points * semanticsOps(*op->semantics, target.transcendentalFlops);
+    } else {
+      const double f = nodeFlops(g, n, catalog);
+      flops += f;
+      work += f;
+    }
+  }
   const GroupBoundary b = groupBoundary(g, members);
   double bytes = 0;
   for (ValueId v : b.inputs) bytes += valueBytes(g, v);
   for (ValueId v : b.outputs) bytes += valueBytes(g, v);
-  return rooflineEstimate(flops, bytes, target);
+  return rooflineEstimate(flops, bytes, target, work);
 }
 
 Estimate unfusedEstimate(const Graph& g, const OpCatalog& catalog, const Target& target) {

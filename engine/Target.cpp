@@ -22,7 +22,7 @@ const std::set<std::string>& knownKeys() {
       "name", "runtime", "device_match", "compute_units", "peak_gflops_fp32", "peak_gflops_fp16",
       "dram_bandwidth_gbs", "launch_overhead_us", "local_mem_bytes", "registers_per_cu",
       "max_work_group_size", "codegen_vector_width", "preferred_vector_width", "features",
-      "energy_pj_per_byte", "energy_pj_per_flop", "default_packs", "cache_bandwidth_gbs",
+      "energy_pj_per_byte", "energy_pj_per_flop", "default_packs", "cache_bandwidth_gbs", "transcendental_flops",
       // informational
       "platform", "device", "ridge_flop_per_byte", "sync_overhead_us", "l1d_bytes", "l2_bytes", "l3_bytes",
       "cacheline_bytes", "default_local_size", "one_cu", "best_case", "codegen", "kernel_cost_us", "jit_ms",
@@ -234,6 +234,7 @@ Expected<Target> parseTarget(const std::string& text, const std::string& path) {
   t.peakFlopsFp16 = r.number("peak_gflops_fp16", false, true).value_or(0) * 1e9;
   t.dramBandwidth = r.number("dram_bandwidth_gbs", true).value_or(1) * 1e9;
   t.launchOverhead = r.number("launch_overhead_us", true, true).value_or(0) * 1e-6;
+  t.transcendentalFlops = r.number("transcendental_flops", false).value_or(1);
   t.localMemBytes = r.integer("local_mem_bytes", true).value_or(0);
   t.registersPerComputeUnit = r.integer("registers_per_cu", false).value_or(0);
   t.maxWorkGroupSize = r.integer("max_work_group_size", true).value_or(1);

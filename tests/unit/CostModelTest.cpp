@@ -69,15 +69,39 @@ TEST_CASE("a fused group pays only for the bytes that cross its boundary") {
   CHECK(fused.joules < unfused.joules);
 }
 
+TEST_CASE("a fused member on a broadcast operand is computed at every point, and exp costs the target's weight") {
+  Fixture f;
+  // A squeeze-and-excitation scale: Sigmoid of 8 channels, then a Mul over 8 x 4096.
+  Graph g = test::parse(test::model("g (float[1,8,64,64] x, float[1,8,1,1] s) => (float[1,8,64,64] y)",
+                                    "e = Sigmoid (s)\ny = Mul (x, e)"));
+  const double points = 8 * 4096;
+  Target t = f.target;
+  t.transcendentalFlops = 100;
+  Estimate fused = groupEstimate(g, g.nodes(), f.rules->catalog, t);
+  // Sigmoid is 1 / (1 + exp(-x)): 4 operations, at each of the Mul's points; the Mul 1.
+  CHECK(fused.flops == 5 * points);
+  // Its time: the exp weighs 100, so 3 + 100 + 1 FLOPs of peak a point, against 2 x 128 KiB of DRAM traffic.
+  const double bytes = 2 * 4 * points + 4 * 8;
+  CHECK(fused.bytes == bytes);
+  // (relative tolerance only: Approx's default scale of 1 would pass any two times of microseconds)
+  CHECK(fused.seconds ==
+        doctest::Approx(std::max(104 * points / t.peakFlopsFp32, bytes / t.dramBandwidth) + t.launchOverhead).scale(0));
+  CHECK(104 * points / t.peakFlopsFp32 > bytes / t.dramBandwidth);  // compute bound: the weight decides
+  // Alone, the Sigmoid runs once per channel.
+  Estimate alone = groupEstimate(g, {f.only(g, "Sigmoid")}, f.rules->catalog, t);
+  CHECK(alone.flops == 4 * 8);
+  CHECK(alone.seconds == doctest::Approx(std::max(103 * 8 / t.peakFlopsFp32, 64 / t.dramBandwidth) + t.launchOverhead).scale(0));
+}
+
 TEST_CASE("roofline: memory bound below the ridge, compute bound above it") {
   Fixture f;
   const Target& t = f.target;
   Estimate mem = rooflineEstimate(1e6, 1e8, t);
-  CHECK(mem.seconds == doctest::Approx(1e8 / t.dramBandwidth + t.launchOverhead));
+  CHECK(mem.seconds == doctest::Approx(1e8 / t.dramBandwidth + t.launchOverhead).scale(0));
   Estimate compute = rooflineEstimate(1e12, 1e6, t);
-  CHECK(compute.seconds == doctest::Approx(1e12 / t.peakFlopsFp32 + t.launchOverhead));
+  CHECK(compute.seconds == doctest::Approx(1e12 / t.peakFlopsFp32 + t.launchOverhead).scale(0));
   Estimate empty = rooflineEstimate(0, 0, t);
-  CHECK(empty.seconds == doctest::Approx(t.launchOverhead));
+  CHECK(empty.seconds == doctest::Approx(t.launchOverhead).scale(0));
 }
 
 TEST_CASE("whole models: estimates are positive and fusion of everything saves launches") {

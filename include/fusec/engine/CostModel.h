@@ -33,10 +33,14 @@ double valueBytes(const Graph& g, ValueId v);
 /// FLOPs of one node. Ops the catalog does not know count 0.
 double nodeFlops(const Graph& g, NodeRef n, const OpCatalog& catalog);
 
-/// One kernel of `flops` and `bytes` on `target`.
-Estimate rooflineEstimate(double flops, double bytes, const Target& target);
+/// One kernel of `flops` and `bytes` on `target`; its compute time is that
+/// of `work` FLOPs of peak when given (transcendental calls weighed).
+Estimate rooflineEstimate(double flops, double bytes, const Target& target, double work = -1);
 
 /// Running `members` as one kernel: FLOPs summed, bytes only at the boundary.
+/// Elementwise members count at every point of the group's largest result
+/// (a member on a broadcast operand is computed again at each), and its
+/// time weighs transcendental calls at Target::transcendentalFlops.
 Estimate groupEstimate(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
                        const Target& target);
 

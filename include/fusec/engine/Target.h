@@ -27,6 +27,9 @@ struct Target {
   /// Effective bandwidth (bytes/s) of cache levels, by name (`l2`, `l3`, ...).
   std::map<std::string, double> cacheBandwidth;
   double launchOverhead = 0;  ///< seconds per kernel launched back to back
+  /// What one exp, log, erf, tanh, trigonometric or hyperbolic function or
+  /// pow costs, in FLOPs of peak (`transcendental_flops`; 1 when not given).
+  double transcendentalFlops = 1;
   int64_t localMemBytes = 0;
   int64_t registersPerComputeUnit = 0;  ///< 0 when unknown
   int64_t maxWorkGroupSize = 1;
