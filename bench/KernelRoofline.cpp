@@ -301,8 +301,9 @@ int main(int argc, char** argv) {
   }
 
   // Batch-1 Linear layers (PyTorch's nn.Linear: Gemm with B transposed),
-  // through the split-K matrix-vector kernel and the tiled GEMM side by
-  // side: every weight read once, so judged against the triad bandwidth.
+  // through the split-K matrix-vector kernel (GPUs), two rows per work-item
+  // (CPUs) and the tiled GEMM side by side: every weight read once, so
+  // judged against the triad bandwidth.
   struct LinearShape {
     const char* what;
     int64_t K, N;
@@ -325,12 +326,48 @@ int main(int argc, char** argv) {
     const double bytes = 4.0 * (s.K + s.K * s.N + s.N);
     char shape[40];
     std::snprintf(shape, sizeof shape, "%lldx%lld", static_cast<long long>(s.K), static_cast<long long>(s.N));
-    for (bool gemv : {true, false}) {
+    for (int variant : {0, 1, 2}) {
       codegen::GemmTiling t;
-      t.gemv = gemv;
-      if (!benchRow(g, mm, t, {&da.value(), &db.value(), &dc.value()}, bytes, triad, s.what, shape,
-                          gemv ? "split-K gemv" : "tiled gemm"))
+      t.gemv = variant < 2;
+      t.gemvSplitK = variant == 0;
+      const char* kernel[] = {"split-K gemv", "row-pair gemv", "tiled gemm"};
+      if (!benchRow(g, mm, t, {&da.value(), &db.value(), &dc.value()}, bytes, triad, s.what, shape, kernel[variant]))
         return 1;
+    }
+  }
+
+  // Global average pools (squeeze and excitation, classifier heads): a
+  // work-group per row reducing in local memory (GPUs), and a work-item per
+  // row reading float16 vectors (CPUs); judged against the triad bandwidth.
+  struct PoolShape {
+    const char* what;
+    int64_t C, H;
+  };
+  const PoolShape pools[] = {{"effnet-b0 SE", 96, 112}, {"effnet-b0 SE", 240, 28}, {"effnet-b0 SE", 672, 14},
+                             {"effnet-b0 SE", 1152, 7}, {"resnet head", 512, 7}, {"mbv2 head", 1280, 7}};
+  std::printf("\n%-22s %-16s %-14s %10s %10s %8s\n", "global average pool", "CxHxW", "kernel", "ms", "GB/s", "of DRAM");
+  for (const PoolShape& s : pools) {
+    Graph g;
+    ValueId x = g.addInput("x", TensorType::of(DType::Float32, {1, s.C, s.H, s.H}));
+    ValueId y = g.addValue("y", TensorType::of(DType::Float32, {1, s.C, 1, 1}));
+    NodeRef pool = g.addNode("GlobalAveragePool", {x}, {y});
+    g.addOutput(y);
+    auto dx = device.upload(randomTensor({1, s.C, s.H, s.H}, rng));
+    auto dy = device.allocate(static_cast<size_t>(s.C) * 4);
+    const double bytes = 4.0 * (s.C * s.H * s.H + s.C);
+    char shape[40];
+    std::snprintf(shape, sizeof shape, "%lldx%lldx%lld", static_cast<long long>(s.C), static_cast<long long>(s.H),
+                  static_cast<long long>(s.H));
+    for (bool perWorkItem : {false, true}) {
+      Expected<codegen::KernelSource> k = codegen::emitRowReduce(g, {pool}, ops->catalog, "bench_pool", "bench", perWorkItem);
+      if (!k) {
+        std::fprintf(stderr, "%s\n", k.error().message.c_str());
+        return 1;
+      }
+      const double sec = bestTime(device, k->source, k->name, {codegen::KernelArg::of(dx.value()), codegen::KernelArg::of(dy.value())},
+                                  k->globalSize, k->localSize);
+      std::printf("%-22s %-16s %-14s %10.3f %10.1f %7.0f%%\n", s.what, shape, perWorkItem ? "row per item" : "group per row",
+                  sec * 1e3, bytes / sec / 1e9, 100.0 * bytes / sec / 1e9 / triad);
     }
   }
   return 0;

@@ -13,6 +13,10 @@ struct AttentionParts {
   ValueId q = kNoValue, kt = kNoValue, v = kNoValue, mask = kNoValue, out = kNoValue;
   ValueId scale = kNoValue;  // a constant scalar
   bool divide = false;       // Div by the scale, not Mul
+  /// Where(cond, scores, fill) (or Where(cond, fill, scores): keepIf false)
+  /// instead of an additive mask: a causal mask as GPT-2 exports it.
+  ValueId cond = kNoValue, fill = kNoValue;
+  bool keepIf = true;
 };
 
 bool isOp(const NodeData& d, std::string_view op) { return d.domain.empty() && d.op == op; }
@@ -26,8 +30,9 @@ ValueId otherOperand(const NodeData& d, ValueId x, bool firstOnly) {
 }
 
 /// The group's structure: MatMul(q, kt) → [(Mul | Div) by a constant
-/// scalar] → [Add(mask)] → Softmax over the last axis → MatMul(·, v), each
-/// result read only by the next; an error naming what differs.
+/// scalar] → [Add(mask) or Where(cond, ·, a constant scalar)] → Softmax
+/// over the last axis → MatMul(·, v), each result read only by the next;
+/// an error naming what differs.
 Expected<AttentionParts> attentionParts(const Graph& g, const std::vector<NodeRef>& members) {
   const Error shape{"it is not MatMul, a constant scale, an optional mask, Softmax over the last axis and MatMul", true};
   if (members.size() < 3) return shape;
@@ -50,6 +55,16 @@ Expected<AttentionParts> attentionParts(const Graph& g, const std::vector<NodeRe
   if (const NodeData* d = next(); d && isOp(*d, "Add")) {
     parts.mask = otherOperand(*d, current, false);
     if (parts.mask == kNoValue) return shape;
+    current = d->outputs[0];
+    ++at;
+  } else if (d && isOp(*d, "Where") && d->inputs.size() == 3 && d->inputs[0] != current &&
+             (d->inputs[1] == current) != (d->inputs[2] == current)) {
+    parts.cond = d->inputs[0];
+    parts.keepIf = d->inputs[1] == current;
+    parts.fill = d->inputs[parts.keepIf ? 2 : 1];
+    if (!g.isConstant(parts.fill) || g.value(parts.fill).constant->numel() != 1 ||
+        g.value(parts.fill).type.dtype != DType::Float32)
+      return Error{"its Where does not fill with a constant float scalar", true};
     current = d->outputs[0];
     ++at;
   }
@@ -112,6 +127,11 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
       return Error{"attention on `" + g.value(v).name + "` (not float32 with a static shape of rank >= 2) has no kernel path",
                    true};
   }
+  if (parts->cond != kNoValue) {
+    const TensorType& t = g.value(parts->cond).type;
+    if (!t.isStatic() || t.dtype != DType::Bool)
+      return Error{"attention's Where condition `" + g.value(parts->cond).name + "` is not bool with a static shape", true};
+  }
   const Shape qs = g.value(parts->q).type.staticShape(), ks = g.value(parts->kt).type.staticShape(),
               vs = g.value(parts->v).type.staticShape(), os = g.value(parts->out).type.staticShape();
   const size_t rank = qs.size();
@@ -127,14 +147,15 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
   if (VW == 0 || Dv / VW > 16)
     return Error{"attention needs a head size that is a multiple of 4 and at most 16 vectors (it is " + std::to_string(Dv) + ")",
                  true};
-  // The mask, broadcast to the scores [batch..., Sq, Sk]: its offset for a
-  // row, and whether it varies along the keys.
+  // The mask (or Where's condition), broadcast to the scores [batch...,
+  // Sq, Sk]: its offset for a row, and whether it varies along the keys.
   std::string maskRow = "0";
   bool maskAlongKeys = false;
-  if (parts->mask != kNoValue) {
+  const ValueId mask = parts->mask != kNoValue ? parts->mask : parts->cond;
+  if (mask != kNoValue) {
     Shape scores(qs.begin(), qs.end() - 1);
     scores.push_back(Sk);
-    const Shape ms = g.value(parts->mask).type.staticShape();
+    const Shape ms = g.value(mask).type.staticShape();
     if (ms.size() > rank) return Error{"the attention mask has a higher rank than the scores", true};
     const Shape mst = stridesOf(ms), sst = stridesOf(scores);
     const size_t lead = rank - ms.size();
@@ -146,8 +167,9 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
       maskRow += " + ((r / " + std::to_string(sst[sd] / Sk) + ") % " + std::to_string(scores[sd]) + ") * " +
                  std::to_string(mst[d]);
     }
-    maskAlongKeys = ms.back() != 1;
+    maskAlongKeys = !ms.empty() && ms.back() != 1;  // a scalar mask is one value for every score
   }
+  const float fill = parts->fill != kNoValue ? g.value(parts->fill).constant->toFloats().at(0) : 0.0f;
   double scale = 1;
   if (parts->scale != kNoValue) {
     const std::vector<float> sv = g.value(parts->scale).constant->toFloats();
@@ -160,7 +182,7 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
   KernelSource k;
   k.name = name;
   k.inputs = {parts->q, parts->kt, parts->v};
-  if (parts->mask != kNoValue) k.inputs.push_back(parts->mask);
+  if (mask != kNoValue) k.inputs.push_back(mask);
   k.outputs = {parts->out};
   k.globalSize = static_cast<size_t>(batches * Sq / QR);
   const std::string kv = "float" + std::to_string(KB), vv = "float" + std::to_string(VW);
@@ -174,7 +196,7 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
   src << detail::Emitter::prelude() << detail::Emitter::vectorExp(KB);
   src << "__kernel void " << name << "(\n    __global const float* restrict in0,\n    __global const float* restrict in1,\n"
       << "    __global const float* restrict in2,\n";
-  if (parts->mask != kNoValue) src << "    __global const float* restrict in3,\n";
+  if (mask != kNoValue) src << "    __global const " << (parts->cond != kNoValue ? "uchar" : "float") << "* restrict in3,\n";
   src << "    __global float* restrict out0) {\n";
   src << "  const int r0 = get_global_id(0) * " << QR << ", bt = r0 / " << Sq << ";\n";
   src << "  const __global float* q = in0 + r0 * " << D << ";\n";
@@ -182,11 +204,11 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
   src << "  const __global float* v = in2 + bt * " << Sk * Dv << ";\n";
   for (int t = 0; t < QR; ++t) {
     const std::string n = std::to_string(t);
-    if (parts->mask != kNoValue) {
+    if (mask != kNoValue) {
       std::string row = maskRow;
       for (size_t pos = row.find("(r /"); pos != std::string::npos; pos = row.find("(r /", pos + 1))
         row.replace(pos, 4, "((r0 + " + n + ") /");
-      src << "  const __global float* mask" << n << " = in3 + " << row << ";\n";
+      src << "  const __global " << (parts->cond != kNoValue ? "uchar" : "float") << "* mask" << n << " = in3 + " << row << ";\n";
     }
     src << "  float m" << n << " = -INFINITY, l" << n << " = 0.0f;\n";
     for (int64_t c = 0; c < VC; ++c) src << "  " << vv << " acc" << n << "_" << c << " = (" << vv << ")(0.0f);\n";
@@ -206,6 +228,14 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
     if (parts->mask != kNoValue)
       src << "    " << sN << " = " << sN << " + "
           << (maskAlongKeys ? "vload" + std::to_string(KB) + "(0, mask" + n + " + j0)" : "mask" + n + "[0]") << ";\n";
+    if (parts->cond != kNoValue) {
+      // Where: the score where the condition holds (keepIf), else the fill.
+      const std::string iv = "int" + std::to_string(KB);
+      const std::string c = maskAlongKeys ? "convert_" + iv + "(vload" + std::to_string(KB) + "(0, mask" + n + " + j0))"
+                                          : "(" + iv + ")(mask" + n + "[0])";
+      src << "    " << sN << " = select(" << sN << ", (" << kv << ")(" << detail::floatLiteral(fill) << "), " << c
+          << (parts->keepIf ? " == 0" : " != 0") << ");\n";
+    }
     // Online softmax: rescale what was summed so far to the new maximum.
     // While every score so far is -inf (keys masked out with -inf, as
     // left padding is), the sums stay 0 rather than exp(-inf - -inf).

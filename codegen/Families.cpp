@@ -46,7 +46,8 @@ bool scalarOps(const Graph& g, const Group& group, const OpCatalog& catalog) {
 /// emitter. A new family is a new emitter file and one entry here.
 std::vector<FunctionFamily::Spec> specs() {
   return {
-      {"attention", "MatMul(Q, Kt), a constant scale (Mul or Div), an optional additive mask, Softmax over the keys "
+      {"attention", "MatMul(Q, Kt), a constant scale (Mul or Div), an optional mask (added, or a Where filling with a "
+       "constant), Softmax over the keys "
        "and MatMul with V (float32, static shapes, one batch shape), as one kernel: an online softmax over blocks "
        "of keys, the scores kept in registers",
        "it is not MatMul, a constant scale, an optional mask, Softmax and MatMul",

@@ -146,7 +146,13 @@ class Generator {
  private:
   // ---- data ------------------------------------------------------------------
 
-  int64_t dim() { return chance(rng_, 0.2) ? 1 : between(rng_, 2, std::max<int64_t>(2, lim_.maxDim)); }
+  /// A dim: sometimes 1 (broadcasting), sometimes a multiple of 4 (the
+  /// vector widths kernels block by: attention's keys and head size), else any.
+  int64_t dim() {
+    if (chance(rng_, 0.2)) return 1;
+    if (lim_.maxDim >= 4 && chance(rng_, 0.3)) return 4 * between(rng_, 1, lim_.maxDim / 4);
+    return between(rng_, 2, std::max<int64_t>(2, lim_.maxDim));
+  }
 
   Shape randomShape(int lo, int hi) {
     Shape s(static_cast<size_t>(between(rng_, lo, std::max(lo, std::min(hi, lim_.maxRank)))));
@@ -375,6 +381,7 @@ class Generator {
           }
         if (!slots[0].shape) slots[0].shape = randomShape(1, 4);
       }
+      if (name == "Where") slots[0].dtype = DType::Bool;  // its condition, drawn here when the pattern leaves it open
       slots[0].value = makeLeaf(slots[0]);
     }
     const Shape x = slots.empty() ? Shape{} : shapeOf(slots[0].value);
@@ -467,7 +474,13 @@ class Generator {
       }
     } else if (op == "MatMul") {
       if (rank < 1) throw Discard{"MatMul needs an operand of rank 1 or more"};
-      if (Slot* s = leaf(1)) s->shape = chance(rng_, 0.8) ? Shape{x.back(), dim()} : Shape{x.back()};
+      if (Slot* s = leaf(1)) {
+        // A matrix (broadcast over A's batches), A's batches of matrices (as
+        // attention's keys and values are), or a vector.
+        Shape b = {x.back(), dim()};
+        if (rank >= 3 && chance(rng_, 0.7)) b.insert(b.begin(), x.begin(), x.end() - 2);
+        s->shape = chance(rng_, 0.8) ? b : Shape{x.back()};
+      }
     } else if (op == "Gemm") {
       if (rank != 2) throw Discard{"Gemm needs a matrix"};
       auto flag = [&](const char* n) { auto* v = attrs.count(n) ? std::get_if<int64_t>(&attrs[n]) : nullptr; return v && *v; };

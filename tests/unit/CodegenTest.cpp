@@ -575,12 +575,15 @@ TEST_CASE("attention as one kernel matches the interpreter: masks, scales, and s
     int64_t B, H, Sq, Sk, D, Dv;
     std::string mask;  // the mask's shape, or "" for none
     bool divide;
+    int where = 0;     // the mask as Where's condition: 1 keeps the score where it holds, 2 fills there
   };
   const Case cases[] = {{"BERT-like padding mask", 2, 3, 8, 32, 16, 16, "2,1,1,32", false},
                         {"a full mask per head", 1, 2, 6, 24, 20, 20, "1,2,6,24", true},
                         {"a mask per query row", 1, 2, 5, 12, 8, 4, "5,1", false},
                         {"left padding masked with -inf", 1, 2, 4, 32, 16, 16, "1,1,1,32", false},
-                        {"no mask", 2, 1, 8, 16, 16, 16, "", true}};
+                        {"no mask", 2, 1, 8, 16, 16, 16, "", true},
+                        {"a causal mask by Where, as GPT-2 exports it", 1, 2, 8, 8, 16, 16, "1,1,8,8", true, 1},
+                        {"Where filling where a per-key condition holds", 2, 1, 4, 12, 8, 8, "2,1,1,12", false, 2}};
   for (const Case& c : cases) {
     INFO(c.what);
     auto dims = [](std::initializer_list<int64_t> d) {
@@ -591,15 +594,31 @@ TEST_CASE("attention as one kernel matches the interpreter: masks, scales, and s
     const std::string qs = dims({c.B, c.H, c.Sq, c.D}), ks = dims({c.B, c.H, c.D, c.Sk}), vs = dims({c.B, c.H, c.Sk, c.Dv}),
                       os = dims({c.B, c.H, c.Sq, c.Dv});
     std::string text = "<ir_version: 8, opset_import: [\"\" : 17]>\ng (float[" + qs + "] q, float[" + ks + "] kt, float[" + vs +
-                       "] v" + (c.mask.empty() ? "" : ", float[" + c.mask + "] mask") + ") => (float[" + os + "] o) {\n" +
+                       "] v" + (c.mask.empty() ? "" : std::string(c.where ? ", bool[" : ", float[") + c.mask + "] mask") +
+                       ") => (float[" + os + "] o) {\n" +
                        "  sc = Constant <value = float {" + (c.divide ? "4.0" : "0.25") + "}> ()\n  s = MatMul (q, kt)\n  z = " +
                        (c.divide ? "Div" : "Mul") + " (s, sc)\n";
-    text += c.mask.empty() ? "  p = Softmax <axis = -1> (z)\n" : "  m = Add (z, mask)\n  p = Softmax <axis = -1> (m)\n";
+    if (c.where) {
+      text += std::string("  fill = Constant <value = float {") + (c.where == 1 ? "-3.4e38" : "-1e9") + "}> ()\n";
+      text += c.where == 1 ? "  m = Where (mask, z, fill)\n" : "  m = Where (mask, fill, z)\n";
+      text += "  p = Softmax <axis = -1> (m)\n";
+    } else {
+      text += c.mask.empty() ? "  p = Softmax <axis = -1> (z)\n" : "  m = Add (z, mask)\n  p = Softmax <axis = -1> (m)\n";
+    }
     text += "  o = MatMul (p, v)\n}\n";
     Graph g = test::parse(text);
     std::vector<Tensor> inputs;
-    for (ValueId v : g.inputs()) inputs.push_back(randomTensor(g.value(v).type.staticShape(), 90 + inputs.size()));
-    if (!c.mask.empty()) {  // masked keys, as exporters write them: a large negative number, or -inf
+    for (ValueId v : g.inputs())
+      inputs.push_back(g.value(v).type.dtype == DType::Bool ? Tensor(DType::Bool, g.value(v).type.staticShape())
+                                                              : randomTensor(g.value(v).type.staticShape(), 90 + inputs.size()));
+    if (c.where == 1) {  // causal: query i sees keys 0..i
+      Tensor& mask = inputs.back();
+      for (int64_t i = 0; i < c.Sq; ++i)
+        for (int64_t j = 0; j < c.Sk; ++j) mask.data<bool>()[i * c.Sk + j] = j <= i;
+    } else if (c.where == 2) {  // every third key filled
+      Tensor& mask = inputs.back();
+      for (int64_t i = 0; i < mask.numel(); ++i) mask.data<bool>()[i] = i % 3 == 1;
+    } else if (!c.mask.empty()) {  // masked keys, as exporters write them: a large negative number, or -inf
       Tensor& mask = inputs.back();
       const bool padding = std::string(c.what).find("-inf") != std::string::npos;
       for (int64_t i = 0; i < mask.numel(); ++i)
@@ -634,6 +653,30 @@ g (float[1,4,8] q, float[1,8,10] kt, float[1,10,8] v) => (float[1,4,8] o, float[
   Expected<codegen::KernelSource> refused = codegen::emitAttention(odd, order.value(), ops->catalog, "attn", "attn");
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().message == "`p` is read outside the group; the attention kernel keeps it in registers");
+  // A scalar Where condition, one truth for every score (rank 0: `fusec
+  // verify` drew it, and the kernel read the last dim of an empty shape).
+  Graph scalarMask = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[1,4,8] q, float[1,8,8] kt, float[1,8,8] v, bool c) => (float[1,4,8] o) {
+  sc = Constant <value = float {0.5}> ()
+  fill = Constant <value = float {-1e9}> ()
+  s = MatMul (q, kt)
+  z = Mul (s, sc)
+  m = Where (c, fill, z)
+  p = Softmax <axis = -1> (m)
+  o = MatMul (p, v)
+}
+)");
+  std::vector<Tensor> inputs;
+  for (ValueId v : scalarMask.inputs())
+    if (scalarMask.value(v).type.dtype == DType::Float32)
+      inputs.push_back(randomTensor(scalarMask.value(v).type.staticShape(), 120 + inputs.size()));
+  inputs.push_back(Tensor(DType::Bool, {}));  // false: every score kept
+  order = scalarMask.topologicalOrder();
+  REQUIRE(order.ok());
+  Expected<codegen::DeviceRun> run = codegen::runOnDevice(
+      device(), scalarMask, {codegen::KernelGroup(order.value(), "attn", "", "attention")}, ops->catalog, inputs);
+  REQUIRE_MESSAGE(run.ok(), test::why(run));
+  test::checkClose(run->outputs[0], test::run(scalarMask, inputs)[0], 1e-4f);
 }
 
 TEST_CASE("the tuner times the gemm tilings of each kernel, keeps a fast one and caches it") {
