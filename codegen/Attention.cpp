@@ -1,5 +1,6 @@
 /// The attention family; see Emitters.h.
 #include <algorithm>
+#include <functional>
 #include <sstream>
 
 #include "ElementwiseEmitter.h"
@@ -140,10 +141,12 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
     return Error{"attention needs Q, Kt and V with the same batch dims (no broadcasting)", true};
   const int64_t Sq = qs[rank - 2], D = qs[rank - 1], Sk = ks[rank - 1], Dv = vs[rank - 1];
   if (ks[rank - 2] != D || vs[rank - 2] != Sk) return Error{"attention operands of mismatched sizes", true};
+  if (Sk == 0 || Sq == 0) return Error{"attention over no keys or no queries has no kernel path", true};
   const int64_t batches = shapeNumel(Shape(qs.begin(), qs.end() - 2));
-  // Keys a block at a time, and V's rows as vectors: their counts must divide.
-  const int KB = vectorWidth(Sk), VW = vectorWidth(Dv);
-  if (KB == 0) return Error{"attention needs a key count that is a multiple of 4 (it is " + std::to_string(Sk) + ")", true};
+  // Keys a block at a time (the last block of a count that no width
+  // divides, ViT's 197, is partial), and V's rows as vectors.
+  const int VW = vectorWidth(Dv);
+  const int KB = vectorWidth(Sk) ? vectorWidth(Sk) : Sk >= 16 ? 16 : Sk >= 8 ? 8 : 4;
   if (VW == 0 || Dv / VW > 16)
     return Error{"attention needs a head size that is a multiple of 4 and at most 16 vectors (it is " + std::to_string(Dv) + ")",
                  true};
@@ -213,50 +216,76 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
     src << "  float m" << n << " = -INFINITY, l" << n << " = 0.0f;\n";
     for (int64_t c = 0; c < VC; ++c) src << "  " << vv << " acc" << n << "_" << c << " = (" << vv << ")(0.0f);\n";
   }
-  src << "  for (int j0 = 0; j0 < " << Sk << "; j0 += " << KB << ") {\n";
-  // The block's scores: Kt's row d holds every key's d-th element.
-  for (int t = 0; t < QR; ++t) src << "    " << kv << " s" << t << " = (" << kv << ")(0.0f);\n";
-  src << "    for (int d = 0; d < " << D << "; ++d) {\n";
-  src << "      const " << kv << " kd = vload" << KB << "(0, kt + d * " << Sk << " + j0);\n";
-  for (int t = 0; t < QR; ++t)
-    src << "      s" << t << " = fma((" << kv << ")(q[" << t * D << " + d]), kd, s" << t << ");\n";
-  src << "    }\n";
-  for (int t = 0; t < QR; ++t) {
-    const std::string n = std::to_string(t), sN = "s" + n;
-    if (parts->scale != kNoValue)
-      src << "    " << sN << " = " << sN << (parts->divide ? " / " : " * ") << detail::floatLiteral(scale) << ";\n";
-    if (parts->mask != kNoValue)
-      src << "    " << sN << " = " << sN << " + "
-          << (maskAlongKeys ? "vload" + std::to_string(KB) + "(0, mask" + n + " + j0)" : "mask" + n + "[0]") << ";\n";
-    if (parts->cond != kNoValue) {
-      // Where: the score where the condition holds (keepIf), else the fill.
-      const std::string iv = "int" + std::to_string(KB);
-      const std::string c = maskAlongKeys ? "convert_" + iv + "(vload" + std::to_string(KB) + "(0, mask" + n + " + j0))"
-                                          : "(" + iv + ")(mask" + n + "[0])";
-      src << "    " << sN << " = select(" << sN << ", (" << kv << ")(" << detail::floatLiteral(fill) << "), " << c
-          << (parts->keepIf ? " == 0" : " != 0") << ");\n";
+  // One block of keys from j0, of which the first T are keys (T < KB only
+  // in the tail past the last whole block: its lanes beyond are read as
+  // nothing, score -inf, and add nothing).
+  auto block = [&](int T, const std::string& indent) {
+    auto lanes = [&](const std::string& type, const std::function<std::string(int)>& at, const char* none) {
+      std::string v = "(" + type + ")(";
+      for (int l = 0; l < KB; ++l) v += (l ? ", " : "") + (l < T ? at(l) : std::string(none));
+      return v + ")";
+    };
+    // The block's scores: Kt's row d holds every key's d-th element.
+    for (int t = 0; t < QR; ++t) src << indent << kv << " s" << t << " = (" << kv << ")(0.0f);\n";
+    src << indent << "for (int d = 0; d < " << D << "; ++d) {\n";
+    const std::string kd = T == KB ? "vload" + std::to_string(KB) + "(0, kt + d * " + std::to_string(Sk) + " + j0)"
+                                   : lanes(kv, [&](int l) { return "kt[d * " + std::to_string(Sk) + " + j0 + " + std::to_string(l) + "]"; }, "0.0f");
+    src << indent << "  const " << kv << " kd = " << kd << ";\n";
+    for (int t = 0; t < QR; ++t)
+      src << indent << "  s" << t << " = fma((" << kv << ")(q[" << t * D << " + d]), kd, s" << t << ");\n";
+    src << indent << "}\n";
+    for (int t = 0; t < QR; ++t) {
+      const std::string n = std::to_string(t), sN = "s" + n;
+      auto maskLanes = [&](const std::string& type) {
+        return lanes(type, [&](int l) { return "mask" + n + "[j0 + " + std::to_string(l) + "]"; }, "0");
+      };
+      if (parts->scale != kNoValue)
+        src << indent << sN << " = " << sN << (parts->divide ? " / " : " * ") << detail::floatLiteral(scale) << ";\n";
+      if (parts->mask != kNoValue)
+        src << indent << sN << " = " << sN << " + "
+            << (!maskAlongKeys ? "mask" + n + "[0]"
+                : T == KB      ? "vload" + std::to_string(KB) + "(0, mask" + n + " + j0)"
+                               : maskLanes(kv)) << ";\n";
+      if (parts->cond != kNoValue) {
+        // Where: the score where the condition holds (keepIf), else the fill.
+        const std::string iv = "int" + std::to_string(KB);
+        const std::string c = !maskAlongKeys ? "(" + iv + ")(mask" + n + "[0])"
+                              : T == KB      ? "convert_" + iv + "(vload" + std::to_string(KB) + "(0, mask" + n + " + j0))"
+                                             : maskLanes(iv);
+        src << indent << sN << " = select(" << sN << ", (" << kv << ")(" << detail::floatLiteral(fill) << "), " << c
+            << (parts->keepIf ? " == 0" : " != 0") << ");\n";
+      }
+      if (T < KB) src << indent << sN << " = " << lanes(kv, [&](int l) { return sN + ".s" + kLanes[l]; }, "-INFINITY") << ";\n";
+      // Online softmax: rescale what was summed so far to the new maximum.
+      // While every score so far is -inf (keys masked out with -inf, as
+      // left padding is), the sums stay 0 rather than exp(-inf - -inf).
+      src << indent << "const float mn" << n << " = fmax(m" << n << ", " << horizontal("fmax", sN, KB) << ");\n";
+      src << indent << "const float base" << n << " = mn" << n << " == -INFINITY ? 0.0f : mn" << n << ";\n";
+      src << indent << "const float corr" << n << " = fusec_exp(m" << n << " - base" << n << ");\n";
+      src << indent << "const " << kv << " p" << n << " = fusec_exp" << KB << "(" << sN << " - base" << n << ");\n";
+      src << indent << "l" << n << " = fma(l" << n << ", corr" << n << ", " << horizontal("+", "p" + n, KB) << ");\n";
+      src << indent << "m" << n << " = mn" << n << ";\n";
+      for (int64_t c = 0; c < VC; ++c) src << indent << "acc" << n << "_" << c << " *= corr" << n << ";\n";
     }
-    // Online softmax: rescale what was summed so far to the new maximum.
-    // While every score so far is -inf (keys masked out with -inf, as
-    // left padding is), the sums stay 0 rather than exp(-inf - -inf).
-    src << "    const float mn" << n << " = fmax(m" << n << ", " << horizontal("fmax", sN, KB) << ");\n";
-    src << "    const float base" << n << " = mn" << n << " == -INFINITY ? 0.0f : mn" << n << ";\n";
-    src << "    const float corr" << n << " = fusec_exp(m" << n << " - base" << n << ");\n";
-    src << "    const " << kv << " p" << n << " = fusec_exp" << KB << "(" << sN << " - base" << n << ");\n";
-    src << "    l" << n << " = fma(l" << n << ", corr" << n << ", " << horizontal("+", "p" + n, KB) << ");\n";
-    src << "    m" << n << " = mn" << n << ";\n";
-    for (int64_t c = 0; c < VC; ++c) src << "    acc" << n << "_" << c << " *= corr" << n << ";\n";
-  }
-  src << "    const __global float* vb = v + j0 * " << Dv << ";\n";
-  for (int jj = 0; jj < KB; ++jj)
-    for (int64_t c = 0; c < VC; ++c) {
-      src << "    {\n      const " << vv << " vr = vload" << VW << "(" << c << ", vb + " << jj * Dv << ");\n";
-      for (int t = 0; t < QR; ++t)
-        src << "      acc" << t << "_" << c << " = fma((" << vv << ")(p" << t << ".s" << kLanes[jj] << "), vr, acc" << t << "_"
-            << c << ");\n";
-      src << "    }\n";
-    }
+    src << indent << "const __global float* vb = v + j0 * " << Dv << ";\n";
+    for (int jj = 0; jj < T; ++jj)
+      for (int64_t c = 0; c < VC; ++c) {
+        src << indent << "{\n" << indent << "  const " << vv << " vr = vload" << VW << "(" << c << ", vb + " << jj * Dv << ");\n";
+        for (int t = 0; t < QR; ++t)
+          src << indent << "  acc" << t << "_" << c << " = fma((" << vv << ")(p" << t << ".s" << kLanes[jj] << "), vr, acc" << t
+              << "_" << c << ");\n";
+        src << indent << "}\n";
+      }
+  };
+  const int64_t whole = Sk / KB * KB;
+  src << "  for (int j0 = 0; j0 < " << whole << "; j0 += " << KB << ") {\n";
+  block(KB, "    ");
   src << "  }\n";
+  if (whole < Sk) {
+    src << "  {\n    const int j0 = " << whole << ";  // the last " << Sk - whole << " keys\n";
+    block(static_cast<int>(Sk - whole), "    ");
+    src << "  }\n";
+  }
   for (int t = 0; t < QR; ++t)
     for (int64_t c = 0; c < VC; ++c)
       src << "  vstore" << VW << "(acc" << t << "_" << c << " / l" << t << ", " << c << ", out0 + (r0 + " << t << ") * " << Dv

@@ -568,7 +568,8 @@ g (float[5,13] a, float[13,37] b, float[5,37] res, float[1,6,9,7] x, float[10,6,
 
 TEST_CASE("attention as one kernel matches the interpreter: masks, scales, and sizes the blocks do not divide") {
   std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
-  // Shapes pick every block width: keys 32 (16 at a time), 24 (8), 12 (4);
+  // Shapes pick every block width: keys 32 (16 at a time), 24 (8), 12 (4),
+  // and counts no width divides (a partial block last);
   // query rows 8 (4 per work-item), 6 (2), 5 (1); head sizes 16, 20.
   struct Case {
     const char* what;
@@ -583,7 +584,10 @@ TEST_CASE("attention as one kernel matches the interpreter: masks, scales, and s
                         {"left padding masked with -inf", 1, 2, 4, 32, 16, 16, "1,1,1,32", false},
                         {"no mask", 2, 1, 8, 16, 16, 16, "", true},
                         {"a causal mask by Where, as GPT-2 exports it", 1, 2, 8, 8, 16, 16, "1,1,8,8", true, 1},
-                        {"Where filling where a per-key condition holds", 2, 1, 4, 12, 8, 8, "2,1,1,12", false, 2}};
+                        {"Where filling where a per-key condition holds", 2, 1, 4, 12, 8, 8, "2,1,1,12", false, 2},
+                        {"13 keys: a block of 8 and a tail of 5, masked per key", 1, 2, 4, 13, 8, 8, "1,1,1,13", false},
+                        {"19 keys: a block of 16 and a tail of 3, Where per key", 1, 1, 6, 19, 8, 12, "1,1,6,19", true, 1},
+                        {"3 keys: only a tail", 2, 1, 5, 3, 4, 4, "", false}};
   for (const Case& c : cases) {
     INFO(c.what);
     auto dims = [](std::initializer_list<int64_t> d) {
