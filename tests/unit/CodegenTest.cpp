@@ -580,14 +580,15 @@ TEST_CASE("attention as one kernel matches the interpreter: masks, scales, and s
   };
   const Case cases[] = {{"BERT-like padding mask", 2, 3, 8, 32, 16, 16, "2,1,1,32", false},
                         {"a full mask per head", 1, 2, 6, 24, 20, 20, "1,2,6,24", true},
-                        {"a mask per query row", 1, 2, 5, 12, 8, 4, "5,1", false},
+                        {"a mask per query row", 1, 2, 6, 12, 8, 4, "6,1", false},
                         {"left padding masked with -inf", 1, 2, 4, 32, 16, 16, "1,1,1,32", false},
                         {"no mask", 2, 1, 8, 16, 16, 16, "", true},
                         {"a causal mask by Where, as GPT-2 exports it", 1, 2, 8, 8, 16, 16, "1,1,8,8", true, 1},
                         {"Where filling where a per-key condition holds", 2, 1, 4, 12, 8, 8, "2,1,1,12", false, 2},
                         {"13 keys: a block of 8 and a tail of 5, masked per key", 1, 2, 4, 13, 8, 8, "1,1,1,13", false},
                         {"19 keys: a block of 16 and a tail of 3, Where per key", 1, 1, 6, 19, 8, 12, "1,1,6,19", true, 1},
-                        {"3 keys: only a tail", 2, 1, 5, 3, 4, 4, "", false}};
+                        {"3 keys: only a tail", 2, 1, 2, 3, 4, 4, "", false},
+                        {"one query", 1, 2, 1, 12, 8, 8, "", false}};
   for (const Case& c : cases) {
     INFO(c.what);
     auto dims = [](std::initializer_list<int64_t> d) {
@@ -657,6 +658,19 @@ g (float[1,4,8] q, float[1,8,10] kt, float[1,10,8] v) => (float[1,4,8] o, float[
   Expected<codegen::KernelSource> refused = codegen::emitAttention(odd, order.value(), ops->catalog, "attn", "attn");
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().message == "`p` is read outside the group; the attention kernel keeps it in registers");
+  // An odd number of queries (ViT's 197) is refused: one row per work-item is slower than the separate kernels.
+  Graph oddRows = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[1,5,8] q, float[1,8,12] kt, float[1,12,8] v) => (float[1,5,8] o) {
+  s = MatMul (q, kt)
+  p = Softmax <axis = -1> (s)
+  o = MatMul (p, v)
+}
+)");
+  order = oddRows.topologicalOrder();
+  REQUIRE(order.ok());
+  Expected<codegen::KernelSource> slow = codegen::emitAttention(oddRows, order.value(), ops->catalog, "attn", "attn");
+  REQUIRE_FALSE(slow.ok());
+  CHECK(slow.error().message == "attention over an odd number of queries (5) runs one row per work-item, slower than the separate kernels");
   // A scalar Where condition, one truth for every score (rank 0: `fusec
   // verify` drew it, and the kernel read the last dim of an empty shape).
   Graph scalarMask = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
