@@ -294,7 +294,7 @@ int main(int argc, char** argv) {
       codegen::GemmTiling t;
       t.directDepthwise = variant < 2;
       t.depthwiseRowGather = variant == 0;
-      const char* kernel[] = {"direct 1x8", "direct, tap gath", "implicit gemm"};
+      const char* kernel[] = {"direct", "direct, tap gath", "implicit gemm"};
       if (!benchRow(g, conv, t, {&dx.value(), &dw.value(), &dy.value()}, bytes, triad, s.what, shape, kernel[variant]))
         return 1;
     }
