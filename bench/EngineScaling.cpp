@@ -90,9 +90,11 @@ int main(int argc, char** argv) {
   grammar::DiagnosticEngine diags(sources);
   grammar::ast::AstContext context;
   const std::string dir = grammar::defaultRulesDir();
-  auto loaded = grammar::loadPacks({dir + "/core.fuse"}, sources, context, diags);
   Expected<Target> target = loadTarget(dir + "/targets/pocl-cpu.toml");
-  if (!loaded.rules || !target) {
+  Expected<std::vector<std::string>> packs =
+      target ? grammar::defaultPackPaths(target.value()) : Expected<std::vector<std::string>>(target.error());
+  auto loaded = grammar::loadPacks(packs ? packs.value() : std::vector<std::string>{}, sources, context, diags);
+  if (!loaded.rules || !target || !packs) {
     std::fprintf(stderr, "cannot load the shipped packs or target\n");
     return 1;
   }

@@ -18,5 +18,5 @@ timeout ${ROOF_S:-100} "$G/kernel_roofline" ${ROOF_ARGS:-} 2>&1 | tee "$OUT/roof
 for m in ${MODELS:-squeezenet1_1 mobilenet_v3_small bert_encoder2}; do
   echo "== $m"
   timeout ${MODEL_S:-120} "$G/fusec" run "$G/models/$m/model.onnx" --input $(ls "$G"/models/$m/test_data_set_0/input_*.pb | sort -V) \
-    --compare --check --repeat 20 --target $T --rules rules/core.fuse --json "$OUT/$m.json" 2>&1 | tee "$OUT/$m.txt" | tail -45
+    --compare --check --repeat 20 --target $T --json "$OUT/$m.json" 2>&1 | tee "$OUT/$m.txt" | tail -45
 done

@@ -149,6 +149,7 @@ std::vector<Builtin> makeBuiltins() {
       query("shape", 1, 1, ExprType::IntList, true),
       query("numel", 1, 1, ExprType::Int, true),
       query("is_output", 1, 1, ExprType::Bool, true),
+      query("is_input", 1, 1, ExprType::Bool, true),  // a graph input (not a constant)
       query("len", 1, 1, ExprType::Int, false),
       query("prod", 1, 1, ExprType::Int, false),      // product of a list's items (1 when empty)
       query("present", 1, 1, ExprType::Int, true),    // 1 when an optional operand is there, else 0

@@ -500,6 +500,13 @@ class Generator {
         if (Slot* s = leaf(i)) s->shape = Shape{};
     } else if (op == "Where") {
       if (Slot* s = leaf(0)) s->dtype = DType::Bool;
+    } else if (op == "Dropout") {
+      // A ratio in [0, 1) and a training flag, both scalars; inference mostly.
+      if (Slot* s = leaf(1)) s->fixed = Tensor::fromVector<float>({}, {0.25f});
+      if (Slot* s = leaf(2)) {
+        s->fixed = Tensor::fromVector<bool>({}, {!chance(rng_, 0.8)});
+        s->constant = true;
+      }
     } else if (op == "And" || op == "Or" || op == "Xor" || op == "Not") {
       for (size_t i = 0; i < slots.size(); ++i)
         if (Slot* s = leaf(i)) s->dtype = DType::Bool;

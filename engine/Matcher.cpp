@@ -613,6 +613,7 @@ class Evaluator {
     const ValueId v = args[0].value;
     if (f == "uses") return num(static_cast<double>(g_.uses(v).size() + (g_.isGraphOutput(v) ? 1 : 0)));
     if (f == "is_output") return num(g_.isGraphOutput(v));
+    if (f == "is_input") return num(g_.value(v).isGraphInput);
     if (f == "dtype") {
       Val d;
       d.kind = Val::Kind::DType;

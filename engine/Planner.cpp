@@ -226,8 +226,11 @@ Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target, cons
       found.push_back({i, r, rule, std::move(*m)});
     }
   }
-  std::sort(found.begin(), found.end(),
-            [](const Found& a, const Found& b) { return std::tie(a.root, a.ruleIndex) < std::tie(b.root, b.ruleIndex); });
+  // Two rules matching the same nodes make one candidate: the rule of higher
+  // priority's (a vendor pack's rule over the core one), then the first declared.
+  std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) {
+    return std::tuple(a.root, -a.rule->priority, a.ruleIndex) < std::tuple(b.root, -b.rule->priority, b.ruleIndex);
+  });
   // ---- candidates
   std::set<std::vector<NodeRef>> seenSets;
   for (const Found& f : found) {

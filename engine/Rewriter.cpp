@@ -9,6 +9,8 @@
 #include <sstream>
 #include <unordered_map>
 
+#include <fmt/format.h>
+
 #include "fusec/engine/Builtins.h"
 #include "fusec/engine/Interpreter.h"
 
@@ -481,6 +483,7 @@ Expected<RewriteStats> rewriteToFixpoint(Graph& g, const RuleSet& rules, const T
       if (!m) continue;
       if (stats.rewrites >= cap) {
         stats.capHit = true;
+        stats.capRule = rule->name;
         return stats;
       }
       std::vector<NodeRef> added;
@@ -536,6 +539,18 @@ Expected<RewriteStats> runRewritePipeline(Graph& g, const RuleSet& rules, const 
   if (!folded) return folded.error();
   Expected<RewriteStats> stats = rewriteToFixpoint(g, rules, target, options);
   if (!stats) return stats;
+  if (stats->capHit) {
+    // A rule that matches its own output would rewrite forever: the graph
+    // is half rewritten, so nothing compiled from it could be trusted.
+    const auto most = std::max_element(stats->fired.begin(), stats->fired.end(),
+                                       [](const auto& a, const auto& b) { return a.second < b.second; });
+    const Rule* r = rules.find(stats->capRule);
+    return Error{fmt::format("rewriting stopped at the cap of {} rewrites: rule `{}`{} matched again (it fired {} "
+                             "times; `{}` fired most, {} times); a rule whose rewrite matches its own pattern never "
+                             "reaches a fixpoint",
+                             stats->rewrites, stats->capRule, r ? " (pack " + r->pack + ")" : std::string(),
+                             stats->fired[stats->capRule], most->first, most->second)};
+  }
   stats->nodesFolded += folded.value();
   stats->nodesRemoved += eliminateCommonSubexpressions(g, rules.catalog);
   stats->nodesRemoved += eliminateDeadCode(g);

@@ -12,11 +12,9 @@
 #include "fusec/engine/Files.h"
 
 namespace fusec {
-namespace {
-
 /// Keys read into Target, and keys of measured profiles kept for people
 /// (informational; not used by the cost model yet).
-const std::set<std::string>& knownKeys() {
+const std::set<std::string>& targetProfileKeys() {
   static const std::set<std::string> k = {
       // used
       "name", "runtime", "device_match", "compute_units", "peak_gflops_fp32", "peak_gflops_fp16",
@@ -30,6 +28,8 @@ const std::set<std::string>& knownKeys() {
   };
   return k;
 }
+
+namespace {
 
 class Reader {
  public:
@@ -222,7 +222,7 @@ Expected<Target> parseTarget(const std::string& text, const std::string& path) {
   const toml::value& table = root.at("target");
   Reader r(path, table);
   for (const auto& [key, value] : table.as_table())
-    if (!knownKeys().count(key)) r.error(value, "unknown key `" + key + "` in [target]");
+    if (!targetProfileKeys().count(key)) r.error(value, "unknown key `" + key + "` in [target]");
 
   Target t;
   t.path = path;

@@ -141,9 +141,12 @@ struct Packs {
     grammar::ast::AstContext context;
     grammar::PackLoadOptions options;
     options.families = &codegen::kernelFamilies();
-    rules = grammar::loadPacks({grammar::defaultRulesDir() + "/core.fuse"}, sources, context, diags, options).rules;
     Expected<Target> t = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
-    if (!rules || !t) std::abort();
+    if (!t) std::abort();
+    Expected<std::vector<std::string>> packs = grammar::defaultPackPaths(t.value());
+    if (!packs) std::abort();
+    rules = grammar::loadPacks(packs.value(), sources, context, diags, options).rules;
+    if (!rules) std::abort();
     target = t.value();
   }
 };

@@ -3,6 +3,7 @@
 /// files, dependencies first, to the checker (Sema.cpp).
 #include "fusec/grammar/PackLoader.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -25,13 +26,21 @@ class Loader {
          const PackLoadOptions& options)
       : sources_(sources), context_(context), diags_(diags), options_(options) {}
 
-  /// Loads a root file given on the command line.
+  /// Loads a root pack given on the command line: a `.fuse` file, or a
+  /// pack folder (every `.fuse` file directly in it, in name order).
   void loadRoot(const std::string& path) {
-    if (!fs::exists(path)) {
+    std::error_code ec;
+    if (!fs::exists(path, ec)) {
       diags_.emitError({}, "cannot open `" + path + "`: no such file");
       return;
     }
-    load(fs::path(path), {});
+    if (!fs::is_directory(path, ec)) {
+      load(fs::path(path), {});
+      return;
+    }
+    std::vector<fs::path> files = packFolderFiles(path);
+    if (files.empty()) diags_.emitError({}, "pack folder `" + path + "` holds no `.fuse` file");
+    for (const fs::path& f : files) load(f, {});
   }
 
   /// Loads a root pack given as text.
@@ -88,26 +97,10 @@ class Loader {
     return dirs;
   }
 
-  /// An import names a `.fuse` file by a relative path without `..`; it
-  /// resolves inside the importer's folder, the search folders or the
-  /// shipped rules, and only to a file that stays inside that folder once
-  /// links are followed. Nothing else is read (nor quoted in a message).
   std::optional<fs::path> resolve(const std::string& name, const fs::path& importerDir) const {
-    const fs::path rel(name);
-    if (name.empty() || rel.is_absolute() || rel.has_root_name()) return std::nullopt;
-    for (const fs::path& part : rel)
-      if (part == "..") return std::nullopt;
-    const fs::path file = rel.extension() == ".fuse" ? rel : fs::path(name + ".fuse");
-    for (const fs::path& dir : searchDirs(importerDir)) {
-      std::error_code ec;
-      const fs::path candidate = dir / file;
-      if (!fs::is_regular_file(candidate, ec)) continue;
-      const fs::path root = fs::weakly_canonical(dir.empty() ? fs::path(".") : dir, ec);
-      const fs::path real = fs::weakly_canonical(candidate, ec);
-      if (ec) continue;
-      const std::string r = root.string(), f = real.string();
-      if (f.compare(0, r.size(), r) == 0 && (f.size() == r.size() || f[r.size()] == '/')) return candidate;
-    }
+    std::vector<std::string> dirs;
+    for (const fs::path& d : searchDirs(importerDir)) dirs.push_back(d.string());
+    if (auto found = resolvePackPath(name, dirs, /*allowFolder=*/false)) return fs::path(*found);
     return std::nullopt;
   }
 
@@ -127,6 +120,56 @@ class Loader {
 };
 
 }  // namespace
+
+std::vector<fs::path> packFolderFiles(const fs::path& folder) {
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(folder, ec))
+    if (e.path().extension() == ".fuse" && e.is_regular_file(ec)) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+/// A pack named by a relative path without `..` resolves inside one of the
+/// folders, and only to a file (or pack folder) that stays inside that folder
+/// once links are followed. Nothing else is read (nor quoted in a message).
+std::optional<std::string> resolvePackPath(const std::string& name, const std::vector<std::string>& dirs,
+                                           bool allowFolder) {
+  const fs::path rel(name);
+  if (name.empty() || rel.is_absolute() || rel.has_root_name()) return std::nullopt;
+  for (const fs::path& part : rel)
+    if (part == "..") return std::nullopt;
+  const fs::path file = rel.extension() == ".fuse" ? rel : fs::path(name + ".fuse");
+  for (const std::string& d : dirs) {
+    const fs::path dir(d);
+    std::error_code ec;
+    fs::path candidate = dir / file;
+    if (!fs::is_regular_file(candidate, ec)) {
+      candidate = dir / rel;
+      if (!allowFolder || !fs::is_directory(candidate, ec)) continue;
+    }
+    const fs::path root = fs::weakly_canonical(dir.empty() ? fs::path(".") : dir, ec);
+    const fs::path real = fs::weakly_canonical(candidate, ec);
+    if (ec) continue;
+    const std::string r = root.string(), f = real.string();
+    if (f.compare(0, r.size(), r) == 0 && (f.size() == r.size() || f[r.size()] == '/')) return candidate.string();
+  }
+  return std::nullopt;
+}
+
+Expected<std::vector<std::string>> defaultPackPaths(const Target& target) {
+  const std::string profileDir = fs::path(target.path).parent_path().string();
+  const std::vector<std::string> dirs = {profileDir.empty() ? std::string(".") : profileDir, defaultRulesDir()};
+  std::vector<std::string> paths;
+  for (const std::string& p : target.defaultPacks) {
+    std::optional<std::string> found = resolvePackPath(p, dirs);
+    if (!found)
+      return Error{target.path + ": error: default pack `" + p + "` not found (a pack is a relative path without `..` "
+                   "to a `.fuse` file or a pack folder; looked in `" + dirs[0] + "` and `" + dirs[1] + "`)"};
+    paths.push_back(*found);
+  }
+  return paths;
+}
 
 std::string defaultRulesDir() {
   if (const char* env = std::getenv("FUSEC_RULES_DIR")) return env;

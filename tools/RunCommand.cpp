@@ -255,9 +255,16 @@ int runOpenCL(const RunOptions& o, const Graph& original, const std::vector<Tens
   std::vector<std::string> packs;
   std::unique_ptr<RuleSet> rules = loadRules(o.rules, *target, &packs);
   if (!rules) return 1;
-  Expected<std::unique_ptr<codegen::Device>> device = codegen::Device::open(o.device);
+  // A profile given with --target describes one device: running its plan on
+  // another would measure a plan made for the wrong machine.
+  const bool matchTarget = o.device.empty() && !o.target.empty() && !target->deviceMatch.empty();
+  Expected<std::unique_ptr<codegen::Device>> device = codegen::Device::open(matchTarget ? target->deviceMatch : o.device);
   if (!device) {
-    std::cerr << "error: " << device.error().message << "\n";
+    std::cerr << "error: " << device.error().message;
+    if (matchTarget)
+      std::cerr << " (the target profile " << o.target << " has device_match = \"" << target->deviceMatch
+                << "\"; pass --device to choose a device)";
+    std::cerr << "\n";
     return 1;
   }
   // Import (symbolic dims bound to the inputs', shapes folded), rewrite,

@@ -23,8 +23,14 @@ std::optional<Target> loadTargetOrDefault(const std::string& path) {
 std::unique_ptr<RuleSet> loadRules(const std::vector<std::string>& packs, const Target& target,
                                    std::vector<std::string>* loaded) {
   std::vector<std::string> files = packs;
-  if (files.empty())
-    for (const std::string& p : target.defaultPacks) files.push_back(grammar::defaultRulesDir() + "/" + p + ".fuse");
+  if (files.empty()) {
+    Expected<std::vector<std::string>> defaults = grammar::defaultPackPaths(target);
+    if (!defaults) {
+      std::cerr << defaults.error().message << "\n";
+      return nullptr;
+    }
+    files = std::move(defaults.value());
+  }
   if (loaded) *loaded = files;
   grammar::SourceManager sources;
   grammar::DiagnosticEngine diags(sources);

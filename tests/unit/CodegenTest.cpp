@@ -120,7 +120,7 @@ TEST_CASE("ops no kernel family generates say so") {
 }
 
 TEST_CASE("row reductions with fused prologues match the interpreter") {
-  std::unique_ptr<RuleSet> core = test::loadShippedPack("core.fuse");
+  std::unique_ptr<RuleSet> core = test::loadDefaultPacks();
   Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
   REQUIRE(target.ok());
   // Residual add + LayerNorm, and scale + mask + softmax: the core pack's
@@ -373,7 +373,7 @@ g (float[1,3,2,5] a, float[1,3,2,5] b, float[4,6] x, int64[3] idx)
 }
 
 TEST_CASE("convs and gemms with fused epilogues match the interpreter for every tiling") {
-  std::unique_ptr<RuleSet> core = test::loadShippedPack("core.fuse");
+  std::unique_ptr<RuleSet> core = test::loadDefaultPacks();
   Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
   REQUIRE(target.ok());
   // Dense conv + bias + residual + relu (one conv_epilogue group), strided

@@ -9,13 +9,17 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "FileCheck.h"
 #include "FrontEndRoundTrip.h"
 #include "TestUtil.h"
 #include "fusec/codegen/Families.h"
+#include "fusec/engine/Interpreter.h"
 #include "fusec/engine/OnnxIO.h"
+#include "fusec/engine/OutputCheck.h"
 #include "fusec/engine/Planner.h"
 #include "fusec/engine/Rewriter.h"
 #include "fusec/grammar/PackLoader.h"
@@ -146,16 +150,62 @@ TEST_CASE("front end: saved fuzzer inputs and the shipped packs keep the round-t
   }
 }
 
+namespace {
+
+/// Deterministic inputs for a graph of static float inputs, spread over
+/// negative, small and large magnitudes; nullopt when an input is of another
+/// kind (the case then checks structure only).
+std::optional<std::vector<Tensor>> sampleInputs(const Graph& g) {
+  std::vector<Tensor> inputs;
+  uint32_t state = 12345;
+  for (ValueId v : g.inputs()) {
+    const TensorType& t = g.value(v).type;
+    if (t.dtype != DType::Float32 || !t.isStatic()) return std::nullopt;
+    const Shape shape = t.staticShape();
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::vector<float> data(static_cast<size_t>(n));
+    for (float& x : data) {
+      state = state * 1664525u + 1013904223u;
+      x = (static_cast<float>(state >> 8) / 16777216.0f - 0.5f) * 8.0f;  // [-4, 4)
+    }
+    inputs.push_back(Tensor::fromVector<float>(shape, data));
+  }
+  return inputs;
+}
+
+/// `// FIRES: rule` and `// NEAR-MISS: rule` lines of a plan case.
+std::vector<std::string> annotated(const std::string& input, const std::string& tag) {
+  std::vector<std::string> rules;
+  std::istringstream in(input);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("// " + tag + ": ", 0) == 0) rules.push_back(line.substr(tag.size() + 5));
+  return rules;
+}
+
+std::vector<test::CheckCase> planCases() {
+  std::vector<test::CheckCase> cases;
+  for (const fs::path& file : caseFiles("plans", ".txt"))
+    for (test::CheckCase& c : test::splitCases(readFile(file))) cases.push_back(std::move(c));
+  return cases;
+}
+
+}  // namespace
+
 /// Planner golden cases (tests/golden/plans/*.txt): a model in ONNX text,
-/// optional `// RULE:` lines forming the pack (default: the core pack), and
-/// CHECK lines against the fused graph, the rewrites that fired and the
-/// candidates with their fate.
+/// optional `// RULE:` lines forming the pack (default: the target's default
+/// packs), and CHECK lines against the fused graph, the rewrites that fired
+/// and the candidates with their fate. `// FIRES: rule` requires the rule to
+/// rewrite or to be chosen; `// NEAR-MISS: rule` requires it not to match at
+/// all. The rewritten graph must compute what the model did: both run on the
+/// interpreter on the same inputs.
 TEST_CASE("golden: rewrite and fusion plans") {
   Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
   REQUIRE(target.ok());
   for (const fs::path& file : caseFiles("plans", ".txt")) {
     for (const test::CheckCase& c : test::splitCases(readFile(file))) {
       INFO(file.string() << " case at line " << c.firstLine);
+      const std::vector<std::string> fires = annotated(c.input, "FIRES"), misses = annotated(c.input, "NEAR-MISS");
       std::string model, rules;
       std::istringstream in(c.input);
       for (std::string line; std::getline(in, line);) {
@@ -165,14 +215,17 @@ TEST_CASE("golden: rewrite and fusion plans") {
       grammar::SourceManager sources;
       grammar::DiagnosticEngine diags(sources);
       grammar::ast::AstContext context;
+      Expected<std::vector<std::string>> defaults = grammar::defaultPackPaths(target.value());
+      REQUIRE(defaults.ok());
       grammar::PackLoadResult loaded =
-          rules.empty() ? grammar::loadPacks({grammar::defaultRulesDir() + "/core.fuse"}, sources, context, diags)
+          rules.empty() ? grammar::loadPacks(defaults.value(), sources, context, diags)
                         : grammar::loadPackText(file.string(), "import \"core/ops\"\n" + rules, sources, context, diags);
       std::ostringstream err;
       diags.print(err);
       REQUIRE_MESSAGE(loaded.rules, err.str());
       Expected<Graph> g = importOnnxBuffer(model, file.string());
       REQUIRE_MESSAGE(g.ok(), test::why(g));
+      const Graph original = g->clone();
       Expected<RewriteStats> rw = runRewritePipeline(g.value(), *loaded.rules, &target.value());
       REQUIRE_MESSAGE(rw.ok(), test::why(rw));
       REQUIRE(inferTypes(g.value()).ok());
@@ -184,12 +237,59 @@ TEST_CASE("golden: rewrite and fusion plans") {
                std::string(candidateStatusName(cand.status)) + (cand.why.empty() ? "" : ": " + cand.why) + "\n";
       std::string mismatch = test::fileCheck(out, c.checks);
       CHECK_MESSAGE(mismatch.empty(), mismatch);
-      // The fused plan still computes what the model did: every group's
-      // members are nodes of the rewritten graph, each in one group.
-      size_t covered = 0;
-      for (const Group& grp : plan.groups) covered += grp.nodes.size();
-      CHECK(covered == g->numNodes());
+      auto chosen = [&](const std::string& rule) {
+        for (const Candidate& cand : plan.candidates)
+          if (cand.rule->name == rule && cand.status == Candidate::Status::Chosen) return true;
+        return false;
+      };
+      auto matched = [&](const std::string& rule) {
+        for (const Candidate& cand : plan.candidates)
+          if (cand.rule->name == rule) return true;
+        return rw->fired.count(rule) > 0;
+      };
+      for (const std::string& rule : fires) {
+        CHECK_MESSAGE(loaded.rules->find(rule), "no rule `" << rule << "` in the pack");
+        CHECK_MESSAGE((rw->fired.count(rule) || chosen(rule)), "`" << rule << "` did not fire:\n" << out);
+      }
+      for (const std::string& rule : misses) {
+        CHECK_MESSAGE(loaded.rules->find(rule), "no rule `" << rule << "` in the pack");
+        CHECK_MESSAGE(!matched(rule), "`" << rule << "` matched its near-miss:\n" << out);
+      }
+      // Every node is in exactly one group.
+      std::map<NodeRef, int> groupsOf;
+      for (const Group& grp : plan.groups)
+        for (NodeRef n : grp.nodes) ++groupsOf[n];
+      CHECK(groupsOf.size() == g->numNodes());
+      for (const auto& [n, count] : groupsOf) CHECK(count == 1);
+      // The rewritten graph computes what the model did, on the
+      // interpreter (a folded constant, a new weight, a cancelled op).
+      if (std::optional<std::vector<Tensor>> inputs = sampleInputs(original)) {
+        Expected<std::vector<Tensor>> want = runGraph(original, *inputs, &loaded.rules->catalog);
+        REQUIRE_MESSAGE(want.ok(), test::why(want));
+        Expected<std::vector<Tensor>> got = runGraph(g.value(), *inputs, &loaded.rules->catalog);
+        REQUIRE_MESSAGE(got.ok(), test::why(got));
+        REQUIRE(got->size() == want->size());
+        for (size_t i = 0; i < got->size(); ++i) {
+          OutputCheck verdict = checkOutput((*got)[i], (*want)[i], Tolerance{1e-5, 1e-4});
+          CHECK_MESSAGE(verdict.ok, "output " << i << ": " << verdict.summary);
+        }
+      }
     }
+  }
+}
+
+TEST_CASE("golden: every rule of the default packs fires on a plan case and has a near-miss") {
+  std::unique_ptr<RuleSet> packs = test::loadDefaultPacks();
+  std::set<std::string> fired, missed;
+  for (const test::CheckCase& c : planCases()) {
+    for (const std::string& r : annotated(c.input, "FIRES")) fired.insert(r);
+    for (const std::string& r : annotated(c.input, "NEAR-MISS")) missed.insert(r);
+  }
+  CHECK(packs->rules.size() >= 20);
+  for (const Rule& r : packs->rules) {
+    INFO("rule " << r.name << " of pack " << r.pack);
+    CHECK_MESSAGE(fired.count(r.name), "no `// FIRES: " << r.name << "` case in tests/golden/plans");
+    CHECK_MESSAGE(missed.count(r.name), "no `// NEAR-MISS: " << r.name << "` case in tests/golden/plans");
   }
 }
 

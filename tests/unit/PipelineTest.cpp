@@ -9,7 +9,7 @@
 using namespace fusec;
 
 TEST_CASE("the pipeline runs the stages in order, and its kernels compute what the model does") {
-  std::unique_ptr<RuleSet> core = test::loadShippedPack("core.fuse");
+  std::unique_ptr<RuleSet> core = test::loadDefaultPacks();
   Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
   REQUIRE(target.ok());
   // A symbolic batch, a shape computed from it (folds once bound), a
@@ -61,7 +61,7 @@ g (float[N,16] x, float[N,16] skip, float[16] gamma) => (float[N,16] y) {
 }
 
 TEST_CASE("the pipeline stops with the stage's error: no kernels for shapes it cannot know") {
-  std::unique_ptr<RuleSet> core = test::loadShippedPack("core.fuse");
+  std::unique_ptr<RuleSet> core = test::loadDefaultPacks();
   Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
   REQUIRE(target.ok());
   driver::PipelineOptions options;

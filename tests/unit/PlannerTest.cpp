@@ -19,7 +19,7 @@ double chosenBenefit(const Plan& plan) {
 }  // namespace
 
 TEST_CASE("greedy planning is within reach of the exact optimum on small graphs") {
-  std::unique_ptr<RuleSet> core = test::loadShippedPack("core.fuse");
+  std::unique_ptr<RuleSet> core = test::loadDefaultPacks();
   Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
   REQUIRE(target.ok());
   for (const char* model : {"resblock", "encoder_layer"}) {

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "TestUtil.h"
 #include "fusec/engine/RuleSet.h"
@@ -78,4 +79,16 @@ TEST_CASE("bad target profiles are located errors, all of them") {
   Expected<Target> none = loadTarget(writeTemp("fusec-empty-target.toml", "x = 1\n"));
   REQUIRE_FALSE(none.ok());
   CHECK(none.error().message.find("needs a [target] table") != std::string::npos);
+}
+
+TEST_CASE("docs/targets.md documents every profile key, and only those") {
+  std::ifstream in(fs::path(FUSEC_SOURCE_DIR) / "docs/targets.md");
+  std::set<std::string> documented;
+  bool inTable = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("<!-- keys", 0) == 0) inTable = true;
+    if (line.rfind("<!-- /keys", 0) == 0) inTable = false;
+    if (inTable && line.rfind("| `", 0) == 0) documented.insert(line.substr(3, line.find('`', 3) - 3));
+  }
+  CHECK(documented == targetProfileKeys());
 }

@@ -59,6 +59,25 @@ inline std::unique_ptr<RuleSet> loadShippedPack(const std::string& relative) {
   return std::move(result.rules);
 }
 
+/// The packs the shipped CPU profile (rules/targets/pocl-cpu.toml) loads by
+/// default: what `fusec compile` uses without --rules.
+inline std::unique_ptr<RuleSet> loadDefaultPacks() {
+  Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
+  REQUIRE(target.ok());
+  Expected<std::vector<std::string>> paths = grammar::defaultPackPaths(target.value());
+  REQUIRE_MESSAGE(paths.ok(), test::why(paths));
+  grammar::SourceManager sources;
+  grammar::DiagnosticEngine diags(sources);
+  grammar::ast::AstContext context;
+  grammar::PackLoadOptions options;
+  options.families = &codegen::kernelFamilies();
+  auto result = grammar::loadPacks(paths.value(), sources, context, diags, options);
+  std::ostringstream err;
+  diags.print(err);
+  REQUIRE_MESSAGE(result.rules, err.str());
+  return std::move(result.rules);
+}
+
 /// The shipped op catalog (rules/core/ops.fuse), loaded once: the
 /// interpreter runs elementwise ops from its semantics.
 inline const OpCatalog& coreCatalog() {

@@ -32,6 +32,7 @@ struct RewriteStats {
   size_t nodesFolded = 0;
   size_t nodesRemoved = 0;
   bool capHit = false;
+  std::string capRule;  ///< the rule that would have fired past the cap
 };
 
 /// Applies the rewrite rules of `rules` to `g` until none matches.

@@ -8,6 +8,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,9 @@ struct Target {
   /// being memory bound.
   double ridgePoint() const { return peakFlopsFp32 / dramBandwidth; }
 };
+
+/// Every key `[target]` may hold (docs/targets.md documents each).
+const std::set<std::string>& targetProfileKeys();
 
 /// Reads and validates a profile. Errors are located:
 /// `file:line:col: error: ...`, one per problem found.

@@ -3,12 +3,15 @@
 /// rule set the engine consumes.
 #pragma once
 
+#include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "fusec/engine/KernelFamily.h"
 #include "fusec/engine/RuleSet.h"
+#include "fusec/engine/Target.h"
 #include "fusec/grammar/Ast.h"
 #include "fusec/grammar/Diagnostics.h"
 
@@ -44,6 +47,22 @@ PackLoadResult loadPacks(const std::vector<std::string>& files, SourceManager& s
 PackLoadResult loadPackText(const std::string& name, const std::string& text, SourceManager& sources,
                             ast::AstContext& context, DiagnosticEngine& diags,
                             const PackLoadOptions& options = {});
+
+/// Resolves a pack named by a relative path without `..` (`core`,
+/// `cnn/conv`, `mine.fuse`): `name.fuse` or `name` in the first of `dirs`
+/// that holds it, or, with `allowFolder`, a pack folder `name`. Only a path
+/// that stays inside that folder once links are followed; nullopt otherwise.
+std::optional<std::string> resolvePackPath(const std::string& name, const std::vector<std::string>& dirs,
+                                           bool allowFolder = true);
+
+/// The paths of a target profile's `default_packs`, each resolved next to the
+/// profile, then among the shipped packs (as resolvePackPath); an error
+/// naming the first that is not found.
+Expected<std::vector<std::string>> defaultPackPaths(const Target& target);
+
+/// The `.fuse` files directly inside a pack folder, in name order: loading a
+/// folder loads each.
+std::vector<std::filesystem::path> packFolderFiles(const std::filesystem::path& folder);
 
 /// The shipped rules folder (`rules/` of the source tree, or $FUSEC_RULES_DIR).
 std::string defaultRulesDir();
