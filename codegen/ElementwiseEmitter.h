@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "fusec/codegen/Emitters.h"
 #include "fusec/codegen/Pointwise.h"
 #include "fusec/engine/Builtins.h"
 
@@ -124,11 +125,19 @@ class Emitter {
  public:
   Emitter(const Graph& g, const OpCatalog& catalog) : g_(g), catalog_(catalog) {}
 
-  Expected<KernelSource> emit(const std::vector<NodeRef>& members, const std::string& name, const std::string& comment) {
+  /// The pointwise kernel of `members`. With `fetches`, the group's inputs
+  /// that are their values are computed by the data-movement functions
+  /// there (a movement prologue), not read from buffers.
+  Expected<KernelSource> emit(const std::vector<NodeRef>& members, const std::string& name, const std::string& comment,
+                              const IndexMapFetches* fetches = nullptr, const std::set<ValueId>& fetched = {}) {
     KernelSource k;
     k.name = name;
     GroupBoundary b = groupBoundary(g_, members);
-    k.inputs = std::move(b.inputs);
+    fetched_ = fetched;
+    fetchArgs_ = fetches ? fetches->args : "";
+    if (fetches) k.inputs = fetches->inputs;
+    for (ValueId v : b.inputs)
+      if (!fetched.count(v)) k.inputs.push_back(v);
     k.outputs = std::move(b.outputs);
     if (k.outputs.empty()) return Error{"group `" + name + "` computes nothing that is used", true};
     Shape space;
@@ -142,7 +151,9 @@ class Emitter {
     std::string params, body;
     allowDouble();  // this kernel's source declares cl_khr_fp64 when it needs it
     halfAllowed_ = true;  // and stores 16-bit floats itself
-    if (Status st = emitBody(members, k.inputs, space, "i", params, body); !st) return st.error();
+    const size_t fetchParams = fetches ? fetches->inputs.size() : 0;
+    if (Status st = emitBody(members, b.inputs, space, "i", params, body, fetchParams); !st) return st.error();
+    if (fetches && !fetches->params.empty()) params = fetches->params + (params.empty() ? "" : ",\n    ") + params;
     std::ostringstream out;
     for (size_t o = 0; o < k.outputs.size(); ++o) {
       const ValueId v = k.outputs[o];
@@ -166,6 +177,7 @@ class Emitter {
              "  vstore_half_rte(f, 0, (__private half*)&h);\n"
              "  return vload_half(0, (const __private half*)&h);\n"
              "}\n";
+    if (fetches) src << fetches->functions;
     src << "__kernel void " << name << "(\n    " << params << ") {\n";
     src << "  const int i = get_global_id(0);\n";
     src << body << out.str() << "}\n";
@@ -303,16 +315,27 @@ class Emitter {
     }
     if (needCoords && declareCoords) body << coordinates(space, index, "  ");
     std::ostringstream ps;
+    size_t nextParam = firstParam;
     for (size_t a = 0; a < inputs.size(); ++a) {
       const ValueId v = inputs[a];
       DType t = g_.value(v).type.dtype;
       if (Status st = checkType(v); !st) return st;
-      const std::string param = "in" + std::to_string(a + firstParam);
-      ps << (a ? ",\n    " : "") << "__global const " << storageType(t) << "* restrict " << param;
       Shape s;
       (void)staticShape(v, s);
       if (auto it = legacyShapes.find(v); it != legacyShapes.end()) s = it->second;
       const std::string var = "v" + std::to_string(v);
+      if (fetched_.count(v)) {
+        // Computed by the movement prologue's function from its bits.
+        const char* as = t == DType::Float32 ? "as_float" : t == DType::Float64 ? "as_double" : t == DType::Int32 ? "as_int"
+                         : t == DType::Int64 ? "as_long" : t == DType::Bool || t == DType::UInt8 ? "(uchar)" : nullptr;
+        if (!as || lanes_) return Error{"a data-movement prologue of " + std::string(dtypeName(t)) + " values has no kernel path", true};
+        body << "  const " << cType(t) << " " << var << " = " << as << "(fetch" << v << "(" << offset(s, index) << fetchArgs_
+             << "));  // " << sanitize(g_.value(v).name) << "\n";
+        vars_[v] = var;
+        continue;
+      }
+      const std::string param = "in" + std::to_string(nextParam++);
+      ps << (ps.tellp() > 0 ? ",\n    " : "") << "__global const " << storageType(t) << "* restrict " << param;
       if (lanes_) {
         if (t != DType::Float32) return Error{"a vector epilogue takes float32 operands only", true};
         const bool whole = s == space_;
@@ -836,6 +859,8 @@ class Emitter {
   std::string validLanes_;
   bool usesVectorExp_ = false, usesVectorErf_ = false;
   std::map<ValueId, std::string> vars_;
+  std::set<ValueId> fetched_;  ///< inputs computed by a movement prologue's fetch functions
+  std::string fetchArgs_;      ///< the buffers those functions take
   std::ostringstream* statements_ = nullptr;  // where the current node's statements go
   size_t temps_ = 0;
   const NodeData* node_ = nullptr;

@@ -41,6 +41,15 @@ bool scalarOps(const Graph& g, const Group& group, const OpCatalog& catalog) {
   });
 }
 
+/// Elementwise members, after an optional data-movement prologue (Concat,
+/// Transpose, Slice, ... composed into the members' loads).
+bool pointwiseOps(const Graph& g, const Group& group, const OpCatalog& catalog) {
+  Group scalar;
+  for (NodeRef n : group)
+    if (!isIndexMapOp(g, n)) scalar.push_back(n);
+  return !scalar.empty() && scalarOps(g, scalar, catalog);
+}
+
 /// The families, in order of preference for a node no rule fused: name,
 /// what it builds, what a group lacks when it does not claim it, claims,
 /// emitter. A new family is a new emitter file and one entry here.
@@ -88,8 +97,10 @@ std::vector<FunctionFamily::Spec> specs() {
        [](const Graph& g, const Group& grp, const OpCatalog&) { return grp.size() == 1 && isEinsum(g, grp[0]); },
        plain(emitEinsum)},
       {"pointwise", "elementwise and broadcast ops: any op the catalog gives scalar semantics, a pack's own "
-       "included; every result read outside the group is written",
-       "it has an op that is neither elementwise nor broadcast with scalar semantics", scalarOps, plain(emitPointwise)},
+       "included; every result read outside the group is written; data movement before them (Concat, Transpose, "
+       "Slice, ...) is read through its index map, not stored",
+       "it has an op that is neither elementwise nor broadcast with scalar semantics, nor data movement before them",
+       pointwiseOps, plain(emitPointwise)},
   };
 }
 

@@ -566,49 +566,37 @@ Status dataOperands(const Graph& g, const NodeData& d, Builder& b, const std::fu
   return Status::success();
 }
 
-/// Data-movement ops as one kernel: each result the group writes is
-/// computed element by element by walking back through the members' index
-/// maps to the group's inputs, one inline function per member result
-/// (`fetch<value>(i, buffers)`: its element at linear index i), so no
-/// intermediate is stored and every element moves once. A chain of
-/// Concat, Reshape, Transpose and Split (ShuffleNet's channel shuffle)
-/// reads its inputs and writes its results, and nothing in between.
-Expected<KernelSource> emitIndexMapChain(const Graph& g, const std::vector<NodeRef>& members, const std::string& name,
-                                         const std::string& comment) {
+}  // namespace
+
+Expected<IndexMapFetches> indexMapFetches(const Graph& g, const std::vector<NodeRef>& members, size_t firstParam) {
   std::map<ValueId, NodeRef> producer;  // member results
-  bool onlyViews = true;
   for (NodeRef n : members) {
     const NodeData& d = g.node(n);
     const std::string op = d.op.str();
     if (op == "CumSum" || op == "Resize")
       return Error{"`" + op + "` is not an index map that composes with others; it takes a kernel of its own", true};
-    onlyViews &= op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze";
     for (ValueId v : d.outputs)
       if (v != kNoValue) producer[v] = n;
   }
-  if (onlyViews) return Error{"reshapes alone are views of their input, no kernel", true};
-  const DType t = g.value(g.node(members.front()).outputs[0]).type.dtype;
-  const std::string type = bitsType(t);
-  if (type.empty()) return Error{"element type `" + std::string(dtypeName(t)) + "` has no kernel path", true};
-
-  KernelSource k;
-  k.name = name;
+  IndexMapFetches f;
+  f.type = g.value(g.node(members.front()).outputs[0]).type.dtype;
+  const std::string type = bitsType(f.type);
+  if (type.empty()) return Error{"element type `" + std::string(dtypeName(f.type)) + "` has no kernel path", true};
+  f.bitsType = type;
   std::map<ValueId, size_t> paramOf;
   std::ostringstream params;
-  std::vector<std::string> args;
-  std::ostringstream functions;
   for (NodeRef n : members) {
     const NodeData& d = g.node(n);
     Builder b(g, d);
     Status operands = dataOperands(g, d, b, [&](size_t j, DType ty) {
       const ValueId v = d.inputs[j];
-      if (producer.count(v)) return;
-      if (paramOf.count(v)) return;
-      paramOf[v] = k.inputs.size();
-      params << (k.inputs.empty() ? "" : ",\n    ") << "__global const "
-             << (ty == DType::Int32 ? "int" : ty == DType::Int64 ? "long" : type) << "* restrict in" << k.inputs.size();
-      args.push_back("in" + std::to_string(k.inputs.size()));
-      k.inputs.push_back(v);
+      if (producer.count(v) || paramOf.count(v)) return;
+      const size_t param = firstParam + f.inputs.size();
+      paramOf[v] = param;
+      params << (f.inputs.empty() ? "" : ",\n    ") << "__global const "
+             << (ty == DType::Int32 ? "int" : ty == DType::Int64 ? "long" : type) << "* restrict in" << param;
+      f.args += ", in" + std::to_string(param);
+      f.inputs.push_back(v);
     });
     if (!operands) return operands.error();
     for (size_t j = 0; j < d.inputs.size(); ++j) {
@@ -616,24 +604,24 @@ Expected<KernelSource> emitIndexMapChain(const Graph& g, const std::vector<NodeR
       if (v == kNoValue || !producer.count(v)) continue;
       const bool data = d.op == "Concat" || j == 0;
       if (!data) return Error{"`" + d.op.str() + "` reads an index or fill value computed in its group", true};
-      if (g.value(v).type.dtype != t) return Error{"a data-movement group moves elements of one type", true};
+      if (g.value(v).type.dtype != f.type) return Error{"a data-movement group moves elements of one type", true};
     }
   }
-  std::string argList;
-  for (const std::string& a : args) argList += ", " + a;
+  f.params = params.str();
+  std::ostringstream functions;
   for (NodeRef n : members) {
     const NodeData& d = g.node(n);
     for (size_t r = 0; r < d.outputs.size(); ++r) {
       const ValueId v = d.outputs[r];
       if (v == kNoValue) continue;
-      if (g.value(v).type.dtype != t) return Error{"a data-movement group moves elements of one type", true};
+      if (g.value(v).type.dtype != f.type) return Error{"a data-movement group moves elements of one type", true};
       Builder b(g, d);
       (void)dataOperands(g, d, b, [](size_t, DType) {});
       b.result = r;
       b.store = "return ";
       b.read = [&](size_t j, const std::string& offset) {
         const ValueId in = d.inputs.at(j);
-        if (producer.count(in)) return "fetch" + std::to_string(in) + "(" + offset + argList + ")";
+        if (producer.count(in)) return "fetch" + std::to_string(in) + "(" + offset + f.args + ")";
         return "in" + std::to_string(paramOf.at(in)) + "[" + offset + "]";
       };
       std::ostringstream body;
@@ -643,11 +631,41 @@ Expected<KernelSource> emitIndexMapChain(const Graph& g, const std::vector<NodeR
         return Error{e.message, e.unsupported};
       }
       functions << "// " << d.op.str() << " " << detail::Emitter::sanitize(d.name) << ", result " << r << "\n";
-      functions << "inline " << type << " fetch" << v << "(const long i" << (params.str().empty() ? "" : ",\n    ")
-                << params.str() << ") {\n"
+      functions << "inline " << type << " fetch" << v << "(const long i" << (f.params.empty() ? "" : ",\n    ")
+                << f.params << ") {\n"
                 << body.str() << "  return 0;\n}\n";
     }
   }
+  f.functions = functions.str();
+  return f;
+}
+
+namespace {
+
+/// Data-movement ops as one kernel: each result the group writes is
+/// computed element by element by walking back through the members' index
+/// maps to the group's inputs, one inline function per member result
+/// (`fetch<value>(i, buffers)`: its element at linear index i), so no
+/// intermediate is stored and every element moves once. A chain of
+/// Concat, Reshape, Transpose and Split (ShuffleNet's channel shuffle)
+/// reads its inputs and writes its results, and nothing in between.
+Expected<KernelSource> emitIndexMapChain(const Graph& g, const std::vector<NodeRef>& members, const std::string& name,
+                                         const std::string& comment) {
+  const bool onlyViews = std::all_of(members.begin(), members.end(), [&](NodeRef n) {
+    const std::string op = g.node(n).op.str();
+    return op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze";
+  });
+  if (onlyViews) return Error{"reshapes alone are views of their input, no kernel", true};
+  Expected<IndexMapFetches> fetches = indexMapFetches(g, members, 0);
+  if (!fetches) return fetches.error();
+  const IndexMapFetches& f = fetches.value();
+  const std::string& type = f.bitsType;
+  KernelSource k;
+  k.name = name;
+  k.inputs = f.inputs;
+  std::ostringstream params;
+  params << f.params;
+  const std::string& argList = f.args;
   // The kernel: each result over its own range of work-items.
   GroupBoundary boundary = groupBoundary(g, members);
   std::ostringstream kernel;
@@ -656,7 +674,7 @@ Expected<KernelSource> emitIndexMapChain(const Graph& g, const std::vector<NodeR
     if (!g.value(v).type.isStatic()) return Error{"value `" + g.value(v).name + "` has no static shape", true};
     const int64_t n = shapeNumel(g.value(v).type.staticShape());
     const std::string o = std::to_string(k.outputs.size());
-    params << ",\n    __global " << type << "* restrict out" << o;
+    params << (k.inputs.empty() && k.outputs.empty() ? "" : ",\n    ") << "__global " << type << "* restrict out" << o;
     kernel << "  " << (first ? "else " : "") << "if (i < " << first + n << "L) out" << o << "[i - " << first << "L] = fetch"
            << v << "(i - " << first << "L" << argList << ");\n";
     k.outputs.push_back(v);
@@ -664,7 +682,7 @@ Expected<KernelSource> emitIndexMapChain(const Graph& g, const std::vector<NodeR
   }
   k.globalSize = static_cast<size_t>(first);
   std::ostringstream src;
-  src << "// " << comment << "\n" << functions.str();
+  src << "// " << comment << "\n" << f.functions;
   src << "__kernel void " << name << "(\n    " << params.str() << ") {\n  const long i = get_global_id(0);\n" << kernel.str()
       << "}\n";
   k.source = src.str();

@@ -1,14 +1,44 @@
 /// The pointwise kernel family; see Pointwise.h. The work is done by the
-/// shared elementwise emitter (ElementwiseEmitter.h).
+/// shared elementwise emitter (ElementwiseEmitter.h), with the index_map
+/// family's fetch functions for a data-movement prologue.
 #include "fusec/codegen/Pointwise.h"
 
 #include "ElementwiseEmitter.h"
+#include "fusec/codegen/Emitters.h"
 
 namespace fusec::codegen {
 
 Expected<KernelSource> emitPointwise(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
                                      const std::string& name, const std::string& comment) {
-  return detail::Emitter(g, catalog).emit(members, name, comment);
+  std::vector<NodeRef> movement, scalar;
+  for (NodeRef n : members) (isIndexMapOp(g, n) ? movement : scalar).push_back(n);
+  if (movement.empty()) return detail::Emitter(g, catalog).emit(members, name, comment);
+  if (scalar.empty()) return Error{"group `" + name + "` has only data movement (the index_map family's work)", true};
+  // The prologue's values are computed where the elementwise members read
+  // them, never stored: nothing outside the group may read one.
+  const std::set<NodeRef> inGroup(members.begin(), members.end());
+  std::set<ValueId> fetched;
+  for (NodeRef n : movement)
+    for (ValueId v : g.node(n).outputs) {
+      if (v == kNoValue) continue;
+      if (g.isGraphOutput(v)) return Error{"data-movement result `" + g.value(v).name + "` is a graph output", true};
+      for (const Use& u : g.uses(v))
+        if (!inGroup.count(u.node))
+          return Error{"data-movement result `" + g.value(v).name + "` is read outside the group", true};
+      fetched.insert(v);
+    }
+  for (NodeRef n : scalar)
+    for (ValueId v : g.node(n).inputs)
+      if (v != kNoValue && !fetched.count(v) && g.producer(v) && inGroup.count(*g.producer(v)) &&
+          isIndexMapOp(g, *g.producer(v)))
+        return Error{"internal: a movement result read but not fetched", true};
+  for (NodeRef n : movement)
+    for (ValueId v : g.node(n).inputs)
+      if (v != kNoValue && g.producer(v) && inGroup.count(*g.producer(v)) && !isIndexMapOp(g, *g.producer(v)))
+        return Error{"data movement after an elementwise member: the movement must come first", true};
+  Expected<IndexMapFetches> fetches = indexMapFetches(g, movement, 0);
+  if (!fetches) return fetches.error();
+  return detail::Emitter(g, catalog).emit(scalar, name, comment, &fetches.value(), fetched);
 }
 
 }  // namespace fusec::codegen

@@ -266,7 +266,7 @@ g (float[4,16] x, float[16] gamma) => (float[16,4] y, float[4,16] e) {
   CHECK(reason("row_reduce", {all[0], all[1]}) == "ok");  // `e` is written as the row is loaded
   CHECK(reason("row_reduce", all) == "it does not end in a reduction over the innermost axes");
   CHECK(reason("pointwise", {all[0], all[1]}) ==
-        "it has an op that is neither elementwise nor broadcast with scalar semantics");
+        "it has an op that is neither elementwise nor broadcast with scalar semantics, nor data movement before them");
   CHECK(reason("index_map", {all[1], all[2]}) == "it has an op that is not data movement");
   CHECK(reason("gemm_epilogue", {all[0]}) == "it does not start with a MatMul or Gemm");
   // A target with too little local memory for the row reduction's tree.
@@ -370,6 +370,68 @@ g (float[1,3,2,5] a, float[1,3,2,5] b, float[4,6] x, int64[3] idx)
       const float want = r == 0 || c == 3 ? 0.0f : inputs[2].data<float>()[rows[r - 1] * 6 + cols[c]];
       CHECK(padded.data<float>()[r * 4 + c] == want);
     }
+}
+
+TEST_CASE("a pointwise kernel reads data movement before it through the index map, never storing it") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  // DenseNet's Concat -> BatchNorm (as a multiply-add) -> ReLU, and a
+  // transpose of a reshape feeding a Sigmoid.
+  Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[1,1,2,3] p, float[1,2,2,3] q, float[3,1,1] s, float[6,2] x) => (float[1,3,2,3] y, float[3,4] z) {
+  c = Concat <axis = 1> (p, q)
+  m = Mul (c, s)
+  y = Relu (m)
+  sh = Constant <value = int64[2] {4, 3}> ()
+  r = Reshape (x, sh)
+  t = Transpose <perm = [1, 0]> (r)
+  z = Neg (t)
+}
+)");
+  std::vector<Tensor> inputs = {randomTensor({1, 1, 2, 3}, 41), randomTensor({1, 2, 2, 3}, 42),
+                                test::floats({3, 1, 1}, {2.0f, -1.0f, 0.5f}), randomTensor({6, 2}, 43)};
+  auto group = [&](std::initializer_list<const char*> results) {
+    std::vector<NodeRef> out;
+    for (const char* r : results) out.push_back(*g.producer(*g.findValue(r)));
+    return out;
+  };
+  const std::vector<NodeRef> dense = group({"c", "m", "y"}), shuffle = group({"r", "t", "z"});
+  for (const std::vector<NodeRef>* members : {&dense, &shuffle}) {
+    Expected<codegen::KernelSource> k = codegen::emitPointwise(g, *members, ops->catalog, "k", "k");
+    REQUIRE_MESSAGE(k.ok(), test::why(k));
+    INFO(k->source);
+    // The movement's inputs are read; its results are neither read nor written.
+    CHECK(k->outputs.size() == 1u);
+    for (ValueId v : k->inputs) CHECK_FALSE(g.producer(v).has_value());
+    Expected<codegen::SpirvModule> spv = codegen::compileToSpirv(k->source, k->name);
+    CHECK_MESSAGE(spv.ok(), test::why(spv));
+  }
+  Expected<codegen::DeviceRun> run = codegen::runOnDevice(
+      device(), g, {codegen::KernelGroup(dense, "", "", "pointwise"), codegen::KernelGroup(shuffle, "", "", "pointwise")},
+      ops->catalog, inputs);
+  REQUIRE_MESSAGE(run.ok(), test::why(run));
+  CHECK(run->kernelTimes.size() == 2);
+  // By hand: channel 0 is p scaled by 2, channels 1 and 2 are q's scaled by
+  // -1 and 0.5, then ReLU; z[i][j] = -x's element j * 3 + i.
+  const float scale[] = {2.0f, -1.0f, 0.5f};
+  for (int64_t ch = 0; ch < 3; ++ch)
+    for (int64_t e = 0; e < 6; ++e) {
+      const float in = ch == 0 ? inputs[0].data<float>()[e] : inputs[1].data<float>()[(ch - 1) * 6 + e];
+      CHECK(run->outputs[0].data<float>()[ch * 6 + e] == std::max(in * scale[ch], 0.0f));
+    }
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 4; ++j) CHECK(run->outputs[1].data<float>()[i * 4 + j] == -inputs[3].data<float>()[j * 3 + i]);
+  // A movement result read outside the group cannot be left unstored.
+  Graph h = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[2,3] x) => (float[3,2] t, float[3,2] y) {
+  t = Transpose (x)
+  y = Exp (t)
+}
+)");
+  Expected<std::vector<NodeRef>> order = h.topologicalOrder();
+  REQUIRE(order.ok());
+  Expected<codegen::KernelSource> refused = codegen::emitPointwise(h, order.value(), ops->catalog, "k", "k");
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message.find("is a graph output") != std::string::npos);
 }
 
 TEST_CASE("convs and gemms with fused epilogues match the interpreter for every tiling") {

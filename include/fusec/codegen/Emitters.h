@@ -98,6 +98,22 @@ bool isIndexMapOp(const Graph& g, NodeRef n);
 Expected<KernelSource> emitIndexMap(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
                                     const std::string& name, const std::string& comment);
 
+/// The data-movement members of a group as OpenCL C functions, for a kernel
+/// that reads their results without storing them: `fetch<v>(i, ...)`
+/// returns the bits of value v's element at linear index i (declared in
+/// `functions`), walking back through the members' index maps to the
+/// buffers `inputs` (kernel parameters `in<firstParam>`, ..., declared in
+/// `params`; calls pass `args` after the index).
+struct IndexMapFetches {
+  std::string functions;
+  std::vector<ValueId> inputs;
+  std::string params;
+  std::string args;
+  DType type = DType::Undefined;  ///< the element type moved
+  std::string bitsType;           ///< the unsigned type of its bits
+};
+Expected<IndexMapFetches> indexMapFetches(const Graph& g, const std::vector<NodeRef>& members, size_t firstParam);
+
 // ---- attention
 
 /// OpenCL C for the attention family: MatMul(Q, Kt), a constant scale (Mul
