@@ -3,6 +3,8 @@
 /// consumer is a sibling root) is undone when something later fails.
 #include "fusec/engine/Matcher.h"
 
+#include <fmt/format.h>
+
 #include "fusec/engine/Builtins.h"
 
 #include <algorithm>
@@ -376,7 +378,8 @@ class Search {
       if (!ok || *ok == 0) {
         haveFailure_ = true;
         bestProgress_ = SIZE_MAX;
-        best_.reason = ok ? "the guard `where ...` is false" : "the guard cannot be evaluated (a shape, or what a constant holds, is not known)";
+        best_.reason = std::string(ok ? "the guard is false: " : "the guard cannot be evaluated (a shape, or what a constant holds, is not known): ") +
+                       explainGuard(g_, m, *rule_.guard, matcher_.target());
         best_.where = rule_.guard->loc;
         return false;
       }
@@ -648,6 +651,106 @@ class Evaluator {
 };
 
 }  // namespace
+
+namespace {
+
+std::string numberText(double d) {
+  if (d == static_cast<double>(static_cast<int64_t>(d)) && std::abs(d) < 1e15) return std::to_string(static_cast<int64_t>(d));
+  return fmt::format("{:g}", d);
+}
+
+/// A guard expression as written (near enough: fully parenthesized where it nests).
+std::string exprText(const RuleExpr& e, const Rule& rule) {
+  auto args = [&](size_t from) {
+    std::string out;
+    for (size_t i = from; i < e.args.size(); ++i) out += (i > from ? ", " : "") + exprText(e.args[i], rule);
+    return out;
+  };
+  auto nested = [&](const RuleExpr& x) {
+    const std::string t = exprText(x, rule);
+    return x.kind == RuleExpr::Kind::Binary ? "(" + t + ")" : t;
+  };
+  switch (e.kind) {
+    case RuleExpr::Kind::Number: return numberText(e.number);
+    case RuleExpr::Kind::Bool: return e.number != 0 ? "true" : "false";
+    case RuleExpr::Kind::String: return "\"" + e.text + "\"";
+    case RuleExpr::Kind::DTypeName: return e.text;
+    case RuleExpr::Kind::List: return "[" + args(0) + "]";
+    case RuleExpr::Kind::Binding:
+      return e.binding >= 0 && static_cast<size_t>(e.binding) < rule.pattern.bindings.size()
+                 ? rule.pattern.bindings[static_cast<size_t>(e.binding)].name
+                 : "?";
+    case RuleExpr::Kind::NodeAttr: {
+      RuleExpr b = e;
+      b.kind = RuleExpr::Kind::Binding;
+      return exprText(b, rule) + "." + e.text;
+    }
+    case RuleExpr::Kind::Target: return "target." + e.text;
+    case RuleExpr::Kind::TargetHas: return "target.has(" + args(0) + ")";
+    case RuleExpr::Kind::Builtin: return e.text + "(" + args(0) + ")";
+    case RuleExpr::Kind::OpCall: return (e.op ? e.op->name.str() : std::string("?")) + "(" + args(0) + ")";
+    case RuleExpr::Kind::Unary: return e.text + (e.text == "not" ? " " : "") + nested(e.args[0]);
+    case RuleExpr::Kind::Index: return nested(e.args[0]) + "[" + exprText(e.args[1], rule) + "]";
+    case RuleExpr::Kind::Binary: return nested(e.args[0]) + " " + e.text + " " + nested(e.args[1]);
+  }
+  return "?";
+}
+
+std::string valText(const Val& v, const Graph& g) {
+  switch (v.kind) {
+    case Val::Kind::Num: return numberText(v.num);
+    case Val::Kind::Str: return "\"" + v.str + "\"";
+    case Val::Kind::DType: return v.str;
+    case Val::Kind::List: {
+      std::string out = "[";
+      for (size_t i = 0; i < v.list.size(); ++i) out += (i ? ", " : "") + numberText(v.list[i]);
+      return out + "]";
+    }
+    case Val::Kind::Tensor: return v.value == kNoValue ? "absent" : "`" + g.value(v.value).name + "`";
+    case Val::Kind::Unknown: return "unknown";
+  }
+  return "unknown";
+}
+
+/// What a leaf of the guard evaluated to, and its operands' values: `uses(c)
+/// == 1` is false (uses(c) = 2).
+std::string leafWhy(const RuleExpr& e, Evaluator& ev, const Graph& g, const Rule& rule, const Val& got) {
+  std::string why = "`" + exprText(e, rule) + "` is " + (got.kind == Val::Kind::Num ? "false" : "unknown");
+  std::vector<std::string> seen;
+  auto show = [&](const RuleExpr& x) {
+    if (x.kind == RuleExpr::Kind::Number || x.kind == RuleExpr::Kind::Bool || x.kind == RuleExpr::Kind::String ||
+        x.kind == RuleExpr::Kind::DTypeName || x.kind == RuleExpr::Kind::List)
+      return;
+    seen.push_back(exprText(x, rule) + " = " + valText(ev.eval(x), g));
+  };
+  if (e.kind == RuleExpr::Kind::Binary)
+    for (const RuleExpr& a : e.args) show(a);
+  else if (e.kind == RuleExpr::Kind::Unary && !e.args.empty())
+    show(e.args[0]);
+  if (!seen.empty()) {
+    why += " (";
+    for (size_t i = 0; i < seen.size(); ++i) why += (i ? ", " : "") + seen[i];
+    why += ")";
+  }
+  return why;
+}
+
+/// The first conjunct of a failing guard that is false, with its values.
+std::string guardWhy(const RuleExpr& e, Evaluator& ev, const Graph& g, const Rule& rule) {
+  if (e.kind == RuleExpr::Kind::Binary && e.text == "and") {
+    const Val left = ev.eval(e.args[0]);
+    if (left.kind != Val::Kind::Num || left.num == 0) return guardWhy(e.args[0], ev, g, rule);
+    return guardWhy(e.args[1], ev, g, rule);
+  }
+  return leafWhy(e, ev, g, rule, ev.eval(e));
+}
+
+}  // namespace
+
+std::string explainGuard(const Graph& g, const Match& m, const RuleExpr& guard, const Target* target) {
+  Evaluator ev(g, m, target);
+  return guardWhy(guard, ev, g, *m.rule);
+}
 
 std::optional<double> Matcher::evaluate(const Graph& g, const Match& m, const RuleExpr& e) const {
   return evaluateExpr(g, m, e, target_);

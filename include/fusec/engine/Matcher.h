@@ -58,12 +58,17 @@ class Matcher {
   /// Evaluates a guard or cost expression over a match (numbers as double,
   /// conditions as 0/1). nullopt when a value it needs is unknown.
   std::optional<double> evaluate(const Graph& g, const Match& m, const RuleExpr& e) const;
+  const Target* target() const { return target_; }
 
  private:
   const RuleSet& rules_;
   const Target* target_;
   std::map<std::string, std::vector<const Rule*>> byRootOp_;
 };
+
+/// Why guard `guard` fails on `m`: its first false conjunct as written, with
+/// the values its operands took (`uses(c) == 1` is false (uses(c) = 2)).
+std::string explainGuard(const Graph& g, const Match& m, const RuleExpr& guard, const Target* target);
 
 /// Evaluates a guard or cost expression over `m` (Matcher::evaluate without
 /// a matcher: an op's cost over a node). With `symbolicAsOne`, a symbolic
