@@ -8,7 +8,7 @@ export LD_LIBRARY_PATH=$G/lib:/usr/local/nvidia/lib64:${LD_LIBRARY_PATH:-}
 if [ -e /usr/local/nvidia/lib64/libnvidia-opencl.so.1 ]; then
   mkdir -p /tmp/icd && echo /usr/local/nvidia/lib64/libnvidia-opencl.so.1 > /tmp/icd/nvidia.icd
   export OCL_ICD_VENDORS=/tmp/icd
-  T=rules/targets/nvidia-h200.toml
+  T=rules/vendor/nvidia/h200.toml
 else
   T=rules/targets/pocl-cpu.toml
 fi

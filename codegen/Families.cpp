@@ -177,6 +177,11 @@ Expected<KernelSource> CodegenFamily::build(const Graph& g, const std::vector<No
       return Error{"the kernel needs " + std::to_string(k->localMemBytes) + " bytes of local memory; the target has " +
                        std::to_string(target->localMemBytes),
                    true};
+    if (group.size() > 1 && target->groups.maxLocalMemBytes > 0 &&
+        static_cast<int64_t>(k->localMemBytes) > target->groups.maxLocalMemBytes)
+      return Error{"the kernel needs " + std::to_string(k->localMemBytes) + " bytes of local memory; a fused group " +
+                       "may use " + std::to_string(target->groups.maxLocalMemBytes) + " ([target.groups] max_local_mem_bytes)",
+                   true};
     if (target->maxWorkGroupSize > 0 && static_cast<int64_t>(k->localSize) > target->maxWorkGroupSize)
       return Error{"the kernel's work-group of " + std::to_string(k->localSize) + " exceeds the target's " +
                        std::to_string(target->maxWorkGroupSize),

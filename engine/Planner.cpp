@@ -82,6 +82,26 @@ std::string buildProblem(const Graph& g, const std::vector<NodeRef>& nodes, cons
   return {};
 }
 
+/// Why the target's limits on fused groups (`[target.groups]`) refuse
+/// `nodes`, or empty when they allow it.
+std::string limitProblem(const Graph& g, const std::vector<NodeRef>& nodes, const OpCatalog& catalog,
+                         const Target& target) {
+  const GroupLimits& limits = target.groups;
+  if (limits.maxOps > 0 && static_cast<int64_t>(nodes.size()) > limits.maxOps)
+    return "the target's fused groups hold at most " + std::to_string(limits.maxOps) + " ops ([target.groups] max_ops); "
+           "this one has " + std::to_string(nodes.size());
+  for (const std::string& name : limits.forbid) {
+    std::set<std::string> ops = {name};
+    if (auto c = catalog.classes().find(name); c != catalog.classes().end())
+      for (const OpDef* op : c->second) ops.insert(op->name.str());
+    for (NodeRef n : nodes)
+      if (ops.count(g.node(n).op.str()))
+        return "the target forbids `" + name + "` inside fused groups ([target.groups] forbid), and `" +
+               g.node(n).name + "` is a " + g.node(n).op.str();
+  }
+  return {};
+}
+
 /// The graph of kernels chosen so far (nodes, with chosen groups contracted)
 /// and a topological order of it, kept valid as groups are added (after
 /// Pearce and Kelly's dynamic topological sort). Adding a group would create
@@ -258,6 +278,9 @@ Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target, cons
     if (leavesAndReturns(g, order, members)) {
       c.status = Candidate::Status::Illegal;
       c.why = "fusing would create a cycle: a path leaves the group and comes back";
+    } else if (std::string r = limitProblem(g, nodes, rules.catalog, target); !r.empty()) {
+      c.status = Candidate::Status::Illegal;
+      c.why = r;
     } else if (std::string r = buildProblem(g, nodes, *rule, rules.catalog, target, families); !r.empty()) {
       c.status = Candidate::Status::Illegal;
       c.why = r;

@@ -21,6 +21,7 @@ const std::set<std::string>& targetProfileKeys() {
       "dram_bandwidth_gbs", "launch_overhead_us", "local_mem_bytes", "registers_per_cu",
       "max_work_group_size", "codegen_vector_width", "preferred_vector_width", "features",
       "energy_pj_per_byte", "energy_pj_per_flop", "default_packs", "cache_bandwidth_gbs", "transcendental_flops",
+      "groups",
       // informational
       "platform", "device", "ridge_flop_per_byte", "sync_overhead_us", "l1d_bytes", "l2_bytes", "l3_bytes",
       "cacheline_bytes", "default_local_size", "one_cu", "best_case", "codegen", "kernel_cost_us", "jit_ms",
@@ -256,6 +257,20 @@ Expected<Target> parseTarget(const std::string& text, const std::string& path) {
           r.error(v, "bandwidth `" + level + "` must be a number (GB/s)");
         }
       }
+    }
+  }
+  if (const toml::value* groups = r.find("groups")) {
+    if (!groups->is_table()) {
+      r.error(*groups, "`groups` must be a table of limits on fused groups");
+    } else {
+      Reader gr(path, *groups);
+      for (const auto& [key, value] : groups->as_table())
+        if (key != "max_ops" && key != "max_local_mem_bytes" && key != "forbid")
+          gr.error(value, "unknown key `" + key + "` in [target.groups] (max_ops, max_local_mem_bytes, forbid)");
+      t.groups.maxOps = gr.integer("max_ops", false).value_or(0);
+      t.groups.maxLocalMemBytes = gr.integer("max_local_mem_bytes", false).value_or(0);
+      t.groups.forbid = gr.strings("forbid");
+      for (std::string& e : gr.errors()) r.errors().push_back(std::move(e));
     }
   }
   if (!r.errors().empty()) {

@@ -200,22 +200,24 @@ std::vector<test::CheckCase> planCases() {
 /// all. The rewritten graph must compute what the model did: both run on the
 /// interpreter on the same inputs.
 TEST_CASE("golden: rewrite and fusion plans") {
-  Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
-  REQUIRE(target.ok());
   for (const fs::path& file : caseFiles("plans", ".txt")) {
     for (const test::CheckCase& c : test::splitCases(readFile(file))) {
       INFO(file.string() << " case at line " << c.firstLine);
       const std::vector<std::string> fires = annotated(c.input, "FIRES"), misses = annotated(c.input, "NEAR-MISS");
-      std::string model, rules;
+      std::string model, rules, targetPath = "targets/pocl-cpu.toml";
       std::istringstream in(c.input);
       for (std::string line; std::getline(in, line);) {
         if (line.rfind("// RULE: ", 0) == 0) rules += line.substr(9) + "\n";
+        if (line.rfind("// TARGET: ", 0) == 0) targetPath = line.substr(11);
         model += (line.rfind("//", 0) == 0 ? std::string() : line) + "\n";
       }
+      // `// TARGET: vendor/npu/rk3588.toml`: plan for that profile, with its packs.
+      Expected<Target> caseTarget = loadTarget(grammar::defaultRulesDir() + "/" + targetPath);
+      REQUIRE_MESSAGE(caseTarget.ok(), test::why(caseTarget));
       grammar::SourceManager sources;
       grammar::DiagnosticEngine diags(sources);
       grammar::ast::AstContext context;
-      Expected<std::vector<std::string>> defaults = grammar::defaultPackPaths(target.value());
+      Expected<std::vector<std::string>> defaults = grammar::defaultPackPaths(caseTarget.value());
       REQUIRE(defaults.ok());
       grammar::PackLoadResult loaded =
           rules.empty() ? grammar::loadPacks(defaults.value(), sources, context, diags)
@@ -226,10 +228,10 @@ TEST_CASE("golden: rewrite and fusion plans") {
       Expected<Graph> g = importOnnxBuffer(model, file.string());
       REQUIRE_MESSAGE(g.ok(), test::why(g));
       const Graph original = g->clone();
-      Expected<RewriteStats> rw = runRewritePipeline(g.value(), *loaded.rules, &target.value());
+      Expected<RewriteStats> rw = runRewritePipeline(g.value(), *loaded.rules, &caseTarget.value());
       REQUIRE_MESSAGE(rw.ok(), test::why(rw));
       REQUIRE(inferTypes(g.value()).ok());
-      Plan plan = planFusion(g.value(), *loaded.rules, target.value(), codegen::kernelFamilies());
+      Plan plan = planFusion(g.value(), *loaded.rules, caseTarget.value(), codegen::kernelFamilies());
       std::string out = exportOnnxText(buildFusedGraph(g.value(), plan));
       for (const auto& [rule, n] : rw->fired) out += "rewrite " + rule + " " + std::to_string(n) + "\n";
       for (const Candidate& cand : plan.candidates)
@@ -278,8 +280,22 @@ TEST_CASE("golden: rewrite and fusion plans") {
   }
 }
 
-TEST_CASE("golden: every rule of the default packs fires on a plan case and has a near-miss") {
-  std::unique_ptr<RuleSet> packs = test::loadDefaultPacks();
+TEST_CASE("golden: every rule of the shipped packs fires on a plan case and has a near-miss") {
+  // The packs of every shipped profile: the default ones and each vendor's.
+  std::vector<std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(grammar::defaultRulesDir()))
+    if (e.path().extension() == ".toml") {
+      Expected<Target> t = loadTarget(e.path().string());
+      REQUIRE_MESSAGE(t.ok(), test::why(t));
+      Expected<std::vector<std::string>> paths = grammar::defaultPackPaths(t.value());
+      REQUIRE_MESSAGE(paths.ok(), test::why(paths));
+      files.insert(files.end(), paths->begin(), paths->end());
+    }
+  grammar::SourceManager sources;
+  grammar::DiagnosticEngine diags(sources);
+  grammar::ast::AstContext context;
+  std::unique_ptr<RuleSet> packs = grammar::loadPacks(files, sources, context, diags).rules;
+  REQUIRE(packs);
   std::set<std::string> fired, missed;
   for (const test::CheckCase& c : planCases()) {
     for (const std::string& r : annotated(c.input, "FIRES")) fired.insert(r);

@@ -145,7 +145,7 @@ TEST_CASE("guards decide last, and say so") {
                                     "t = Conv (in, k)\nout = Relu (t)"));
   MatchFailure why;
   CHECK_FALSE(f.matcher.matchAt(g, node(g, "Relu"), f.rule(), &why));
-  CHECK(why.reason == "the guard `where ...` is false");
+  CHECK(why.reason == "the guard is false: `uses(c) == 1` is false (uses(c) = 2)");
   CHECK(why.where.line == 2);
 }
 
@@ -178,12 +178,13 @@ TEST_CASE("guards read what constants hold: value, all and any") {
   Graph three = pow("float p = {3.0}");
   MatchFailure why;
   CHECK_FALSE(one.matcher.matchAt(three, node(three, "Pow"), one.rule(), &why));
-  CHECK(why.reason == "the guard `where ...` is false");
+  CHECK(why.reason == "the guard is false: `value(p) == 2` is false (value(p) = 3)");
   // Several elements, or no constant at all: value() has no answer, and the
   // guard cannot hold.
   Graph many = pow("float[2] p = {2.0, 2.0}");
   CHECK_FALSE(one.matcher.matchAt(many, node(many, "Pow"), one.rule(), &why));
-  CHECK(why.reason == "the guard cannot be evaluated (a shape, or what a constant holds, is not known)");
+  CHECK(why.reason == "the guard cannot be evaluated (a shape, or what a constant holds, is not known): "
+                      "`value(p) == 2` is unknown (value(p) = unknown)");
   Graph input = pow("float p");
   CHECK_FALSE(one.matcher.matchAt(input, node(input, "Pow"), one.rule()));
   // all() and any(): every element, or one of them.

@@ -22,7 +22,8 @@ std::string writeTemp(const std::string& name, const std::string& text) {
 
 TEST_CASE("shipped target profiles load, and the measured one is this machine's") {
   int loaded = 0;
-  for (const auto& e : fs::directory_iterator(fs::path(FUSEC_SOURCE_DIR) / "rules/targets")) {
+  for (const auto& e : fs::recursive_directory_iterator(fs::path(FUSEC_SOURCE_DIR) / "rules")) {
+    if (e.path().extension() != ".toml") continue;
     INFO(e.path().string());
     Expected<Target> t = loadTarget(e.path().string());
     REQUIRE_MESSAGE(t.ok(), test::why(t));

@@ -16,6 +16,14 @@
 
 namespace fusec {
 
+/// Limits on what one fused group may be (`[target.groups]`): what the
+/// device's fused blocks can hold, as data rather than guards on each rule.
+struct GroupLimits {
+  int64_t maxOps = 0;            ///< members per fused group; 0: no limit
+  int64_t maxLocalMemBytes = 0;  ///< local (on-chip) memory per group's kernel; 0: the device's
+  std::vector<std::string> forbid;  ///< ops or op classes no fused group may contain
+};
+
 struct Target {
   std::string name;
   std::string path;        ///< the file it was read from
@@ -39,6 +47,7 @@ struct Target {
   double energyPerByte = 0;  ///< joules per DRAM byte
   double energyPerFlop = 0;  ///< joules per FLOP
   std::vector<std::string> defaultPacks;
+  GroupLimits groups;
 
   bool has(const std::string& feature) const;
   /// Named properties for rule guards (`target.local_mem_bytes`); see
