@@ -184,7 +184,7 @@ def ms(s):
     return f"{s * 1e3:.1f}" if s < 10 else f"{s * 1e3:.0f}"
 
 
-def markdown(results, roofs, machine, args, charts):
+def markdown(results, roofs, machine, args, charts, packs_table=""):
     peak, bw = roofs
     lines = [
         "# fusec on the model zoo, against ONNX Runtime",
@@ -272,6 +272,12 @@ def markdown(results, roofs, machine, args, charts):
         cells = "; ".join(f"{k} ({f['kernels']}) {100 * f['seconds'] / total:.0f} %, {100 * f['roof_seconds'] / f['seconds']:.0f} % of roof"
                           for k, f in sorted(fam.items(), key=lambda kv: -kv[1]["seconds"]) if f["seconds"] > 0)
         lines.append(f"| {name} | {cells} |")
+    if packs_table:
+        lines += ["", "## Kernels per pack", "",
+                  "Launched kernels per inference as each shipped pack is added (`core`, then `cnn`, `transformer` and "
+                  "`layout`: the CPU profile's default packs), and with each vendor profile and its packs, against ONNX "
+                  "Runtime's nodes after its optimizer. Goal: at most 0.8x ORT's nodes on CNNs, 0.35x on transformers. "
+                  "By `bench/pack_kernels.py` (from `fusec compile --emit opencl`).", "", packs_table.rstrip()]
     lines += ["", "## Roofline charts", "",
               "Every launched kernel with FLOPs at its arithmetic intensity and achieved GFLOP/s; fused red, one "
               "kernel per op grey; the lines are the roofs measured in this run.", ""]
@@ -327,8 +333,12 @@ def main():
         print(f"{name}: {status} ({time.time() - start:.0f} s)", flush=True)
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump({"machine": machine, "models": results}, f, indent=1)
+    sys.path.insert(0, os.path.join(root, "bench"))
+    import pack_kernels  # noqa: E402 - beside this script
+    packs_table = pack_kernels.table(root, os.path.join(out, "results.json"), [n for n in names if n in
+                                                                                pack_kernels.CNN + pack_kernels.TRANSFORMERS])
     with open(os.path.join(out, "RESULTS.md"), "w") as f:
-        f.write(markdown(results, roofs, machine, passed_args, charts))
+        f.write(markdown(results, roofs, machine, passed_args, charts, packs_table))
     print(f"wrote {os.path.join(out, 'RESULTS.md')}")
     failed = [n for n, r in results.items() if "error" in r or not r["fusec"]["check"]["ok"]]
     if failed:
