@@ -1,6 +1,10 @@
 /// Canonical `.fuse` text from the AST: two-space indentation, one statement
 /// per line, clauses of a rule in a fixed order, the fewest parentheses that
-/// keep the tree, comments dropped. `fusec fmt` prints this.
+/// keep the tree. Comments stay: each on its own line before the construct
+/// it preceded, or at the end of the line it ended; a guard keeps its line
+/// breaks (before `and`). `fusec fmt` prints this.
+#include <algorithm>
+#include <functional>
 #include <sstream>
 
 #include "fusec/grammar/Parser.h"
@@ -104,79 +108,199 @@ std::string names(const std::vector<ast::Name>& ns) {
   return s;
 }
 
-void printOp(std::ostream& os, const ast::OpDecl& op) {
-  os << "op " << op.name.text << "(";
-  for (size_t i = 0; i < op.params.size(); ++i) os << (i ? ", " : "") << param(op.params[i]);
-  os << ")";
-  if (op.resultType) os << ": " << op.resultType->text;
-  if (!op.results.empty()) {
-    os << " -> (";
-    for (size_t i = 0; i < op.results.size(); ++i) os << (i ? ", " : "") << param(op.results[i]);
-    os << ")";
-  }
-  for (const ast::Name& t : op.traits) os << " " << t.text;
-  if (!op.attrs.empty()) {
-    // Short attribute lists stay on the line; longer ones get a line each.
-    const bool inlineAttrs = op.attrs.size() <= 2;
-    os << (inlineAttrs ? " { " : " {\n");
-    for (size_t i = 0; i < op.attrs.size(); ++i) {
-      const ast::AttrDecl& a = op.attrs[i];
-      std::string text = a.name.text + (a.optional ? "?" : "") + ": " + a.type.text;
-      if (a.defaultValue) text += " = " + printExpr(*a.defaultValue);
-      if (inlineAttrs) os << (i ? ", " : "") << text;
-      else os << "  " << text << ",\n";
-    }
-    os << (inlineAttrs ? " }" : "}");
-  }
-  if (op.semantics) os << " = " << printExpr(*op.semantics);
-  if (!op.cost.empty()) {
-    os << " cost {";
-    for (const ast::CostItem& c : op.cost) os << " " << c.name.text << " = " << printExpr(*c.value);
-    os << " }";
-  }
-  os << "\n";
-}
+/// Prints a file's items with its comments put back by position.
+class FilePrinter {
+ public:
+  FilePrinter(std::ostream& os, const std::vector<ast::Comment>& comments) : os_(os), comments_(comments) {}
 
-void printRule(std::ostream& os, const ast::Rule& r) {
-  os << (r.isOverride ? "override " : "") << "rule " << r.name.text << " {\n";
-  if (r.hasPattern) {
-    os << "  " << (r.isFusion ? "fuse" : "match") << " {\n";
-    for (const ast::PatternStmt* s : r.pattern) os << "    " << names(s->names) << " = " << patternCall(*s->call) << "\n";
-    os << "  }\n";
-  }
-  if (r.guard) os << "  where " << printExpr(*r.guard) << "\n";
-  if (r.hasRewrite) {
-    os << "  rewrite {\n";
-    for (const ast::RewriteStmt* s : r.rewrite) {
-      os << "    " << names(s->names) << " = " << printExpr(*s->value);
-      if (!s->attrs.empty()) {
-        os << " { ";
-        for (size_t i = 0; i < s->attrs.size(); ++i) {
-          const ast::AttrAssign& a = s->attrs[i];
-          os << (i ? ", " : "");
-          if (a.copyAll) os << "attrs(" << a.name.text << ")";
-          else os << a.name.text << ": " << printExpr(*a.value);
-        }
-        os << " }";
-      }
-      os << "\n";
+  /// Comments that come before `r`, each on its own line at `indent`.
+  void leading(const SourceRange& r, const char* indent) {
+    while (next_ < comments_.size() && before(comments_[next_].range, r)) {
+      const ast::Comment& c = comments_[next_++];
+      // Blank lines around it in the source stay (one at most).
+      if (lastLine_ && c.range.line > lastLine_ + 1) blank();
+      os_ << indent << c.text << "\n";
+      wrote(c.range.endLine);
+      const bool more = next_ < comments_.size() && before(comments_[next_].range, r);
+      const uint32_t following = more ? comments_[next_].range.line : r.line;
+      if (following > c.range.endLine + 1) blank();
     }
-    os << "  }\n";
   }
-  if (r.kernel) os << "  kernel " << r.kernel->text << "\n";
-  if (r.hasCost) {
-    os << "  cost {\n";
-    for (const ast::CostItem& c : r.cost) os << "    " << c.name.text << " = " << printExpr(*c.value) << "\n";
-    os << "  }\n";
+
+  /// Ends a printed line whose source ended on `line`: the comments written
+  /// after the code on that line, then the newline.
+  void endLine(uint32_t line) {
+    while (next_ < comments_.size() && !comments_[next_].ownLine && comments_[next_].range.line == line)
+      os_ << " " << comments_[next_++].text;
+    os_ << "\n";
+    wrote(line);
   }
-  if (r.priority) os << "  priority " << *r.priority << "\n";
-  if (r.hasTolerance) {
-    os << "  tolerance {\n";
-    for (const ast::CostItem& c : r.tolerance) os << "    " << c.name.text << " = " << printExpr(*c.value) << "\n";
-    os << "  }\n";
+
+  /// An empty line, unless the last one printed was empty (or none was).
+  void blank() {
+    if (lastBlank_ || !lastLine_) return;
+    os_ << "\n";
+    lastBlank_ = true;
   }
-  os << "}\n";
-}
+
+  bool hasRest() const { return next_ < comments_.size(); }
+
+  /// Whatever comments are left (at the end of the file).
+  void rest() {
+    while (next_ < comments_.size()) os_ << comments_[next_++].text << "\n";
+  }
+
+  void op(const ast::OpDecl& op) {
+    os_ << "op " << op.name.text << "(";
+    for (size_t i = 0; i < op.params.size(); ++i) os_ << (i ? ", " : "") << param(op.params[i]);
+    os_ << ")";
+    if (op.resultType) os_ << ": " << op.resultType->text;
+    if (!op.results.empty()) {
+      os_ << " -> (";
+      for (size_t i = 0; i < op.results.size(); ++i) os_ << (i ? ", " : "") << param(op.results[i]);
+      os_ << ")";
+    }
+    for (const ast::Name& t : op.traits) os_ << " " << t.text;
+    if (!op.attrs.empty()) {
+      // Short attribute lists stay on the line; longer ones get a line each.
+      const bool inlineAttrs = op.attrs.size() <= 2;
+      os_ << (inlineAttrs ? " { " : " {\n");
+      for (size_t i = 0; i < op.attrs.size(); ++i) {
+        const ast::AttrDecl& a = op.attrs[i];
+        std::string text = a.name.text + (a.optional ? "?" : "") + ": " + a.type.text;
+        if (a.defaultValue) text += " = " + printExpr(*a.defaultValue);
+        if (inlineAttrs) {
+          os_ << (i ? ", " : "") << text;
+        } else {
+          leading(a.range, "  ");
+          os_ << "  " << text << ",";
+          endLine(a.range.endLine);
+        }
+      }
+      os_ << (inlineAttrs ? " }" : "}");
+    }
+    if (op.semantics) os_ << " = " << printExpr(*op.semantics);
+    if (!op.cost.empty()) {
+      os_ << " cost {";
+      for (const ast::CostItem& c : op.cost) os_ << " " << c.name.text << " = " << printExpr(*c.value);
+      os_ << " }";
+    }
+    endLine(op.range.endLine);
+  }
+
+  void rule(const ast::Rule& r) {
+    os_ << (r.isOverride ? "override " : "") << "rule " << r.name.text << " {";
+    endLine(r.name.range.line);
+    if (r.hasPattern) {
+      leading(r.patternRange, "  ");
+      os_ << "  " << (r.isFusion ? "fuse" : "match") << " {";
+      endLine(r.patternRange.line);
+      for (const ast::PatternStmt* st : r.pattern) {
+        leading(st->range, "    ");
+        os_ << "    " << names(st->names) << " = " << patternCall(*st->call);
+        endLine(st->range.endLine);
+      }
+      os_ << "  }";
+      endLine(r.patternRange.endLine);
+    }
+    if (r.guard) guard(*r.guard);
+    if (r.hasRewrite) {
+      leading(r.rewriteRange, "  ");
+      os_ << "  rewrite {";
+      endLine(r.rewriteRange.line);
+      for (const ast::RewriteStmt* st : r.rewrite) {
+        leading(st->range, "    ");
+        os_ << "    " << names(st->names) << " = " << printExpr(*st->value);
+        if (!st->attrs.empty()) {
+          os_ << " { ";
+          for (size_t i = 0; i < st->attrs.size(); ++i) {
+            const ast::AttrAssign& a = st->attrs[i];
+            os_ << (i ? ", " : "");
+            if (a.copyAll) os_ << "attrs(" << a.name.text << ")";
+            else os_ << a.name.text << ": " << printExpr(*a.value);
+          }
+          os_ << " }";
+        }
+        endLine(st->range.endLine);
+      }
+      os_ << "  }";
+      endLine(r.rewriteRange.endLine);
+    }
+    if (r.kernel) {
+      leading(r.kernel->range, "  ");
+      os_ << "  kernel " << r.kernel->text;
+      endLine(r.kernel->range.endLine);
+    }
+    if (r.hasCost) items("cost", r.cost);
+    if (r.priority) {
+      leading(r.priorityRange, "  ");
+      os_ << "  priority " << *r.priority;
+      endLine(r.priorityRange.endLine);
+    }
+    if (r.hasTolerance) items("tolerance", r.tolerance);
+    leading(SourceRange{r.range.fileId, r.range.endLine, r.range.endCol, r.range.endLine, r.range.endCol}, "  ");
+    os_ << "}";
+    endLine(r.range.endLine);
+  }
+
+ private:
+  static bool before(const SourceRange& c, const SourceRange& r) {
+    return c.line < r.line || (c.line == r.line && c.col < r.col);
+  }
+
+  /// `where a and b and c`: conjuncts that began a new line in the source
+  /// begin one here too, with the comments between them.
+  void guard(const Expr& g) {
+    std::vector<const Expr*> conjuncts;
+    std::function<void(const Expr&)> flatten = [&](const Expr& e) {
+      if (e.kind == Expr::Kind::Binary && e.text == "and") {
+        flatten(*e.operands[0]);
+        flatten(*e.operands[1]);
+      } else {
+        conjuncts.push_back(&e);
+      }
+    };
+    flatten(g);
+    leading(g.range, "  ");
+    os_ << "  where ";
+    int andPrecedence = 0;
+    if (g.kind == Expr::Kind::Binary && g.text == "and") andPrecedence = precedence(g);
+    for (size_t i = 0; i < conjuncts.size(); ++i) {
+      const Expr& c = *conjuncts[i];
+      const std::string text = andPrecedence ? wrap(c, precedence(c) < andPrecedence) : printExpr(c);
+      if (i > 0 && c.range.line > conjuncts[i - 1]->range.endLine) {
+        endLine(conjuncts[i - 1]->range.endLine);
+        leading(c.range, "    ");
+        os_ << "    and " << text;
+      } else {
+        os_ << (i ? " and " : "") << text;
+      }
+    }
+    endLine(conjuncts.back()->range.endLine);
+  }
+
+  void items(const char* clause, const std::vector<ast::CostItem>& list) {
+    if (!list.empty()) leading(list.front().range, "  ");
+    os_ << "  " << clause << " {\n";
+    for (const ast::CostItem& c : list) {
+      leading(c.range, "    ");
+      os_ << "    " << c.name.text << " = " << printExpr(*c.value);
+      endLine(c.range.endLine);
+    }
+    os_ << "  }\n";
+  }
+
+  void wrote(uint32_t sourceLine) {
+    lastBlank_ = false;
+    lastLine_ = std::max(lastLine_, std::max<uint32_t>(sourceLine, 1));
+  }
+
+  std::ostream& os_;
+  const std::vector<ast::Comment>& comments_;
+  size_t next_ = 0;
+  uint32_t lastLine_ = 0;   ///< the source line of the last thing printed (0: nothing yet)
+  bool lastBlank_ = false;  ///< the last line printed was empty
+};
 
 }  // namespace
 
@@ -213,28 +337,40 @@ std::string printExpr(const Expr& e) {
 
 std::string printFile(const ast::File& file) {
   std::ostringstream os;
+  FilePrinter p(os, file.comments);
   if (file.packName) {
+    p.leading(file.packName->range, "");
     os << "pack " << file.packName->text;
     if (file.version) os << " version " << quote(*file.version);
-    os << "\n";
+    p.endLine(file.packName->range.line);
   }
   size_t lastKind = SIZE_MAX;
   bool first = !file.packName;
   for (const ast::Item& item : file.items) {
     // A blank line between runs of different items and around every rule.
-    if (!first && (item.index() != lastKind || std::holds_alternative<ast::Rule*>(item))) os << "\n";
+    if (!first && (item.index() != lastKind || std::holds_alternative<ast::Rule*>(item))) p.blank();
     first = false;
     lastKind = item.index();
-    if (auto* i = std::get_if<ast::Import*>(&item)) os << "import " << quote((*i)->path) << "\n";
-    if (auto* o = std::get_if<ast::OpDecl*>(&item)) printOp(os, **o);
+    const SourceRange range = std::visit([](const auto* i) { return i->range; }, item);
+    p.leading(range, "");
+    if (auto* i = std::get_if<ast::Import*>(&item)) {
+      os << "import " << quote((*i)->path);
+      p.endLine(range.endLine);
+    }
+    if (auto* o = std::get_if<ast::OpDecl*>(&item)) p.op(**o);
     if (auto* c = std::get_if<ast::ClassDecl*>(&item)) {
       os << "class " << (*c)->name.text << " =";
       for (size_t k = 0; k < (*c)->members.size(); ++k) os << (k ? " | " : " ") << (*c)->members[k].text;
-      os << "\n";
+      p.endLine(range.endLine);
     }
-    if (auto* r = std::get_if<ast::Rule*>(&item)) printRule(os, **r);
-    if (auto* d = std::get_if<ast::Disable*>(&item)) os << "disable rule " << (*d)->rule.text << "\n";
+    if (auto* r = std::get_if<ast::Rule*>(&item)) p.rule(**r);
+    if (auto* d = std::get_if<ast::Disable*>(&item)) {
+      os << "disable rule " << (*d)->rule.text;
+      p.endLine(range.endLine);
+    }
   }
+  if (p.hasRest()) p.blank();
+  p.rest();
   return os.str();
 }
 

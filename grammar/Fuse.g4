@@ -116,8 +116,8 @@ fragment DIGITS : [0-9]+ ;
 fragment EXPONENT : [eE] [+-]? DIGITS ;
 STRING : '"' (~["\\\r\n] | '\\' .)* '"' ;
 IDENT : [A-Za-z_] [A-Za-z_0-9]* ;
-LINE_COMMENT : '//' ~[\r\n]* -> skip ;
-BLOCK_COMMENT : '/*' .*? '*/' -> skip ;
+LINE_COMMENT : '//' ~[\r\n]* -> channel(HIDDEN) ;
+BLOCK_COMMENT : '/*' .*? '*/' -> channel(HIDDEN) ;
 WS : [ \t\r\n]+ -> skip ;
 // Anything else becomes a token of its own, so the lexer never fails and the
 // parser reports it with a location.

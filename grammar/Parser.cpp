@@ -488,7 +488,21 @@ ast::File* parseFile(ast::AstContext& context, const SourceManager& sources, uin
   SyntaxErrorListener listener(diags, fileId);
   parser.addErrorListener(&listener);
   FuseParser::FileContext* tree = parser.file();
-  return AstBuilder(context, diags, fileId).build(tree);
+  ast::File* file = AstBuilder(context, diags, fileId).build(tree);
+  // Comments ride on the hidden channel: the parser never sees them, the
+  // printer puts them back.
+  size_t lastCodeLine = 0;
+  for (antlr4::Token* t : tokens.getTokens()) {
+    if (t->getType() == antlr4::Token::EOF) break;
+    if (t->getChannel() != antlr4::Token::HIDDEN_CHANNEL) {
+      lastCodeLine = t->getLine();
+      continue;
+    }
+    ast::Comment c{t->getText(), rangeOf(fileId, t, t), lastCodeLine != t->getLine()};
+    c.range.endLine = c.range.line + static_cast<uint32_t>(std::count(c.text.begin(), c.text.end(), '\n'));
+    file->comments.push_back(std::move(c));
+  }
+  return file;
 }
 
 }  // namespace fusec::grammar

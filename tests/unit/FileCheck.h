@@ -5,6 +5,7 @@
 ///   // CHECK-NEXT: text   the line right after the previous match contains it
 ///   // CHECK-NOT: text    no line between the previous and next match has it
 ///   // CHECK-SAME-LINE: text   the line of the previous match contains it too
+///   // CHECK-EMPTY:       the line right after the previous match is empty
 ///   // -----              splits the file into independent cases
 ///
 /// Cases keep their line numbers (other cases are blanked out), so expected
@@ -18,7 +19,7 @@
 namespace fusec::test {
 
 struct CheckLine {
-  enum class Kind { Check, Next, Not, Same };
+  enum class Kind { Check, Next, Not, Same, Empty };
   Kind kind;
   std::string text;
   int line;  ///< in the test file, for messages
@@ -56,6 +57,7 @@ inline std::vector<CheckCase> splitCases(const std::string& text) {
         CheckLine::Kind kind;
       };
       for (Prefix p : {Prefix{"// CHECK-NEXT:", CheckLine::Kind::Next}, Prefix{"// CHECK-NOT:", CheckLine::Kind::Not},
+                       Prefix{"// CHECK-EMPTY:", CheckLine::Kind::Empty},
                        Prefix{"// CHECK-SAME-LINE:", CheckLine::Kind::Same}, Prefix{"// CHECK:", CheckLine::Kind::Check}}) {
         size_t at = l.find(p.text);
         if (at == std::string::npos) continue;
@@ -89,9 +91,11 @@ inline std::string fileCheck(const std::string& output, const std::vector<CheckL
       if (last >= 0 && lines[static_cast<size_t>(last)].find(c.text) != std::string::npos) continue;
       return "line " + std::to_string(c.line) + ": expected `" + c.text + "` on the line of the previous match\n--- output ---\n" + output;
     }
-    if (c.kind == CheckLine::Kind::Next) {
-      if (last >= 0 && static_cast<size_t>(last + 1) < lines.size() && lines[last + 1].find(c.text) != std::string::npos)
-        found = last + 1;
+    if (c.kind == CheckLine::Kind::Next || c.kind == CheckLine::Kind::Empty) {
+      const bool fits = last >= 0 && static_cast<size_t>(last + 1) < lines.size() &&
+                        (c.kind == CheckLine::Kind::Empty ? lines[last + 1].empty()
+                                                          : lines[last + 1].find(c.text) != std::string::npos);
+      if (fits) found = last + 1;
     } else {
       for (size_t i = next; i < lines.size(); ++i)
         if (lines[i].find(c.text) != std::string::npos) {
@@ -101,7 +105,8 @@ inline std::string fileCheck(const std::string& output, const std::vector<CheckL
     }
     if (found < 0)
       return "line " + std::to_string(c.line) + ": expected `" + c.text + "` " +
-             (c.kind == CheckLine::Kind::Next ? "on the next line" : "in the output") + "\n--- output ---\n" + output;
+             (c.kind == CheckLine::Kind::Empty ? "an empty line next"
+              : c.kind == CheckLine::Kind::Next ? "on the next line" : "in the output") + "\n--- output ---\n" + output;
     for (const CheckLine* n : pendingNot)
       for (long i = last + 1; i < found; ++i)
         if (lines[static_cast<size_t>(i)].find(n->text) != std::string::npos)

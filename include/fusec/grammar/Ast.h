@@ -164,11 +164,19 @@ struct Disable {
 
 using Item = std::variant<Import*, OpDecl*, ClassDecl*, Rule*, Disable*>;
 
+/// A comment, kept for `fusec fmt`: `// ...` or `/* ... */` as written.
+struct Comment {
+  std::string text;
+  SourceRange range;
+  bool ownLine = false;  ///< nothing but blanks before it on its line
+};
+
 struct File {
   uint32_t fileId = 0;
   std::optional<Name> packName;
   std::optional<std::string> version;
   std::vector<Item> items;
+  std::vector<Comment> comments;  ///< in source order
 };
 
 /// Owns AST nodes; they live as long as the context.
