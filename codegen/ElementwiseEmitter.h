@@ -121,6 +121,20 @@ inline std::pair<std::string, std::string> integerLimits(DType t) {
 }
 
 
+/// A prologue that gives each work-group one segment of the iteration space
+/// (a Concat's inputs, each a contiguous run of the result at batch 1): its
+/// `head` declares the linear index `i` and the value's variable `var`, read
+/// from one of `inputs` chosen by the work-group, so every work-item of a
+/// group takes the same branch.
+struct SegmentedPrologue {
+  std::string head;
+  std::vector<ValueId> inputs;  ///< kernel parameters in0, ... in order
+  std::string params;
+  ValueId value = kNoValue;     ///< the value the head computes
+  std::string var;
+  size_t globalSize = 0, localSize = 0;
+};
+
 class Emitter {
  public:
   Emitter(const Graph& g, const OpCatalog& catalog) : g_(g), catalog_(catalog) {}
@@ -129,15 +143,26 @@ class Emitter {
   /// that are their values are computed by the data-movement functions
   /// there (a movement prologue), not read from buffers.
   Expected<KernelSource> emit(const std::vector<NodeRef>& members, const std::string& name, const std::string& comment,
-                              const IndexMapFetches* fetches = nullptr, const std::set<ValueId>& fetched = {}) {
+                              const IndexMapFetches* fetches = nullptr, const std::set<ValueId>& fetched = {},
+                              const SegmentedPrologue* segmented = nullptr) {
     KernelSource k;
     k.name = name;
     GroupBoundary b = groupBoundary(g_, members);
     fetched_ = fetched;
     fetchArgs_ = fetches ? fetches->args : "";
     if (fetches) k.inputs = fetches->inputs;
+    if (segmented) {
+      k.inputs = segmented->inputs;
+      bind(segmented->value, segmented->var);
+    }
+    std::vector<ValueId> bodyInputs;
     for (ValueId v : b.inputs)
-      if (!fetched.count(v)) k.inputs.push_back(v);
+      if (!fetched.count(v) && !(segmented && v == segmented->value)) {
+        k.inputs.push_back(v);
+        bodyInputs.push_back(v);
+      } else if (fetched.count(v)) {
+        bodyInputs.push_back(v);
+      }
     k.outputs = std::move(b.outputs);
     if (k.outputs.empty()) return Error{"group `" + name + "` computes nothing that is used", true};
     Shape space;
@@ -151,9 +176,14 @@ class Emitter {
     std::string params, body;
     allowDouble();  // this kernel's source declares cl_khr_fp64 when it needs it
     halfAllowed_ = true;  // and stores 16-bit floats itself
-    const size_t fetchParams = fetches ? fetches->inputs.size() : 0;
-    if (Status st = emitBody(members, b.inputs, space, "i", params, body, fetchParams); !st) return st.error();
-    if (fetches && !fetches->params.empty()) params = fetches->params + (params.empty() ? "" : ",\n    ") + params;
+    const size_t firstParam = fetches ? fetches->inputs.size() : segmented ? segmented->inputs.size() : 0;
+    if (Status st = emitBody(members, bodyInputs, space, "i", params, body, firstParam); !st) return st.error();
+    const std::string& prologueParams = fetches ? fetches->params : segmented ? segmented->params : std::string();
+    if (!prologueParams.empty()) params = prologueParams + (params.empty() ? "" : ",\n    ") + params;
+    if (segmented) {
+      k.globalSize = segmented->globalSize;
+      k.localSize = segmented->localSize;
+    }
     std::ostringstream out;
     for (size_t o = 0; o < k.outputs.size(); ++o) {
       const ValueId v = k.outputs[o];
@@ -179,7 +209,7 @@ class Emitter {
              "}\n";
     if (fetches) src << fetches->functions;
     src << "__kernel void " << name << "(\n    " << params << ") {\n";
-    src << "  const int i = get_global_id(0);\n";
+    src << (segmented ? segmented->head : std::string("  const int i = get_global_id(0);\n"));
     src << body << out.str() << "}\n";
     k.source = src.str();
     return k;

@@ -420,6 +420,28 @@ g (float[1,1,2,3] p, float[1,2,2,3] q, float[3,1,1] s, float[6,2] x) => (float[1
     }
   for (int64_t i = 0; i < 3; ++i)
     for (int64_t j = 0; j < 4; ++j) CHECK(run->outputs[1].data<float>()[i * 4 + j] == -inputs[3].data<float>()[j * 3 + i]);
+  // A Concat along an inner axis (its inputs interleave in the result):
+  // each work-group still reads one input.
+  Graph inner = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[3,70] a, float[3,5] b) => (float[3,75] y) {
+  c = Concat <axis = -1> (a, b)
+  y = Neg (c)
+}
+)");
+  Expected<std::vector<NodeRef>> all = inner.topologicalOrder();
+  REQUIRE(all.ok());
+  Expected<codegen::KernelSource> segmented = codegen::emitPointwise(inner, all.value(), ops->catalog, "k", "k");
+  REQUIRE_MESSAGE(segmented.ok(), test::why(segmented));
+  CHECK(segmented->localSize == 64u);
+  const std::vector<Tensor> ab = {randomTensor({3, 70}, 44), randomTensor({3, 5}, 45)};
+  Expected<codegen::DeviceRun> cat = codegen::runOnDevice(device(), inner, {codegen::KernelGroup(all.value(), "", "", "pointwise")},
+                                                          ops->catalog, ab);
+  REQUIRE_MESSAGE(cat.ok(), test::why(cat));
+  for (int64_t r = 0; r < 3; ++r)
+    for (int64_t c = 0; c < 75; ++c) {
+      const float want = c < 70 ? ab[0].data<float>()[r * 70 + c] : ab[1].data<float>()[r * 5 + c - 70];
+      CHECK(cat->outputs[0].data<float>()[r * 75 + c] == -want);
+    }
   // A movement result read outside the group cannot be left unstored.
   Graph h = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float[2,3] x) => (float[3,2] t, float[3,2] y) {
