@@ -95,6 +95,7 @@ class Search {
     if (haveFailure_ && progress < bestProgress_) return;
     haveFailure_ = true;
     bestProgress_ = progress;
+    best_.opsMatched = progress;
     best_.reason = reason();
     if (patternNode >= 0) best_.where = p_.nodes[static_cast<size_t>(patternNode)].loc;
     else best_.where = rule_.loc;
@@ -378,6 +379,8 @@ class Search {
       if (!ok || *ok == 0) {
         haveFailure_ = true;
         bestProgress_ = SIZE_MAX;
+        best_.opsMatched = p_.nodes.size();
+        best_.guardFailed = true;
         best_.reason = std::string(ok ? "the guard is false: " : "the guard cannot be evaluated (a shape, or what a constant holds, is not known): ") +
                        explainGuard(g_, m, *rule_.guard, matcher_.target());
         best_.where = rule_.guard->loc;

@@ -4,6 +4,9 @@
 /// Rewrite rules are explained on the imported graph; fusion rules on the
 /// graph after the rewrite stage, where the planner sees them.
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
 #include <iostream>
 
 #include "Commands.h"
@@ -67,12 +70,14 @@ int explain(const ExplainOptions& o) {
   }
   Matcher matcher(*s->rules, &s->target);
   const Plan* plan = compiled ? &compiled->plan : nullptr;
+  std::vector<std::pair<NodeRef, MatchFailure>> misses;
   for (NodeRef n : starts) {
     MatchFailure why;
     std::optional<Match> m = matcher.matchAt(g, n, *rule, &why);
     const std::string at = g.describe(n);
     if (!m) {
       fmt::print("{}: no match: {} [{}]\n", at, why.reason, why.where.str());
+      misses.emplace_back(n, why);
       continue;
     }
     std::string members;
@@ -90,6 +95,21 @@ int explain(const ExplainOptions& o) {
       if (!c.why.empty()) fmt::print(": {}", c.why);
       if (c.status == Candidate::Status::Chosen) fmt::print(" as {}", plan->groups[plan->groupOf.at(n)].name);
       fmt::print("\n");
+    }
+  }
+  // The nearest misses: where the most of the pattern matched (a guard that
+  // failed on a whole match first); the three nearest, repeats left out.
+  if (misses.size() > 1) {
+    std::stable_sort(misses.begin(), misses.end(), [](const auto& a, const auto& b) {
+      return std::pair(a.second.guardFailed, a.second.opsMatched) > std::pair(b.second.guardFailed, b.second.opsMatched);
+    });
+    const size_t patternOps = rule->pattern.nodes.size();
+    fmt::print("nearest misses ({} of {} nodes that could start it did not match):\n", misses.size(), starts.size());
+    std::set<std::string> shown;
+    for (const auto& [n, why] : misses) {
+      if (shown.size() == 3) break;
+      if (!shown.insert(why.reason).second) continue;
+      fmt::print("  {}: {} of {} pattern ops matched, then {}\n", g.describe(n), why.opsMatched, patternOps, why.reason);
     }
   }
   return 0;

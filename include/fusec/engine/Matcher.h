@@ -41,6 +41,10 @@ struct Match {
 struct MatchFailure {
   std::string reason;
   SourceLocation where;
+  /// How far the match got: pattern ops matched before it failed (all of
+  /// them when only the guard failed); near-misses rank by it.
+  size_t opsMatched = 0;
+  bool guardFailed = false;
 };
 
 class Matcher {
