@@ -29,6 +29,7 @@ CONFIGS = [
     ("+transformer", ["core", "cnn", "transformer"], None),
     ("+layout (default)", None, None),
     ("nvidia", None, "vendor/nvidia/h200.toml"),
+    ("arm-mali", None, "vendor/arm-mali/g610.toml"),
     ("npu", None, "vendor/npu/rk3588.toml"),
 ]
 
