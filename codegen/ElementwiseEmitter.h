@@ -369,14 +369,19 @@ class Emitter {
       if (lanes_) {
         if (t != DType::Float32) return Error{"a vector epilogue takes float32 operands only", true};
         const bool whole = s == space_;
-        if (!whole && !uniformAcrossLanes(s)) return Error{"an operand varies across the lanes but is broadcast", true};
-        std::string load = "(" + vectorType() + ")(" + param + "[" + offset(s, index) + "])";
-        if (whole && validLanes_.empty()) {
-          load = "vload" + std::to_string(lanes_) + "(0, " + param + " + " + index + ")";
-        } else if (whole) {
+        // A bias along the last axis (lanes run along it): contiguous too.
+        const bool alongRow = !whole && varyingDims_ == 1 && !s.empty() && !space_.empty() && s.back() == space_.back() &&
+                              s.back() != 1;
+        if (!whole && !alongRow && !uniformAcrossLanes(s))
+          return Error{"an operand varies across the lanes but is broadcast", true};
+        const std::string first = whole ? index : offset(s, index);
+        std::string load = "(" + vectorType() + ")(" + param + "[" + first + "])";
+        if ((whole || alongRow) && validLanes_.empty()) {
+          load = "vload" + std::to_string(lanes_) + "(0, " + param + " + " + first + ")";
+        } else if (whole || alongRow) {
           load = "(" + vectorType() + ")(";
           for (int j = 0; j < lanes_; ++j)
-            load += (j ? ", " : "") + param + "[" + index + " + min(" + std::to_string(j) + ", (" + validLanes_ + ") - 1)]";
+            load += (j ? ", " : "") + param + "[" + first + " + min(" + std::to_string(j) + ", (" + validLanes_ + ") - 1)]";
           load += ")";
         }
         body << "  const " << vectorType() << " " << var << " = " << load << ";  // " << sanitize(g_.value(v).name)

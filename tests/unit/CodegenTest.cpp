@@ -567,13 +567,13 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
 
 TEST_CASE("vector epilogues compute lane by lane what scalar ones do, at edges, with NaN and infinities") {
   std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
-  // A MatMul with a residual read as a vector (N = 37: an edge tile reads
-  // it lane by lane) and GELU written out (erf); a 1x1 conv with SiLU
+  // A MatMul with a bias along its rows read as a vector (N = 37: an edge
+  // tile reads it lane by lane) and GELU written out (erf); a 1x1 conv with SiLU
   // (exp); a depthwise conv with LeakyRelu (select) and Clip over NaN and
   // infinities; a conv whose epilogue has no vector form (a truth value
   // used as a number) and runs lane by lane.
   Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
-g (float[5,13] a, float[13,37] b, float[5,37] res, float[1,6,9,7] x, float[10,6,1,1] w, float[10] bias,
+g (float[5,13] a, float[13,37] b, float[37] res, float[1,6,9,7] x, float[10,6,1,1] w, float[10] bias,
    float[1,6,5,19] xd, float[6,1,3,3] wd, float[1] lo, float[1] hi)
   => (float[5,37] gelu, float[1,10,9,7] silu, float[1,6,5,19] dwc, float[1,10,9,7] step) {
   m = MatMul (a, b)
