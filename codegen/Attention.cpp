@@ -181,20 +181,17 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
 
   // Rows of queries per work-item: each key block and V row loaded is used
   // for all of them (one row: two loads per FMA, 45 GFLOP/s on BERT-base).
-  const int QR = Sq % 4 == 0 ? 4 : Sq % 2 == 0 ? 2 : 1;
-  // One row per work-item loads twice per FMA: ViT's 197 queries ran at 15 %
-  // of the roof fused, slower than the separate GEMMs and softmax (0.87x of
-  // the unfused model in bench/run). Refused until rows group past Sq's end.
-  if (QR == 1 && Sq > 1)
-    return Error{"attention over an odd number of queries (" + std::to_string(Sq) +
-                     ") runs one row per work-item, slower than the separate kernels",
-                 true};
+  // A count that 4 does not divide (ViT's 197) still takes 4 per work-item:
+  // the last work-item of each batch repeats the batch's last row past its
+  // end and does not store it.
+  const int QR = Sq >= 4 ? 4 : Sq >= 2 ? 2 : 1;
+  const int64_t W = (Sq + QR - 1) / QR;  // work-items per batch
   KernelSource k;
   k.name = name;
   k.inputs = {parts->q, parts->kt, parts->v};
   if (mask != kNoValue) k.inputs.push_back(mask);
   k.outputs = {parts->out};
-  k.globalSize = static_cast<size_t>(batches * Sq / QR);
+  k.globalSize = static_cast<size_t>(batches * W);
   const std::string kv = "float" + std::to_string(KB), vv = "float" + std::to_string(VW);
   const int64_t VC = Dv / VW;  // V's row in vectors
   static const char* kLanes = "0123456789abcdef";
@@ -208,8 +205,14 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
       << "    __global const float* restrict in2,\n";
   if (mask != kNoValue) src << "    __global const " << (parts->cond != kNoValue ? "uchar" : "float") << "* restrict in3,\n";
   src << "    __global float* restrict out0) {\n";
-  src << "  const int r0 = get_global_id(0) * " << QR << ", bt = r0 / " << Sq << ";\n";
-  src << "  const __global float* q = in0 + r0 * " << D << ";\n";
+  src << "  const int gid = get_global_id(0), bt = gid / " << W << ", i0 = (gid % " << W << ") * " << QR << ";\n";
+  for (int t = 0; t < QR; ++t) {
+    // Row t: its index over batch and queries, the last row past the end.
+    const std::string n = std::to_string(t);
+    src << "  const int r" << n << " = bt * " << Sq << " + " << (Sq % QR == 0 ? "i0 + " + n : "min(i0 + " + n + ", " + std::to_string(Sq - 1) + ")")
+        << ";\n";
+    src << "  const __global float* q" << n << " = in0 + r" << n << " * " << D << ";\n";
+  }
   src << "  const __global float* kt = in1 + bt * " << D * Sk << ";\n";
   src << "  const __global float* v = in2 + bt * " << Sk * Dv << ";\n";
   for (int t = 0; t < QR; ++t) {
@@ -217,7 +220,7 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
     if (mask != kNoValue) {
       std::string row = maskRow;
       for (size_t pos = row.find("(r /"); pos != std::string::npos; pos = row.find("(r /", pos + 1))
-        row.replace(pos, 4, "((r0 + " + n + ") /");
+        row.replace(pos, 4, "(r" + n + " /");
       src << "  const __global " << (parts->cond != kNoValue ? "uchar" : "float") << "* mask" << n << " = in3 + " << row << ";\n";
     }
     src << "  float m" << n << " = -INFINITY, l" << n << " = 0.0f;\n";
@@ -239,7 +242,7 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
                                    : lanes(kv, [&](int l) { return "kt[d * " + std::to_string(Sk) + " + j0 + " + std::to_string(l) + "]"; }, "0.0f");
     src << indent << "  const " << kv << " kd = " << kd << ";\n";
     for (int t = 0; t < QR; ++t)
-      src << indent << "  s" << t << " = fma((" << kv << ")(q[" << t * D << " + d]), kd, s" << t << ");\n";
+      src << indent << "  s" << t << " = fma((" << kv << ")(q" << t << "[d]), kd, s" << t << ");\n";
     src << indent << "}\n";
     for (int t = 0; t < QR; ++t) {
       const std::string n = std::to_string(t), sN = "s" + n;
@@ -293,10 +296,14 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
     block(static_cast<int>(Sk - whole), "    ");
     src << "  }\n";
   }
-  for (int t = 0; t < QR; ++t)
+  for (int t = 0; t < QR; ++t) {
+    const bool past = Sq % QR != 0 && t > 0;  // row t may lie past the batch's last
+    if (past) src << "  if (i0 + " << t << " < " << Sq << ") {\n";
     for (int64_t c = 0; c < VC; ++c)
-      src << "  vstore" << VW << "(acc" << t << "_" << c << " / l" << t << ", " << c << ", out0 + (r0 + " << t << ") * " << Dv
-          << ");\n";
+      src << (past ? "  " : "") << "  vstore" << VW << "(acc" << t << "_" << c << " / l" << t << ", " << c << ", out0 + r" << t
+          << " * " << Dv << ");\n";
+    if (past) src << "  }\n";
+  }
   src << "}\n";
   k.source = src.str();
   return k;
