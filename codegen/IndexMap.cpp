@@ -691,6 +691,61 @@ Expected<KernelSource> emitIndexMapChain(const Graph& g, const std::vector<NodeR
 
 }  // namespace
 
+std::optional<detail::SegmentedPrologue> detail::concatSegments(const Graph& g, NodeRef concat,
+                                                                const std::vector<ValueId>& outputs,
+                                                                const std::string& type) {
+  constexpr int64_t kLocal = 64;
+  const NodeData& d = g.node(concat);
+  const ValueId out = d.outputs[0];
+  const TensorType& t = g.value(out).type;
+  if (!t.isStatic() || d.inputs.size() > 48) return std::nullopt;
+  const Shape shape = t.staticShape();
+  for (ValueId v : outputs)
+    if (!g.value(v).type.isStatic() || g.value(v).type.staticShape() != shape) return std::nullopt;
+  const Attribute* a = d.attr("axis");
+  int64_t axis = a && std::holds_alternative<int64_t>(*a) ? std::get<int64_t>(*a) : 0;
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank || shapeNumel(shape) >= (int64_t{1} << 31)) return std::nullopt;
+  int64_t inner = 1;
+  for (int64_t k = axis + 1; k < rank; ++k) inner *= shape[static_cast<size_t>(k)];
+  const int64_t total = shape[static_cast<size_t>(axis)];
+  detail::SegmentedPrologue seg;
+  seg.value = out;
+  seg.var = "v" + std::to_string(out);
+  std::ostringstream head, params;
+  head << "  const int group = get_group_id(0), lane = get_local_id(0);\n  int i;\n  " << type << " " << seg.var << ";\n";
+  int64_t firstGroup = 0, offset = 0;
+  for (size_t k = 0; k < d.inputs.size(); ++k) {
+    const ValueId in = d.inputs[k];
+    if (!g.value(in).type.isStatic() || g.value(in).type.dtype != t.dtype) return std::nullopt;
+    const Shape s = g.value(in).type.staticShape();
+    const int64_t n = shapeNumel(s), extent = s[static_cast<size_t>(axis)];
+    if (n == 0) continue;
+    const int64_t groups = (n + kLocal - 1) / kLocal;
+    const std::string p = "in" + std::to_string(seg.inputs.size());
+    params << (seg.inputs.empty() ? "" : ",\n    ") << "__global const " << type << "* restrict " << p;
+    seg.inputs.push_back(in);
+    // Element j of input k sits at (j / (extent * inner)) * (total * inner) + offset * inner + j % (extent * inner).
+    const std::string j = "(group - " + std::to_string(firstGroup) + ") * " + std::to_string(kLocal) + " + lane";
+    const std::string block = std::to_string(extent * inner);
+    const std::string where = extent == total ? "j" :
+        "(j / " + block + ") * " + std::to_string(total * inner) + " + " + std::to_string(offset * inner) + " + j % " + block;
+    head << "  " << (firstGroup ? "else " : "") << "if (group < " << firstGroup + groups << ") {\n"
+         << "    const int j = " << j << ";\n    if (j >= " << n << ") return;\n"
+         << "    i = " << where << ";\n    " << seg.var << " = " << p << "[j];\n  }\n";
+    firstGroup += groups;
+    offset += extent;
+  }
+  if (seg.inputs.empty()) return std::nullopt;
+  head << "  else return;\n";
+  seg.head = head.str();
+  seg.params = params.str();
+  seg.globalSize = static_cast<size_t>(firstGroup * kLocal);
+  seg.localSize = static_cast<size_t>(kLocal);
+  return seg;
+}
+
 bool isIndexMapOp(const Graph& g, NodeRef n) {
   const NodeData& d = g.node(n);
   return d.domain.empty() && ops().count(d.op.str());
@@ -703,6 +758,23 @@ Expected<KernelSource> emitIndexMap(const Graph& g, const std::vector<NodeRef>& 
   if (members.size() > 1) return emitIndexMapChain(g, members, name, comment);
   const NodeData& d = g.node(members[0]);
   if (d.op == "Split") return emitSplit(g, d, name, comment);
+  if (d.op == "Concat" && d.outputs.size() == 1 && d.outputs[0] != kNoValue) {
+    // Each work-group copies from one input (the per-element choice among
+    // the inputs costs every vectorized work-item a masked load of each).
+    const std::string type = bitsType(g.value(d.outputs[0]).type.dtype);
+    if (!type.empty())
+      if (std::optional<detail::SegmentedPrologue> seg = detail::concatSegments(g, members[0], {d.outputs[0]}, type)) {
+        KernelSource k;
+        k.name = name;
+        k.inputs = seg->inputs;
+        k.outputs = {d.outputs[0]};
+        k.globalSize = seg->globalSize;
+        k.localSize = seg->localSize;
+        k.source = "// " + comment + "\n__kernel void " + name + "(\n    " + seg->params + ",\n    __global " + type +
+                   "* restrict out0) {\n" + seg->head + "  out0[i] = " + seg->var + ";\n}\n";
+        return k;
+      }
+  }
   if (d.op == "CumSum") return emitCumSum(g, d, name, comment);
   if (d.op == "Resize") return emitResize(g, d, name, comment);
   if (d.outputs.size() != 1 || d.outputs[0] == kNoValue)
