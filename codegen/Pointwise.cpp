@@ -29,11 +29,6 @@ Expected<KernelSource> emitPointwise(const Graph& g, const std::vector<NodeRef>&
           return Error{"data-movement result `" + g.value(v).name + "` is read outside the group", true};
       fetched.insert(v);
     }
-  for (NodeRef n : scalar)
-    for (ValueId v : g.node(n).inputs)
-      if (v != kNoValue && !fetched.count(v) && g.producer(v) && inGroup.count(*g.producer(v)) &&
-          isIndexMapOp(g, *g.producer(v)))
-        return Error{"internal: a movement result read but not fetched", true};
   for (NodeRef n : movement)
     for (ValueId v : g.node(n).inputs)
       if (v != kNoValue && g.producer(v) && inGroup.count(*g.producer(v)) && !isIndexMapOp(g, *g.producer(v)))

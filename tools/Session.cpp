@@ -39,6 +39,14 @@ std::unique_ptr<RuleSet> loadRules(const std::vector<std::string>& packs, const 
   options.families = &codegen::kernelFamilies();
   std::unique_ptr<RuleSet> rules = grammar::loadPacks(files, sources, context, diags, options).rules;
   diags.print(std::cerr);
+  if (!rules) return rules;
+  // A limit on a name no pack declares would limit nothing, silently.
+  for (const std::string& name : target.groups.forbid)
+    if (!rules->catalog.find(name) && !rules->catalog.classes().count(name)) {
+      std::cerr << target.path << ": error: [target.groups] forbid names `" << name
+                << "`, which is neither an op nor a class of the loaded packs\n";
+      return nullptr;
+    }
   return rules;
 }
 
