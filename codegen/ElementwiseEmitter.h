@@ -165,14 +165,14 @@ class Emitter {
       k.inputs = segmented->inputs;
       bind(segmented->value, segmented->var);
     }
+    // The body loads every input but the segmented value (bound above);
+    // the kernel takes as buffers those not computed by the prologue.
     std::vector<ValueId> bodyInputs;
-    for (ValueId v : b.inputs)
-      if (!fetched.count(v) && !(segmented && v == segmented->value)) {
-        k.inputs.push_back(v);
-        bodyInputs.push_back(v);
-      } else if (fetched.count(v)) {
-        bodyInputs.push_back(v);
-      }
+    for (ValueId v : b.inputs) {
+      if (segmented && v == segmented->value) continue;
+      bodyInputs.push_back(v);
+      if (!fetched.count(v)) k.inputs.push_back(v);
+    }
     k.outputs = std::move(b.outputs);
     if (k.outputs.empty()) return Error{"group `" + name + "` computes nothing that is used", true};
     Shape space;

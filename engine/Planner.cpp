@@ -213,6 +213,14 @@ std::string_view candidateStatusName(Candidate::Status s) {
   return "?";
 }
 
+Status checkGroupLimits(const Target& target, const OpCatalog& catalog) {
+  for (const std::string& name : target.groups.forbid)
+    if (!catalog.find(name) && !catalog.classes().count(name))
+      return Error{target.path + ": error: [target.groups] forbid names `" + name +
+                   "`, which is neither an op nor a class of the loaded packs"};
+  return Status::success();
+}
+
 Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target, const KernelFamilies& families) {
   Plan plan;
   const Order order(g);

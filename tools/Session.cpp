@@ -6,6 +6,7 @@
 
 #include "fusec/codegen/Families.h"
 #include "fusec/engine/OnnxIO.h"
+#include "fusec/engine/Planner.h"
 #include "fusec/engine/Rewriter.h"
 #include "fusec/grammar/PackLoader.h"
 
@@ -40,13 +41,10 @@ std::unique_ptr<RuleSet> loadRules(const std::vector<std::string>& packs, const 
   std::unique_ptr<RuleSet> rules = grammar::loadPacks(files, sources, context, diags, options).rules;
   diags.print(std::cerr);
   if (!rules) return rules;
-  // A limit on a name no pack declares would limit nothing, silently.
-  for (const std::string& name : target.groups.forbid)
-    if (!rules->catalog.find(name) && !rules->catalog.classes().count(name)) {
-      std::cerr << target.path << ": error: [target.groups] forbid names `" << name
-                << "`, which is neither an op nor a class of the loaded packs\n";
-      return nullptr;
-    }
+  if (Status st = checkGroupLimits(target, rules->catalog); !st) {
+    std::cerr << st.error().message << "\n";
+    return nullptr;
+  }
   return rules;
 }
 

@@ -45,37 +45,34 @@ inline std::string model(const std::string& signature, const std::string& body, 
 inline Tensor floats(Shape shape, std::vector<float> v) { return Tensor::fromVector<float>(std::move(shape), v); }
 inline Tensor ints(Shape shape, std::vector<int64_t> v) { return Tensor::fromVector<int64_t>(std::move(shape), v); }
 
-/// Loads a shipped pack by its path under rules/ (`core.fuse`, `core/ops.fuse`).
-inline std::unique_ptr<RuleSet> loadShippedPack(const std::string& relative) {
+/// Loads pack files or folders (with the code generator's families);
+/// fails the test with the diagnostics on an error.
+inline std::unique_ptr<RuleSet> loadPackFiles(const std::vector<std::string>& paths) {
   grammar::SourceManager sources;
   grammar::DiagnosticEngine diags(sources);
   grammar::ast::AstContext context;
   grammar::PackLoadOptions options;
   options.families = &codegen::kernelFamilies();
-  auto result = grammar::loadPacks({grammar::defaultRulesDir() + "/" + relative}, sources, context, diags, options);
+  auto result = grammar::loadPacks(paths, sources, context, diags, options);
   std::ostringstream err;
   diags.print(err);
   REQUIRE_MESSAGE(result.rules, err.str());
   return std::move(result.rules);
 }
 
-/// The packs the shipped CPU profile (rules/targets/pocl-cpu.toml) loads by
-/// default: what `fusec compile` uses without --rules.
-inline std::unique_ptr<RuleSet> loadDefaultPacks() {
-  Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
+/// Loads a shipped pack by its path under rules/ (`core/ops.fuse`, `cnn`).
+inline std::unique_ptr<RuleSet> loadShippedPack(const std::string& relative) {
+  return loadPackFiles({grammar::defaultRulesDir() + "/" + relative});
+}
+
+/// The packs a shipped profile (a path under rules/) loads by default: what
+/// `fusec compile --target` uses without --rules.
+inline std::unique_ptr<RuleSet> loadDefaultPacks(const std::string& profile = "targets/pocl-cpu.toml") {
+  Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/" + profile);
   REQUIRE(target.ok());
   Expected<std::vector<std::string>> paths = grammar::defaultPackPaths(target.value());
   REQUIRE_MESSAGE(paths.ok(), test::why(paths));
-  grammar::SourceManager sources;
-  grammar::DiagnosticEngine diags(sources);
-  grammar::ast::AstContext context;
-  grammar::PackLoadOptions options;
-  options.families = &codegen::kernelFamilies();
-  auto result = grammar::loadPacks(paths.value(), sources, context, diags, options);
-  std::ostringstream err;
-  diags.print(err);
-  REQUIRE_MESSAGE(result.rules, err.str());
-  return std::move(result.rules);
+  return loadPackFiles(paths.value());
 }
 
 /// The shipped op catalog (rules/core/ops.fuse), loaded once: the

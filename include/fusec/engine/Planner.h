@@ -53,6 +53,10 @@ struct Plan {
   std::map<NodeRef, size_t> groupOf;
 };
 
+/// Checks the target's limits on fused groups against the loaded catalog: a
+/// `forbid` name that is neither an op nor a class would limit nothing.
+Status checkGroupLimits(const Target& target, const OpCatalog& catalog);
+
 /// Plans fusion of `g` (already rewritten) with the fusion rules of `rules`.
 /// A candidate is legal only when the family its rule names can build it
 /// (`families`, the code generator's); single nodes take the first family
