@@ -35,6 +35,7 @@ const char* kindName(ScheduledBuffer::Kind k) {
     case ScheduledBuffer::Kind::Constant: return "constant";
     case ScheduledBuffer::Kind::Input: return "input";
     case ScheduledBuffer::Kind::Intermediate: return "intermediate";
+    case ScheduledBuffer::Kind::Part: return "part";
   }
   return "?";
 }
@@ -91,7 +92,8 @@ Status writeBundle(const fs::path& dir, const Graph& g, const Schedule& s, const
   program << "fusec-bundle 1\n# " << title << "\n";
   // Buffers; constants are concatenated into constants.bin.
   std::string constants;
-  program << "# buffer INDEX constant BYTES OFFSET | buffer INDEX input|intermediate BYTES\n";
+  program << "# buffer INDEX constant BYTES OFFSET | buffer INDEX input|intermediate BYTES | buffer INDEX part BYTES "
+             "PARENT OFFSET\n";
   for (size_t b = 0; b < s.buffers.size(); ++b) {
     const ScheduledBuffer& sb = s.buffers[b];
     program << "buffer " << b << " " << kindName(sb.kind);
@@ -100,6 +102,8 @@ Status writeBundle(const fs::path& dir, const Graph& g, const Schedule& s, const
       constants.resize((constants.size() + 63) / 64 * 64);  // each constant 64-byte aligned in the file
       program << " " << t.byteSize() << " " << constants.size();
       constants.append(reinterpret_cast<const char*>(t.raw()), t.byteSize());
+    } else if (sb.kind == ScheduledBuffer::Kind::Part) {
+      program << " " << sb.bytes << " " << sb.parent << " " << sb.offset;
     } else {
       program << " " << sb.bytes;
     }

@@ -2,6 +2,7 @@
 #include "fusec/codegen/Executor.h"
 
 #include <map>
+#include <numeric>
 #include <set>
 
 
@@ -82,22 +83,102 @@ std::vector<KernelGroup> singleNodeGroups(const Graph& g) {
   return groups;
 }
 
+ValueId BufferAliases::resolve(ValueId v) const {
+  for (auto it = views.find(v); it != views.end(); it = views.find(v)) v = it->second;
+  return v;
+}
+
+namespace {
+
+/// The byte offset of each input in a lone Concat's result where the
+/// inputs lie one after another in it (only 1s before the axis), each of
+/// them non-empty and starting at a multiple of `alignment`; nullopt
+/// otherwise.
+std::optional<std::vector<size_t>> concatOffsets(const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog,
+                                                 size_t alignment) {
+  if (alignment == 0 || group.size() != 1) return std::nullopt;
+  const NodeData& d = g.node(group[0]);
+  if (d.op != "Concat" || !d.domain.empty() || d.outputs.size() != 1 || d.inputs.empty() || !catalog.find("Concat"))
+    return std::nullopt;
+  const TensorType& out = g.value(d.outputs[0]).type;
+  if (!out.isStatic()) return std::nullopt;
+  const Shape shape = out.staticShape();
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  int64_t axis = d.attrInt("axis", 0);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return std::nullopt;
+  for (int64_t i = 0; i < axis; ++i)
+    if (shape[static_cast<size_t>(i)] != 1) return std::nullopt;
+  std::vector<size_t> offsets;
+  size_t offset = 0;
+  for (ValueId v : d.inputs) {
+    if (v == kNoValue) return std::nullopt;
+    const TensorType& t = g.value(v).type;
+    if (!t.isStatic() || t.dtype != out.dtype) return std::nullopt;
+    const size_t bytes = bytesOf(t);
+    if (bytes == 0 || offset % alignment != 0) return std::nullopt;
+    offsets.push_back(offset);
+    offset += bytes;
+  }
+  if (offset != bytesOf(out)) return std::nullopt;
+  return offsets;
+}
+
+}  // namespace
+
+BufferAliases aliasBuffers(const Graph& g, const std::vector<KernelGroup>& groups, const OpCatalog& catalog,
+                           size_t subBufferAlignment) {
+  BufferAliases a;
+  std::set<ValueId> written;  // by a kernel
+  std::set<ValueId> outputs;  // read back after the run
+  for (ValueId v : g.outputs()) outputs.insert(v);
+  for (const KernelGroup& group : groups) {
+    bool noKernel = false;
+    if (isViewGroup(g, group.nodes, catalog)) {
+      const NodeData& d = g.node(group.nodes[0]);
+      a.views[d.outputs[0]] = a.resolve(d.inputs[0]);
+      ++a.viewGroups;
+      noKernel = true;
+    } else if (std::optional<std::vector<size_t>> offsets = concatOffsets(g, group.nodes, catalog, subBufferAlignment)) {
+      const NodeData& d = g.node(group.nodes[0]);
+      std::set<ValueId> parts;
+      bool inPlace = true;
+      for (ValueId v : d.inputs) {
+        const ValueId r = a.resolve(v);
+        inPlace = inPlace && written.count(r) && !outputs.count(r) && !a.parts.count(r) && parts.insert(r).second;
+      }
+      // A graph output read through a view of it counts as read back too.
+      for (ValueId v : g.outputs()) inPlace = inPlace && !parts.count(a.resolve(v));
+      if (inPlace) {
+        for (size_t i = 0; i < d.inputs.size(); ++i) a.parts[a.resolve(d.inputs[i])] = {d.outputs[0], (*offsets)[i]};
+        ++a.inPlaceConcats;
+        noKernel = true;
+      }
+    }
+    a.noKernel.push_back(noKernel);
+    if (!noKernel)
+      for (NodeRef n : group.nodes)
+        for (ValueId v : g.node(n).outputs) written.insert(v);
+  }
+  return a;
+}
+
 Expected<Schedule> scheduleGraph(const Graph& g, const std::vector<KernelGroup>& groups, const OpCatalog& catalog,
                                  const KernelOptions& options) {
   Schedule s;
-  std::map<ValueId, ValueId> views;  // reshape results -> the value whose buffer they share
-  auto resolve = [&](ValueId v) {
-    for (auto it = views.find(v); it != views.end(); it = views.find(v)) v = it->second;
-    return v;
+  const BufferAliases aliases = aliasBuffers(g, groups, catalog, options.subBufferAlignment);
+  auto resolve = [&](ValueId v) { return aliases.resolve(v); };
+  // The value that owns a value's slot: a Concat input written in place
+  // lives in its Concat's result.
+  auto owner = [&](ValueId v) {
+    auto it = aliases.parts.find(v);
+    return it == aliases.parts.end() ? v : it->second.first;
   };
   // Generate every kernel first: which values each one reads and writes.
   size_t index = 0;
-  for (const KernelGroup& group : groups) {
-    if (isViewGroup(g, group.nodes, catalog)) {
-      const NodeData& d = g.node(group.nodes[0]);
-      views[d.outputs[0]] = resolve(d.inputs[0]);
-      continue;
-    }
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    if (aliases.noKernel[gi]) continue;
+    const KernelGroup& group = groups[gi];
     const std::string name =
         group.name.empty() ? "k" + std::to_string(index) + "_" + g.node(group.nodes.back()).op.str() : identifier(group.name);
     ++index;
@@ -106,12 +187,14 @@ Expected<Schedule> scheduleGraph(const Graph& g, const std::vector<KernelGroup>&
     if (!k) return k.error();
     s.kernels.push_back(std::move(k.value()));
   }
-  // Liveness: the last kernel reading each value (through its views).
+  // Liveness: the last kernel reading or writing each slot's owner.
   std::map<ValueId, size_t> lastUse;
-  for (size_t i = 0; i < s.kernels.size(); ++i)
-    for (ValueId v : s.kernels[i].inputs) lastUse[resolve(v)] = i;
+  for (size_t i = 0; i < s.kernels.size(); ++i) {
+    for (ValueId v : s.kernels[i].inputs) lastUse[owner(resolve(v))] = i;
+    for (ValueId v : s.kernels[i].outputs) lastUse[owner(v)] = i;
+  }
   std::set<ValueId> pinned;  // read back after the run
-  for (ValueId v : g.outputs()) pinned.insert(resolve(v));
+  for (ValueId v : g.outputs()) pinned.insert(owner(resolve(v)));
   std::map<ValueId, size_t> bufferOf;
   // Constants and graph inputs (read by a kernel or returned): a buffer each.
   auto external = [&](ValueId v) -> Status {
@@ -137,34 +220,40 @@ Expected<Schedule> scheduleGraph(const Graph& g, const std::vector<KernelGroup>&
   // Intermediate values: a slot each, reusing the smallest free slot that
   // fits once its previous value is dead. Graph outputs are never freed.
   std::multimap<size_t, size_t> free;  // bytes -> buffer
+  auto place = [&](ValueId v) {
+    const size_t bytes = std::max<size_t>(bytesOf(g.value(v).type), 1);
+    s.memory.withoutReuse += bytes;
+    if (auto it = free.lower_bound(bytes); it != free.end()) {
+      bufferOf[v] = it->second;
+      free.erase(it);
+    } else {
+      bufferOf[v] = s.buffers.size();
+      s.buffers.push_back({ScheduledBuffer::Kind::Intermediate, bytes, v});
+      s.memory.peak += bytes;
+      ++s.memory.buffers;
+    }
+  };
   for (size_t i = 0; i < s.kernels.size(); ++i) {
     const KernelSource& k = s.kernels[i];
     for (ValueId v : k.inputs)
       if (!bufferOf.count(resolve(v))) return Error{"value `" + g.value(v).name + "` is read before it is computed"};
     for (ValueId v : k.outputs) {
-      const size_t bytes = std::max<size_t>(bytesOf(g.value(v).type), 1);
-      s.memory.withoutReuse += bytes;
-      if (auto it = free.lower_bound(bytes); it != free.end()) {
-        bufferOf[v] = it->second;
-        free.erase(it);
-      } else {
-        bufferOf[v] = s.buffers.size();
-        s.buffers.push_back({ScheduledBuffer::Kind::Intermediate, bytes, v});
-        s.memory.peak += bytes;
-        ++s.memory.buffers;
+      auto part = aliases.parts.find(v);
+      if (part == aliases.parts.end()) {
+        place(v);
+        continue;
       }
+      const auto [whole, offset] = part->second;
+      if (!bufferOf.count(whole)) place(whole);  // the first input written: the Concat's slot from here on
+      bufferOf[v] = s.buffers.size();
+      s.buffers.push_back({ScheduledBuffer::Kind::Part, bytesOf(g.value(v).type), v, bufferOf.at(whole), offset});
     }
-    auto release = [&](ValueId v) {
-      if (pinned.count(v)) return;
-      const size_t b = bufferOf.at(v);
-      if (s.buffers[b].kind == ScheduledBuffer::Kind::Intermediate) free.emplace(s.buffers[b].bytes, b);
-    };
-    std::set<ValueId> read;
-    for (ValueId v : k.inputs) read.insert(resolve(v));
-    for (ValueId v : read)
-      if (lastUse[v] == i) release(v);
-    for (ValueId v : k.outputs)
-      if (!lastUse.count(v)) release(v);  // written but never read by a later kernel
+    std::set<ValueId> touched;
+    for (ValueId v : k.inputs) touched.insert(owner(resolve(v)));
+    for (ValueId v : k.outputs) touched.insert(owner(v));
+    for (ValueId v : touched)
+      if (lastUse.at(v) == i && !pinned.count(v) && s.buffers[bufferOf.at(v)].kind == ScheduledBuffer::Kind::Intermediate)
+        free.emplace(s.buffers[bufferOf.at(v)].bytes, bufferOf.at(v));
     std::vector<size_t> args;
     for (ValueId v : k.inputs) args.push_back(bufferOf.at(resolve(v)));
     for (ValueId v : k.outputs) args.push_back(bufferOf.at(v));
@@ -184,13 +273,17 @@ Expected<Schedule> scheduleGraph(const Graph& g, const std::vector<KernelGroup>&
 
 Expected<DeviceProgram> DeviceProgram::build(Device& device, const Graph& g, const std::vector<KernelGroup>& groups,
                                              const OpCatalog& catalog, const KernelOptions& options) {
-  Expected<Schedule> schedule = scheduleGraph(g, groups, catalog, options);
+  KernelOptions placed = options;  // sub-buffers where both the target and this device allow them
+  if (placed.subBufferAlignment)
+    placed.subBufferAlignment = std::lcm(placed.subBufferAlignment, static_cast<size_t>(device.info().memBaseAlignBytes));
+  Expected<Schedule> schedule = scheduleGraph(g, groups, catalog, placed);
   if (!schedule) return schedule.error();
   DeviceProgram p(device, g);
   p.schedule_ = std::move(schedule.value());
   for (const ScheduledBuffer& sb : p.schedule_.buffers) {
     Expected<Buffer> b = sb.kind == ScheduledBuffer::Kind::Constant ? device.upload(*g.value(sb.value).constant)
-                                                                     : device.allocate(sb.bytes);
+                         : sb.kind == ScheduledBuffer::Kind::Part   ? device.subBuffer(p.buffers_.at(sb.parent), sb.offset, sb.bytes)
+                                                                    : device.allocate(sb.bytes);
     if (!b) return b.error();
     p.buffers_.push_back(std::move(b.value()));
   }

@@ -128,12 +128,15 @@ Expected<std::unique_ptr<Device>> Device::open(const std::string& match) {
       cl_uint cu = 0;
       cl_ulong lmem = 0;
       size_t wg = 0;
+      cl_uint alignBits = 0;
       clGetDeviceInfo(d, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, nullptr);
+      clGetDeviceInfo(d, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof alignBits, &alignBits, nullptr);
       clGetDeviceInfo(d, CL_DEVICE_LOCAL_MEM_SIZE, sizeof lmem, &lmem, nullptr);
       clGetDeviceInfo(d, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg, &wg, nullptr);
       dev->info_.computeUnits = cu;
       dev->info_.localMemBytes = static_cast<int64_t>(lmem);
       dev->info_.maxWorkGroupSize = static_cast<int64_t>(wg);
+      dev->info_.memBaseAlignBytes = std::max<int64_t>(alignBits / 8, 1);
       dev->context_ = clCreateContext(nullptr, 1, &d, nullptr, nullptr, &err);
       if (err != CL_SUCCESS) return Error{"cannot create an OpenCL context on `" + name + "`: " + clError(err)};
       dev->queue_ = clCreateCommandQueue(static_cast<cl_context>(dev->context_), d, CL_QUEUE_PROFILING_ENABLE, &err);
@@ -211,6 +214,21 @@ Expected<Buffer> Device::allocate(size_t bytes) {
   b.bytes_ = bytes;
   b.mem_ = clCreateBuffer(static_cast<cl_context>(context_), CL_MEM_READ_WRITE, std::max<size_t>(bytes, 4), nullptr, &err);
   if (err != CL_SUCCESS) return Error{"cannot allocate " + std::to_string(bytes) + " bytes on the device: " + clError(err)};
+  return b;
+}
+
+Expected<Buffer> Device::subBuffer(const Buffer& parent, size_t offset, size_t bytes) {
+  if (bytes == 0 || offset + bytes > parent.bytes() || offset % static_cast<size_t>(info_.memBaseAlignBytes) != 0)
+    return Error{"no sub-buffer of " + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) + " in a buffer of " +
+                 std::to_string(parent.bytes()) + " bytes (the device aligns sub-buffers to " +
+                 std::to_string(info_.memBaseAlignBytes) + " bytes)"};
+  const cl_buffer_region region{offset, bytes};
+  cl_int err = CL_SUCCESS;
+  Buffer b;
+  b.bytes_ = bytes;
+  b.mem_ = clCreateSubBuffer(static_cast<cl_mem>(parent.handle()), CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &region,
+                             &err);
+  if (err != CL_SUCCESS) return Error{"cannot create a sub-buffer: " + clError(err)};
   return b;
 }
 

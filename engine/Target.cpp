@@ -19,7 +19,7 @@ const std::set<std::string>& targetProfileKeys() {
       // used
       "name", "runtime", "device_match", "compute_units", "peak_gflops_fp32", "peak_gflops_fp16",
       "dram_bandwidth_gbs", "launch_overhead_us", "local_mem_bytes", "registers_per_cu",
-      "max_work_group_size", "codegen_vector_width", "preferred_vector_width", "features",
+      "max_work_group_size", "mem_base_align_bytes", "codegen_vector_width", "preferred_vector_width", "features",
       "energy_pj_per_byte", "energy_pj_per_flop", "default_packs", "cache_bandwidth_gbs", "transcendental_flops",
       "groups",
       // informational
@@ -239,6 +239,11 @@ Expected<Target> parseTarget(const std::string& text, const std::string& path) {
   t.localMemBytes = r.integer("local_mem_bytes", true).value_or(0);
   t.registersPerComputeUnit = r.integer("registers_per_cu", false).value_or(0);
   t.maxWorkGroupSize = r.integer("max_work_group_size", true).value_or(1);
+  t.memBaseAlignBytes = r.integer("mem_base_align_bytes", false).value_or(0);
+  if (t.memBaseAlignBytes & (t.memBaseAlignBytes - 1)) {
+    r.error(*r.find("mem_base_align_bytes"), "`mem_base_align_bytes` must be a power of two");
+    t.memBaseAlignBytes = 0;
+  }
   t.vectorWidth = r.integer("codegen_vector_width", false).value_or(r.integer("preferred_vector_width", false).value_or(1));
   t.features = r.strings("features");
   t.energyPerByte = r.number("energy_pj_per_byte", false).value_or(0) * 1e-12;

@@ -165,15 +165,16 @@ bool wants(const CompileOptions& o, const std::string& what) {
 bool emitKernels(const CompileOptions& o, const Session& s, const driver::Compiled& c, std::string& summary) {
   const std::filesystem::path dir = std::filesystem::path(o.outDir) / "kernels";
   std::filesystem::create_directories(dir);
-  size_t written = 0, validated = 0, views = 0;
+  size_t written = 0, validated = 0;
   std::map<std::string, size_t> missing;
   // The kernels `fusec run` builds for this target, tile for tile.
   const codegen::KernelOptions options = codegen::KernelOptions::forTarget(s.target);
-  for (const codegen::KernelGroup& grp : c.groups) {
-    if (codegen::isViewGroup(c.graph, grp.nodes, s.rules->catalog)) {
-      ++views;  // no kernel: its result is a view of its operand's buffer
-      continue;
-    }
+  // No kernel for reshape views and Concats written in place.
+  const codegen::BufferAliases aliases =
+      codegen::aliasBuffers(c.graph, c.groups, s.rules->catalog, options.subBufferAlignment);
+  for (size_t gi = 0; gi < c.groups.size(); ++gi) {
+    const codegen::KernelGroup& grp = c.groups[gi];
+    if (aliases.noKernel[gi]) continue;
     Expected<codegen::KernelSource> k = codegen::emitKernel(c.graph, grp.nodes, grp.family, s.rules->catalog, grp.name,
                                                             codegen::kernelComment(c.graph, grp, grp.name), options);
     if (!k) {
@@ -199,7 +200,8 @@ bool emitKernels(const CompileOptions& o, const Session& s, const driver::Compil
     ++validated;
   }
   summary = fmt::format("\nkernels: {} OpenCL C files, {} SPIR-V modules validated, in {} ({} reshape(s) are views, "
-                        "no kernel)\n", written, validated, dir.string(), views);
+                        "{} concat(s) written in place by their inputs' producers: no kernel)\n",
+                        written, validated, dir.string(), aliases.viewGroups, aliases.inPlaceConcats);
   for (const auto& [op, n] : missing) summary += fmt::format("  no kernel family builds {} node(s) of op {}\n", n, op);
   return true;
 }

@@ -118,8 +118,9 @@ double since(Clock::time_point start) { return std::chrono::duration<double>(Clo
 /// timed, after tuning when asked.
 std::optional<Measured> prepare(const RunOptions& o, codegen::Device& device, const Graph& g,
                                 const std::vector<codegen::KernelGroup>& groups, const OpCatalog& catalog,
-                                const Target& target, const std::string& label) {
+                                const Target& target, const std::string& label, bool fused) {
   codegen::KernelOptions options = codegen::KernelOptions::forTarget(target);
+  if (!fused) options.subBufferAlignment = 0;  // one kernel per op: Concats copy too
   if (o.tune) {
     Expected<std::vector<codegen::TunedKernel>> tuned = codegen::tuneKernels(device, g, groups, catalog, options);
     if (!tuned) {
@@ -290,13 +291,13 @@ int runOpenCL(const RunOptions& o, const Graph& original, const std::vector<Tens
   if (fused) {
     for (const Group& grp : c.plan.groups)
       if (grp.rule) ++fusions[grp.rule->name];
-    std::optional<Measured> m = prepare(o, **device, g, c.groups, rules->catalog, *target, "fused");
+    std::optional<Measured> m = prepare(o, **device, g, c.groups, rules->catalog, *target, "fused", true);
     if (!m) return 1;
     runs.push_back(std::move(*m));
   }
   if (o.noFuse || o.compare) {
     std::optional<Measured> m =
-        prepare(o, **device, g, codegen::singleNodeGroups(g), rules->catalog, *target, "one kernel per op");
+        prepare(o, **device, g, codegen::singleNodeGroups(g), rules->catalog, *target, "one kernel per op", false);
     if (!m) return 1;
     runs.push_back(std::move(*m));
   }

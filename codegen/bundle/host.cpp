@@ -14,12 +14,14 @@
 //
 //   build:  c++ -O2 -std=c++17 host.cpp -lOpenCL -o fusec-bundle-run
 //   run:    ./fusec-bundle-run [BUNDLE_DIR] [--input FILE]... [--output-dir DIR]
-//                              [--repeat N] [--check] [--device NAME]
+//                              [--repeat N] [--check] [--device NAME] [--copy-parts]
 //
 // Without --input the sample inputs are used; --check compares the outputs
 // with expected/ by fusec's rule (Tolerance.h: float32 within
 // atol + rtol * max|expected| per output, other types exactly) and exits 1 on
-// a mismatch.
+// a mismatch. --copy-parts gives every Concat input written in place a
+// buffer of its own, copied into place after its kernel, as on a device
+// whose sub-buffers cannot start at the input's offset.
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
 
@@ -58,9 +60,10 @@ std::string readFile(const std::string& path) {
 }
 
 struct BufferSpec {
-  std::string kind;  // constant, input, intermediate
+  std::string kind;  // constant, input, intermediate, part
   size_t bytes = 0;
-  size_t offset = 0;  // into constants.bin
+  size_t offset = 0;  // into constants.bin; for a part, into its parent
+  size_t parent = 0;  // a part's buffer
 };
 
 struct Port {  // a graph input or output
@@ -103,6 +106,12 @@ Program parseProgram(const std::string& dir) {
       BufferSpec b;
       if (!(in >> index >> b.kind >> b.bytes) || index != p.buffers.size()) throw bad("malformed buffer");
       if (b.kind == "constant" && !(in >> b.offset)) throw bad("constant without offset");
+      if (b.kind == "part") {
+        if (!(in >> b.parent >> b.offset)) throw bad("part without parent and offset");
+        if (b.parent >= index || p.buffers[b.parent].kind != "intermediate" || b.bytes == 0 ||
+            b.offset > p.buffers[b.parent].bytes || b.bytes > p.buffers[b.parent].bytes - b.offset)
+          throw bad("a part must lie inside an earlier intermediate buffer");
+      }
       p.buffers.push_back(b);
     } else if (record == "input" || record == "output") {
       Port port;
@@ -188,7 +197,7 @@ int run(int argc, char** argv) {
   std::string dir = ".", outDir, device;
   std::vector<std::string> inputFiles;
   int repeat = 1;
-  bool compare = false;
+  bool compare = false, copyParts = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -200,8 +209,10 @@ int run(int argc, char** argv) {
     else if (a == "--device") device = value();
     else if (a == "--repeat") repeat = std::max(1, std::atoi(value().c_str()));
     else if (a == "--check") compare = true;
+    else if (a == "--copy-parts") copyParts = true;
     else if (a == "-h" || a == "--help") {
-      std::printf("usage: %s [BUNDLE_DIR] [--input FILE]... [--output-dir DIR] [--repeat N] [--check] [--device NAME]\n",
+      std::printf("usage: %s [BUNDLE_DIR] [--input FILE]... [--output-dir DIR] [--repeat N] [--check] [--device NAME] "
+                  "[--copy-parts]\n",
                   argv[0]);
       return 0;
     } else if (!a.empty() && a[0] == '-') throw Failure("unknown option " + a);
@@ -220,10 +231,24 @@ int run(int argc, char** argv) {
   std::printf("device: %s\n", deviceName(dev).c_str());
 
   // Buffers: constants uploaded once, inputs and intermediates allocated.
+  // A part (a Concat input its producer writes in place) is a sub-buffer of
+  // its parent; where this device cannot start one at the part's offset, a
+  // buffer of its own, copied into the parent after each kernel using it.
   const std::string constants = readFile(dir + "/constants.bin");
+  cl_uint alignBits = 0;
+  clGetDeviceInfo(dev, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof alignBits, &alignBits, nullptr);
+  const size_t align = std::max<size_t>(alignBits / 8, 1);
   std::vector<cl_mem> buffers;
+  std::vector<bool> detached(p.buffers.size(), false);
   for (const BufferSpec& b : p.buffers) {
     if (b.kind == "constant" && b.offset + b.bytes > constants.size()) throw Failure("constants.bin is too short");
+    if (b.kind == "part" && b.offset % align == 0 && !copyParts) {
+      const cl_buffer_region region{b.offset, b.bytes};
+      buffers.push_back(clCreateSubBuffer(buffers[b.parent], CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &region, &err));
+      check(err, "clCreateSubBuffer of " + std::to_string(b.bytes) + " bytes");
+      continue;
+    }
+    detached[buffers.size()] = b.kind == "part";
     cl_mem m = clCreateBuffer(ctx, CL_MEM_READ_WRITE, std::max<size_t>(b.bytes, 4), nullptr, &err);
     check(err, "clCreateBuffer of " + std::to_string(b.bytes) + " bytes");
     if (b.kind == "constant")
@@ -280,6 +305,12 @@ int run(int argc, char** argv) {
       check(clEnqueueNDRangeKernel(queue, kernels[k], 1, nullptr, &spec.global, spec.local ? &spec.local : nullptr, 0,
                                    nullptr, &events[k]),
             "launch of " + spec.name);
+      for (size_t a : spec.args)
+        if (detached[a]) {
+          const BufferSpec& part = p.buffers[a];
+          check(clEnqueueCopyBuffer(queue, buffers[a], buffers[part.parent], 0, part.offset, part.bytes, 0, nullptr, nullptr),
+                "copying a part into its buffer");
+        }
     }
     check(clFinish(queue), "running the kernels");
     std::vector<double> times(kernels.size(), 0);

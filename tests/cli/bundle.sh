@@ -25,6 +25,15 @@ mkdir -p "$work/again"
 "$run" "$bundle" "${inputs[@]}" --output-dir "$work/again" >/dev/null
 for f in "$work"/again/*.bin; do cmp "$f" "$work/$(basename "$f")"; done
 
+# Concat inputs written in place (sub-buffers of the Concat's result): the
+# same bytes when each is a buffer of its own, copied into place.
+if grep -q "^buffer [0-9]* part " "$bundle/program.txt"; then
+  mkdir -p "$work/copied"
+  "$run" "$bundle" --copy-parts --output-dir "$work/copied" >/dev/null
+  for f in "$work"/copied/*.bin; do cmp "$f" "$work/$(basename "$f")"; done
+  echo "parts copied: same outputs"
+fi
+
 # Bad input: exit status 1 and a message naming the problem.
 expect_error() {
   local pattern=$1
@@ -41,5 +50,8 @@ expect_error "input .* needs [0-9]+ bytes, the file has 3" "$run" "$bundle" --in
 cp -r "$bundle" "$work/broken"
 echo "kernel k kernels/none.cl 1 0 999" >>"$work/broken/program.txt"
 expect_error "program.txt:[0-9]+: argument names no buffer" "$run" "$work/broken"
+cp -r "$bundle" "$work/broken-part"
+echo "buffer $(grep -c '^buffer ' "$bundle/program.txt") part 8 0 1000000000" >>"$work/broken-part/program.txt"
+expect_error "program.txt:[0-9]+: a part must lie inside an earlier intermediate buffer" "$run" "$work/broken-part"
 expect_error "no OpenCL device matches" "$run" "$bundle" --device no-such-device
 echo "bundle ok"

@@ -865,6 +865,86 @@ TEST_CASE("a schedule views reshapes, reuses dead buffers and keeps outputs") {
   test::checkClose(run->outputs[1], inputs[1], 1e-7f);
 }
 
+TEST_CASE("a Concat's inputs are written in place by their producers where the device can start a sub-buffer there") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  // p = Relu(x) and n = Relu(-x) fill the two halves of c (2 KiB each);
+  // `n` is also read after c's reader, and w (as large as c) is computed in
+  // between: c's slot must outlive every reader of its parts, or w takes it.
+  Graph g = test::parse(test::model(
+      "g (float[1,32,4,4] x) => (float[1,64,4,4] y, float[1,64,4,4] w, float[1,32,4,4] z)", R"(
+    p = Relu (x)
+    m = Neg (x)
+    n = Relu (m)
+    c = Concat <axis = 1> (p, n)
+    y = Sigmoid (c)
+    w = Neg (y)
+    z = Add (n, x)
+  )"));
+  const std::vector<codegen::KernelGroup> groups = codegen::singleNodeGroups(g);
+  Expected<codegen::Schedule> s = codegen::scheduleGraph(g, groups, ops->catalog, {.subBufferAlignment = 128});
+  REQUIRE_MESSAGE(s.ok(), test::why(s));
+  std::vector<std::string> names;
+  for (const codegen::KernelSource& k : s->kernels) names.push_back(k.name);
+  const std::vector<std::string> launched = {"k0_Relu_0", "k1_Neg_1", "k2_Relu_2", "k4_Sigmoid_4", "k5_Neg_5", "k6_Add_6"};
+  CHECK(names == launched);  // no k3_Concat_3
+  REQUIRE(s->arguments.size() == 6);
+  const codegen::ScheduledBuffer& p = s->buffers[s->arguments[0][1]];
+  const codegen::ScheduledBuffer& n = s->buffers[s->arguments[2][1]];
+  REQUIRE(p.kind == codegen::ScheduledBuffer::Kind::Part);
+  REQUIRE(n.kind == codegen::ScheduledBuffer::Kind::Part);
+  CHECK(p.offset == 0);
+  CHECK(n.offset == 32 * 16 * 4);
+  CHECK(p.bytes == 32 * 16 * 4);
+  CHECK(p.parent == n.parent);
+  CHECK(s->arguments[3][0] == p.parent);            // Sigmoid reads the whole of c
+  CHECK(s->arguments[5][0] == s->arguments[2][1]);  // Add reads n in place
+  CHECK(s->arguments[4][1] != p.parent);            // w does not take c's slot while n is to be read
+
+  // Against values worked out by hand: y = sigmoid(max(x, 0) | max(-x, 0)),
+  // w = -y, z = max(-x, 0) + x = max(x, 0).
+  const Tensor x = randomTensor({1, 32, 4, 4}, 5);
+  Expected<codegen::DeviceProgram> program =
+      codegen::DeviceProgram::build(device(), g, groups, ops->catalog, {.subBufferAlignment = 128});
+  REQUIRE_MESSAGE(program.ok(), test::why(program));
+  CHECK(program->kernels().size() == 6);
+  Expected<codegen::DeviceRun> run = program->run({x});
+  REQUIRE_MESSAGE(run.ok(), test::why(run));
+  const float* y = run->outputs[0].data<float>();
+  const float* w = run->outputs[1].data<float>();
+  const float* z = run->outputs[2].data<float>();
+  const float* xs = x.data<float>();
+  for (int i = 0; i < 512; ++i) {
+    CHECK(y[i] == doctest::Approx(1 / (1 + std::exp(-std::max(xs[i], 0.0f)))).epsilon(1e-5));
+    CHECK(y[512 + i] == doctest::Approx(1 / (1 + std::exp(-std::max(-xs[i], 0.0f)))).epsilon(1e-5));
+    CHECK(w[i] == -y[i]);
+    CHECK(z[i] == doctest::Approx(std::max(xs[i], 0.0f)).epsilon(1e-6));
+  }
+
+  // Each reason for a copy: the Concat stays a kernel.
+  auto concatKernels = [&](const std::string& signature, const std::string& body, size_t alignment) {
+    Graph h = test::parse(test::model(signature, body));
+    Expected<codegen::Schedule> hs =
+        codegen::scheduleGraph(h, codegen::singleNodeGroups(h), ops->catalog, {.subBufferAlignment = alignment});
+    REQUIRE_MESSAGE(hs.ok(), test::why(hs));
+    size_t concats = 0;
+    for (const codegen::KernelSource& k : hs->kernels) concats += k.name.find("Concat") != std::string::npos;
+    return concats;
+  };
+  const std::string sig = "g (float[1,32,4,4] x) => (float[1,64,4,4] c)";
+  CHECK(concatKernels(sig, "p = Relu (x)\n n = Neg (x)\n c = Concat <axis = 1> (p, n)", 128) == 0);
+  CHECK(concatKernels(sig, "p = Relu (x)\n n = Neg (x)\n c = Concat <axis = 1> (p, n)", 0) == 1);  // not asked
+  CHECK(concatKernels(sig, "p = Relu (x)\n c = Concat <axis = 1> (p, x)", 128) == 1);  // a graph input
+  CHECK(concatKernels(sig, "p = Relu (x)\n c = Concat <axis = 1> (p, p)", 128) == 1);  // the same value twice
+  CHECK(concatKernels("g (float[1,32,4,4] x) => (float[1,64,4,4] c, float[1,32,4,4] p)",
+                      "p = Relu (x)\n n = Neg (x)\n c = Concat <axis = 1> (p, n)", 128) == 1);  // p is read back
+  CHECK(concatKernels("g (float[2,32,4,4] x) => (float[2,64,4,4] c)",
+                      "p = Relu (x)\n n = Neg (x)\n c = Concat <axis = 1> (p, n)", 128) == 1);  // 2 images: interleaved
+  CHECK(concatKernels("g (float[1,3,4,4] x) => (float[1,6,4,4] c)",
+                      "p = Relu (x)\n n = Neg (x)\n c = Concat <axis = 1> (p, n)", 128) == 1);  // n at 192 bytes
+  CHECK(concatKernels("g (float[1,3,4,4] x) => (float[1,6,4,4] c)",
+                      "p = Relu (x)\n n = Neg (x)\n c = Concat <axis = 1> (p, n)", 64) == 0);
+}
+
 TEST_CASE("integer kernels compute in their own type, exactly") {
   std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
   // int64 values beyond float's 24-bit mantissa, negative operands for the

@@ -62,7 +62,8 @@ TEST_CASE("bad target profiles are located errors, all of them") {
                                "dram_bandwidth_gbs = \"fast\"\n"
                                "launch_overhead_us = 1\n"
                                "local_mem_bytes = 1024\n"
-                               "max_work_group_size = 64\n");
+                               "max_work_group_size = 64\n"
+                               "mem_base_align_bytes = 96\n");
   Expected<Target> t = loadTarget(path);
   REQUIRE_FALSE(t.ok());
   const std::string& m = t.error().message;
@@ -70,6 +71,7 @@ TEST_CASE("bad target profiles are located errors, all of them") {
   CHECK(m.find(path + ":3:17: error: `compute_units` must be a positive integer") != std::string::npos);
   CHECK(m.find(path + ": error: [target] needs `peak_gflops_fp32`") != std::string::npos);
   CHECK(m.find(path + ":5:22: error: `dram_bandwidth_gbs` must be a number") != std::string::npos);
+  CHECK(m.find(path + ":9:24: error: `mem_base_align_bytes` must be a power of two") != std::string::npos);
 
   std::string broken = writeTemp("fusec-broken-target.toml", "[target\nname=");
   Expected<Target> b = loadTarget(broken);

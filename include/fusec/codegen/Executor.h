@@ -6,7 +6,8 @@
 /// last kernel reading its value has been enqueued (the queue is in order).
 /// Each run uploads the inputs, enqueues the kernels back to back, and
 /// reads the outputs; kernels are timed by profiling events. Reshape-likes
-/// launch nothing: their result is a view of their operand's buffer.
+/// launch nothing: their result is a view of their operand's buffer; nor do
+/// Concats whose inputs their producers write in place (BufferAliases).
 #pragma once
 
 #include <map>
@@ -71,19 +72,47 @@ Expected<KernelSource> emitKernel(const Graph& g, const std::vector<NodeRef>& gr
                                   const KernelOptions& options = {});
 
 /// A device buffer of a schedule: a constant (uploaded once), a graph input
-/// (written each run) or an intermediate slot (shared by values whose
-/// lifetimes do not overlap).
+/// (written each run), an intermediate slot (shared by values whose
+/// lifetimes do not overlap), or a part of a slot (`bytes` from `offset` of
+/// buffer `parent`): a Concat input its producer writes in place.
 struct ScheduledBuffer {
-  enum class Kind { Constant, Input, Intermediate };
+  enum class Kind { Constant, Input, Intermediate, Part };
   Kind kind = Kind::Intermediate;
   size_t bytes = 0;
   ValueId value = kNoValue;  ///< the constant or input; for a slot, the first value placed in it
+  size_t parent = 0, offset = 0;  ///< a part's slot and where in it the part starts
 };
+
+/// The groups of a graph that launch nothing, because their result's bytes
+/// are already where a kernel put them:
+/// - a lone reshape-like (isViewGroup): its result is a view of its
+///   operand's buffer;
+/// - a lone Concat along an axis with only 1s before it, whose every input
+///   is written by a kernel, read by this Concat once, no graph output and
+///   no part of another Concat, and starts at a multiple of
+///   `subBufferAlignment` bytes in the result: each input's producer writes
+///   it straight into its place in the result (a sub-buffer), so the copy
+///   never runs. SqueezeNet's Fire modules and Inception-style blocks
+///   concatenate so.
+struct BufferAliases {
+  std::map<ValueId, ValueId> views;  ///< a view's value -> the value whose buffer it shares
+  /// A Concat input (as resolved through views) -> the Concat's result and
+  /// the input's byte offset in it.
+  std::map<ValueId, std::pair<ValueId, size_t>> parts;
+  std::vector<bool> noKernel;  ///< per group
+  size_t viewGroups = 0, inPlaceConcats = 0;
+  /// The value whose buffer holds `v`'s bytes (itself unless a view).
+  ValueId resolve(ValueId v) const;
+};
+
+BufferAliases aliasBuffers(const Graph& g, const std::vector<KernelGroup>& groups, const OpCatalog& catalog,
+                           size_t subBufferAlignment);
 
 /// A graph laid out for a device before any device is touched: the kernels
 /// in launch order, the buffers they use, and which buffer each kernel
 /// argument and each graph input and output is. Reshape-likes are views:
-/// their value shares its operand's buffer. DeviceProgram runs a schedule;
+/// their value shares its operand's buffer; Concats may be written in place
+/// by their inputs' producers (BufferAliases). DeviceProgram runs a schedule;
 /// a deployment bundle writes one out.
 struct Schedule {
   std::vector<KernelSource> kernels;
@@ -96,14 +125,17 @@ struct Schedule {
 
 /// Generates every group's kernel (groups in dependency order) and plans
 /// the buffers by liveness: a slot is reused, best fit, once the last
-/// kernel reading its value has been enqueued (the queue is in order).
+/// kernel reading its value has been enqueued (the queue is in order). A
+/// Concat written in place holds its slot from its first input's producer
+/// to the last kernel reading it or any of its inputs.
 Expected<Schedule> scheduleGraph(const Graph& g, const std::vector<KernelGroup>& groups, const OpCatalog& catalog,
                                  const KernelOptions& options = {});
 
 class DeviceProgram {
  public:
   /// Schedules the graph, builds the kernels, uploads the constants and
-  /// allocates the buffers. `g` must outlive the program.
+  /// allocates the buffers. `g` must outlive the program. Concat inputs
+  /// start where both `options.subBufferAlignment` and the device allow.
   static Expected<DeviceProgram> build(Device& device, const Graph& g, const std::vector<KernelGroup>& groups,
                                        const OpCatalog& catalog, const KernelOptions& options = {});
   /// One run on `inputs` (one per graph input).

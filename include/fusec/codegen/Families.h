@@ -25,6 +25,11 @@ struct KernelOptions {
   GemmTiling gemm;                             ///< for gemm_epilogue kernels without their own
   std::map<NodeId, GemmTiling> gemmTilings;    ///< by the id of the kernel's MatMul, Gemm or Conv
   bool rowReducePerWorkItem = false;           ///< lone row reductions: a work-item per row (emitRowReduce)
+  /// Where sub-buffers may start, in bytes (the target's
+  /// `mem_base_align_bytes`): a Concat whose inputs lie at multiples of it
+  /// in its result has them written there by their producers and launches
+  /// nothing (scheduleGraph). 0: every Concat is a kernel.
+  size_t subBufferAlignment = 0;
 
   const GemmTiling& gemmFor(const NodeData& head) const {
     auto it = gemmTilings.find(head.id);
@@ -57,6 +62,7 @@ struct KernelOptions {
     if (!realLocalMemory) o.gemm.shallowDepth = 256;
     if (!realLocalMemory) o.gemm.depth = 128;
     if (realLocalMemory) o.gemm.minWorkItems = 64 * target.computeUnits;
+    o.subBufferAlignment = static_cast<size_t>(target.memBaseAlignBytes);
     return o;
   }
 };

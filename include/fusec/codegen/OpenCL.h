@@ -19,6 +19,7 @@ struct DeviceInfo {
   int64_t computeUnits = 0;
   int64_t localMemBytes = 0;
   int64_t maxWorkGroupSize = 0;
+  int64_t memBaseAlignBytes = 1;  ///< CL_DEVICE_MEM_BASE_ADDR_ALIGN in bytes: where sub-buffers may start
 };
 
 /// A device buffer, released with the object.
@@ -70,6 +71,9 @@ class Device {
 
   Expected<Buffer> upload(const Tensor& t);
   Expected<Buffer> allocate(size_t bytes);
+  /// `bytes` of `parent` from `offset` (a multiple of memBaseAlignBytes),
+  /// as a buffer of their own: kernels writing it write into `parent`.
+  Expected<Buffer> subBuffer(const Buffer& parent, size_t offset, size_t bytes);
   /// Copies `t` into the start of `b` (blocking).
   Status write(Buffer& b, const Tensor& t);
   Status download(const Buffer& b, Tensor& into);

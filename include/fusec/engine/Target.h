@@ -42,6 +42,7 @@ struct Target {
   int64_t localMemBytes = 0;
   int64_t registersPerComputeUnit = 0;  ///< 0 when unknown
   int64_t maxWorkGroupSize = 1;
+  int64_t memBaseAlignBytes = 0;  ///< where sub-buffers may start (CL_DEVICE_MEM_BASE_ADDR_ALIGN / 8); 0: unknown
   int64_t vectorWidth = 1;  ///< floats per vector the code generator should use
   std::vector<std::string> features;
   double energyPerByte = 0;  ///< joules per DRAM byte
