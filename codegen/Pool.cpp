@@ -263,6 +263,108 @@ Expected<KernelSource> emitBatchNorm(const Graph& g, const std::vector<NodeRef>&
   return ks;
 }
 
+/// A lone 2-D MaxPool or AveragePool, a work-item per kLanes outputs along
+/// a row: where the row segment all their windows reach lies inside the
+/// input, each window row is read once with vector loads and its taps
+/// picked out as lanes, so no load gathers; rows' edges take the scalar
+/// path. The one-output-per-work-item kernel gathered every tap (PoCL
+/// vectorizes across work-items: stride-2 windows are strided lanes).
+constexpr int64_t kLanes = 8;
+
+/// The floats of a window row the row kernel's kLanes outputs reach.
+int64_t rowPoolSpan(const WindowGeometry& w) { return (kLanes - 1) * w.strides[1] + (w.kernel[1] - 1) * w.dilations[1] + 1; }
+
+Expected<KernelSource> emitRowPool(const Graph& g, const NodeData& d, const WindowGeometry& w, const std::string& name,
+                                   const std::string& comment) {
+  const bool isMax = d.op == "MaxPool", includePad = d.attrInt("count_include_pad", 0) != 0;
+  const Shape xs = g.value(d.inputs[0]).type.staticShape();
+  const int64_t H = w.in[0], W = w.in[1], OH = w.out[0], OW = w.out[1], KH = w.kernel[0], KW = w.kernel[1];
+  const int64_t SH = w.strides[0], SW = w.strides[1], DH = w.dilations[0], DW = w.dilations[1];
+  const int64_t PH = w.padBegin[0], PW = w.padBegin[1];
+  const int64_t span = rowPoolSpan(w), tiles = (OW + kLanes - 1) / kLanes;
+  KernelSource ks;
+  ks.name = name;
+  ks.inputs = {d.inputs[0]};
+  ks.outputs = {d.outputs[0]};
+  ks.globalSize = static_cast<size_t>(xs[0] * xs[1] * OH * tiles);
+  const std::string init = isMax ? "-INFINITY" : "0.0f", n = std::to_string(kLanes), vec = "float" + n;
+  // Positions in the padding count for an average with count_include_pad
+  // (not past it: ceil_mode windows can overhang).
+  const std::string rowCounts = includePad ? "iy < " + std::to_string(H + w.padEnd[0]) : "iy >= 0 && iy < " + std::to_string(H);
+
+  // The segment as vectors of 16, 8, 4, 2 floats and a last float (s0,
+  // s1, ...), and element `at` of it as a component of one of them: taps
+  // are lanes picked from registers (a private array of the segment made
+  // PoCL spill it: no faster than the gathers).
+  std::vector<std::string> loads;
+  std::vector<std::pair<int64_t, int64_t>> pieces;  // offset, width
+  for (int64_t at = 0; at < span;) {
+    int64_t width = 16;
+    while (width > span - at) width /= 2;
+    const std::string var = "s" + std::to_string(pieces.size());
+    loads.push_back(width == 1 ? "const float " + var + " = r[" + std::to_string(at) + "];"
+                               : "const float" + std::to_string(width) + " " + var + " = vload" + std::to_string(width) +
+                                     "(0, r + " + std::to_string(at) + ");");
+    pieces.push_back({at, width});
+    at += width;
+  }
+  auto element = [&](int64_t at) {
+    static const char* kHex = "0123456789abcdef";
+    for (size_t p = 0; p < pieces.size(); ++p)
+      if (at < pieces[p].first + pieces[p].second) {
+        const std::string var = "s" + std::to_string(p);
+        return pieces[p].second == 1 ? var : var + ".s" + kHex[at - pieces[p].first];
+      }
+    return std::string("0.0f");  // not reached: taps lie inside the segment
+  };
+
+  std::ostringstream src;
+  src << "// " << comment << "\n// " << d.op.str() << " " << KH << "x" << KW << " stride " << SH << "x" << SW
+      << ", a work-item per " << kLanes << " outputs of a row; inside the input each window row is one segment of "
+      << span << " floats.\n" << detail::Emitter::prelude();
+  src << "__kernel void " << name << "(__global const float* restrict in0, __global float* restrict out0) {\n";
+  src << "  const int t = get_global_id(0), row = t / " << tiles << ", ox0 = t % " << tiles << " * " << kLanes << ";\n";
+  src << "  const int oy = row % " << OH << ";\n";
+  src << "  const __global float* in = in0 + row / " << OH << " * " << H * W << ";\n";
+  src << "  __global float* out = out0 + row * " << OW << " + ox0;\n";
+  src << "  const int ix0 = ox0 * " << SW << " - " << PW << ";\n";
+  src << "  if (ox0 + " << kLanes << " <= " << OW << " && ix0 >= 0 && ix0 + " << span << " <= " << W << ") {\n";
+  src << "    " << vec << " acc = (" << vec << ")(" << init << ");\n    int count = 0;\n";
+  for (int64_t ky = 0; ky < KH; ++ky) {
+    src << "    {\n      const int iy = oy * " << SH << " - " << PH << " + " << ky * DH << ";\n";
+    if (!isMax) src << "      if (" << rowCounts << ") count += " << KW << ";\n";
+    src << "      if (iy >= 0 && iy < " << H << ") {\n";
+    src << "        const __global float* r = in + iy * " << W << " + ix0;\n";
+    for (const std::string& load : loads) src << "        " << load << "\n";
+    for (int64_t kx = 0; kx < KW; ++kx) {
+      src << "        acc = " << (isMax ? "fmax(acc, " : "acc + ") << "(" << vec << ")(";
+      for (int64_t j = 0; j < kLanes; ++j) src << (j ? ", " : "") << element(j * SW + kx * DW);
+      src << (isMax ? "));\n" : ");\n");
+    }
+    src << "      }\n    }\n";
+  }
+  if (isMax) src << "    (void)count;\n";
+  else src << "    acc = count ? acc / (float)count : (" << vec << ")(0.0f);\n";
+  src << "    vstore" << n << "(acc, 0, out);\n    return;\n  }\n";
+  // The scalar path: rows' edges (padding, a partial last tile).
+  src << "  for (int j = 0; j < " << kLanes << " && ox0 + j < " << OW << "; ++j) {\n";
+  src << "    float acc = " << init << ";\n    int count = 0;\n";
+  src << "    for (int ky = 0; ky < " << KH << "; ++ky) {\n";
+  src << "      const int iy = oy * " << SH << " - " << PH << " + ky * " << DH << ";\n";
+  src << "      for (int kx = 0; kx < " << KW << "; ++kx) {\n";
+  src << "        const int ix = ix0 + j * " << SW << " + kx * " << DW << ";\n";
+  if (includePad) src << "        if (iy < " << H + w.padEnd[0] << " && ix < " << W + w.padEnd[1] << ") ++count;\n";
+  src << "        if (iy < 0 || iy >= " << H << " || ix < 0 || ix >= " << W << ") continue;\n";
+  if (isMax) src << "        acc = fmax(acc, in[iy * " << W << " + ix]);\n";
+  else src << "        acc += in[iy * " << W << " + ix];\n" << (includePad ? "" : "        ++count;\n");
+  src << "      }\n    }\n";
+  if (isMax) src << "    (void)count;\n";
+  else src << "    acc = count ? acc / (float)count : 0.0f;\n";
+  src << "    out[j] = acc;\n  }\n}\n";
+  ks.source = src.str();
+  return ks;
+}
+
 }  // namespace
 
 Expected<KernelSource> emitPool(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
@@ -295,6 +397,8 @@ Expected<KernelSource> emitPool(const Graph& g, const std::vector<NodeRef>& memb
   if (!w) return Error{d.op.str() + " `" + d.name + "`: " + w.error().message, true};
   const bool includePad = d.attrInt("count_include_pad", 0) != 0;
   const size_t k = spatial.size();
+  if (members.size() == 1 && k == 2 && indices == kNoValue && w->kernelSize() <= 64 && rowPoolSpan(w.value()) <= 64)
+    return emitRowPool(g, d, w.value(), name, comment);
 
   detail::Emitter e(g, catalog);
   Expected<WindowKernel> wk = windowKernel(e, members, y, {x}, name, "pooling");

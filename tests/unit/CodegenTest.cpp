@@ -881,7 +881,9 @@ TEST_CASE("a Concat's inputs are written in place by their producers where the d
     z = Add (n, x)
   )"));
   const std::vector<codegen::KernelGroup> groups = codegen::singleNodeGroups(g);
-  Expected<codegen::Schedule> s = codegen::scheduleGraph(g, groups, ops->catalog, {.subBufferAlignment = 128});
+  codegen::KernelOptions inPlace;
+  inPlace.subBufferAlignment = 128;
+  Expected<codegen::Schedule> s = codegen::scheduleGraph(g, groups, ops->catalog, inPlace);
   REQUIRE_MESSAGE(s.ok(), test::why(s));
   std::vector<std::string> names;
   for (const codegen::KernelSource& k : s->kernels) names.push_back(k.name);
@@ -904,7 +906,7 @@ TEST_CASE("a Concat's inputs are written in place by their producers where the d
   // w = -y, z = max(-x, 0) + x = max(x, 0).
   const Tensor x = randomTensor({1, 32, 4, 4}, 5);
   Expected<codegen::DeviceProgram> program =
-      codegen::DeviceProgram::build(device(), g, groups, ops->catalog, {.subBufferAlignment = 128});
+      codegen::DeviceProgram::build(device(), g, groups, ops->catalog, inPlace);
   REQUIRE_MESSAGE(program.ok(), test::why(program));
   CHECK(program->kernels().size() == 6);
   Expected<codegen::DeviceRun> run = program->run({x});
@@ -923,8 +925,9 @@ TEST_CASE("a Concat's inputs are written in place by their producers where the d
   // Each reason for a copy: the Concat stays a kernel.
   auto concatKernels = [&](const std::string& signature, const std::string& body, size_t alignment) {
     Graph h = test::parse(test::model(signature, body));
-    Expected<codegen::Schedule> hs =
-        codegen::scheduleGraph(h, codegen::singleNodeGroups(h), ops->catalog, {.subBufferAlignment = alignment});
+    codegen::KernelOptions options;
+    options.subBufferAlignment = alignment;
+    Expected<codegen::Schedule> hs = codegen::scheduleGraph(h, codegen::singleNodeGroups(h), ops->catalog, options);
     REQUIRE_MESSAGE(hs.ok(), test::why(hs));
     size_t concats = 0;
     for (const codegen::KernelSource& k : hs->kernels) concats += k.name.find("Concat") != std::string::npos;
@@ -943,6 +946,29 @@ TEST_CASE("a Concat's inputs are written in place by their producers where the d
                       "p = Relu (x)\n n = Neg (x)\n c = Concat <axis = 1> (p, n)", 128) == 1);  // n at 192 bytes
   CHECK(concatKernels("g (float[1,3,4,4] x) => (float[1,6,4,4] c)",
                       "p = Relu (x)\n n = Neg (x)\n c = Concat <axis = 1> (p, n)", 64) == 0);
+}
+
+TEST_CASE("2-D pooling a row segment at a time matches the interpreter inside the image and at its edges") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  // 37 wide: rows of 8 outputs read inside the image (vector path), the
+  // padded first and the partial last tiles (scalar path).
+  const char* pools[] = {
+      "y = MaxPool <kernel_shape = [3, 3], strides = [2, 2], pads = [1, 1, 1, 1]> (x)",
+      "y = MaxPool <kernel_shape = [3, 3], strides = [2, 2], ceil_mode = 1> (x)",
+      "y = MaxPool <kernel_shape = [2, 3], strides = [1, 1], dilations = [2, 2]> (x)",
+      "y = AveragePool <kernel_shape = [2, 2], strides = [2, 2]> (x)",
+      "y = AveragePool <kernel_shape = [3, 3], strides = [2, 2], pads = [1, 1, 1, 1], count_include_pad = 1, ceil_mode = 1> (x)",
+      "y = AveragePool <kernel_shape = [3, 3], strides = [2, 1], pads = [2, 1, 0, 1]> (x)",
+  };
+  for (const char* pool : pools) {
+    INFO(std::string(pool));
+    Graph g = test::parse(test::model("g (float[1,3,37,37] x) => (float[1,3,h,w] y)", pool));
+    const std::vector<Tensor> inputs = {randomTensor({1, 3, 37, 37}, 11)};
+    const std::vector<Tensor> want = test::run(g, inputs);
+    Expected<codegen::DeviceRun> got = runAsOneKernel(g, ops->catalog, inputs);
+    REQUIRE_MESSAGE(got.ok(), test::why(got));
+    test::checkClose(got->outputs[0], want[0], 1e-6f);
+  }
 }
 
 TEST_CASE("integer kernels compute in their own type, exactly") {
