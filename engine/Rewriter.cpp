@@ -4,9 +4,12 @@
 #include "fusec/engine/Rewriter.h"
 
 #include <algorithm>
+#include <cstring>
 #include <deque>
+#include <functional>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -406,15 +409,35 @@ size_t eliminateDeadCode(Graph& g) {
 }
 
 size_t eliminateCommonSubexpressions(Graph& g, const OpCatalog& catalog) {
-  // Key: op, domain, attributes (printed), operands (constants by content).
+  // Key: op, domain, attributes (printed), operands (constants up to 1 MiB
+  // by content: a hash in the key, the bytes compared when keys meet, so
+  // exporters' per-layer copies of one mask or shape constant merge).
+  constexpr size_t kContentKeyedBytes = size_t{1} << 20;
+  auto byContent = [&](ValueId v) {
+    return v != kNoValue && g.value(v).constant && g.value(v).constant->byteSize() <= kContentKeyedBytes;
+  };
+  std::unordered_map<ValueId, std::string> constantKeys;
   auto operandKey = [&](ValueId v) -> std::string {
     if (v == kNoValue) return "-";
-    const Value& val = g.value(v);
-    if (!val.constant || val.constant->byteSize() > 4096) return "v" + std::to_string(v);
-    const Tensor& t = *val.constant;
-    std::string k = "c" + std::to_string(static_cast<int>(t.dtype())) + shapeToString(t.shape());
-    k.append(reinterpret_cast<const char*>(t.raw()), t.byteSize());
-    return k;
+    if (!byContent(v)) return "v" + std::to_string(v);
+    auto [it, fresh] = constantKeys.emplace(v, std::string());
+    if (fresh) {
+      const Tensor& t = *g.value(v).constant;
+      const std::string_view bytes(reinterpret_cast<const char*>(t.raw()), t.byteSize());
+      it->second = "c" + std::to_string(static_cast<int>(t.dtype())) + shapeToString(t.shape()) + "#" +
+                   std::to_string(std::hash<std::string_view>{}(bytes));
+    }
+    return it->second;
+  };
+  auto sameOperands = [&](const NodeData& a, const NodeData& b) {
+    for (size_t i = 0; i < a.inputs.size(); ++i) {
+      const ValueId x = a.inputs[i], y = b.inputs[i];
+      if (x == y) continue;
+      if (!byContent(x) || !byContent(y)) return false;
+      const Tensor &s = *g.value(x).constant, &t = *g.value(y).constant;
+      if (s.dtype() != t.dtype() || s.shape() != t.shape() || std::memcmp(s.raw(), t.raw(), s.byteSize()) != 0) return false;
+    }
+    return true;
   };
   auto attrKey = [](const AttrMap& attrs) {
     std::ostringstream os;
@@ -441,6 +464,7 @@ size_t eliminateCommonSubexpressions(Graph& g, const OpCatalog& catalog) {
     auto [it, fresh] = seen.emplace(key, n);
     if (fresh) continue;
     const NodeData& keep = g.node(it->second);
+    if (!sameOperands(d, keep)) continue;  // two constants' hashes collide: both stay
     const std::vector<ValueId> outs = d.outputs;
     for (size_t i = 0; i < outs.size(); ++i)
       if (outs[i] != kNoValue && keep.outputs[i] != kNoValue) g.replaceAllUsesWith(outs[i], keep.outputs[i]);

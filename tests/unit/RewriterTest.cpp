@@ -193,6 +193,30 @@ TEST_CASE("constant folding, dead code and common subexpressions") {
   CHECK(h.numNodes() == 2);
 }
 
+TEST_CASE("common subexpressions: large equal constants merge by content, a one-element difference does not") {
+  // BERT's export builds each layer's mask as Where(cond, -inf, zeros) with
+  // its own copy of a [12,1,128] zeros constant (6 KiB): one kernel, not 12.
+  Graph g;
+  const ValueId cond = g.addInput("cond", TensorType::of(DType::Bool, {1, 1, 128}));
+  const ValueId inf = g.addConstant("inf", Tensor::fromVector<float>({}, {-INFINITY}));
+  std::vector<float> zeros(12 * 128, 0.0f), other = zeros;
+  other[1000] = 1.0f;
+  std::vector<ValueId> masks;
+  for (int layer = 0; layer < 3; ++layer) {
+    const ValueId z = g.addConstant("zeros" + std::to_string(layer),
+                                    Tensor::fromVector<float>({12, 1, 128}, layer == 2 ? other : zeros));
+    const ValueId m = g.addValue("mask" + std::to_string(layer), TensorType::of(DType::Float32, {12, 1, 128}));
+    g.addNode("Where", {cond, inf, z}, {m});
+    masks.push_back(m);
+  }
+  for (ValueId m : masks) g.addOutput(m);
+  CHECK(eliminateCommonSubexpressions(g, test::coreCatalog()) == 1);
+  eliminateDeadCode(g);
+  CHECK(g.numNodes() == 2);  // layers 0 and 1 share one Where; layer 2's constant differs
+  CHECK(g.outputs()[1] == g.outputs()[0]);
+  CHECK(g.outputs()[2] != g.outputs()[0]);
+}
+
 TEST_CASE("Shape and Size of static shapes fold, and what follows from them") {
   Graph g = test::parse(test::model("g (float[2,3,4] x) => (float[6,4] y, int64 n)", R"(
     s = Shape <end = 2> (x)
