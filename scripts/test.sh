@@ -12,7 +12,8 @@ jobs=$(nproc)
 
 if [ "${FUSEC_SKIP_SANITIZE:-0}" != 1 ]; then
   echo "== sanitizer build (ASan + UBSan) =="
-  "$root/scripts/build.sh" "$root/build-asan" -DFUSEC_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+  "$root/scripts/build.sh" "$root/build-asan" -DFUSEC_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug \
+    -DFUSEC_TEST_CACHE_DIR="$root/build/test-cache"
   # Leak checking is off: protobuf and libonnx keep static registries alive at exit.
   (cd "$root/build-asan" && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
      ctest --output-on-failure --parallel "$jobs")

@@ -36,6 +36,6 @@ grep -q "matches the interpreter" <<<"$out" || fail "run on a corrupted cache di
 echo "ok: ${#entries[@]} corrupted cache entries rebuilt, outputs checked"
 
 # 3. An empty FUSEC_CACHE_DIR.
-(cd "$work/cwd" && FUSEC_CACHE_DIR="" "$fusec" run "$model" > /dev/null) || fail "run with an empty cache dir exited $?"
+(cd "$work/cwd" && HOME="$work/home" FUSEC_CACHE_DIR="" "$fusec" run "$model" > /dev/null) || fail "run with an empty cache dir exited $?"
 [ -z "$(ls -A "$work/cwd")" ] || fail "files were written into the current folder: $(ls "$work/cwd")"
 echo "ok: an empty FUSEC_CACHE_DIR writes nothing into the current folder"
