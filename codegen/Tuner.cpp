@@ -44,6 +44,14 @@ const std::vector<GemmTiling>& gemmCandidates() {
   return kCandidates;
 }
 
+size_t chooseTiling(const std::vector<double>& best, double margin) {
+  // Another tiling must win clearly: the default stays within the noise.
+  size_t chosen = 0;
+  for (size_t c = 1; c < best.size(); ++c)
+    if (best[c] < best[chosen] && best[c] < margin * best[0]) chosen = c;
+  return chosen;
+}
+
 Expected<std::vector<TunedKernel>> tuneKernels(Device& device, const Graph& g, const std::vector<KernelGroup>& groups,
                                                const OpCatalog& catalog, KernelOptions& options,
                                                const TuningOptions& tuning) {
@@ -118,10 +126,7 @@ Expected<std::vector<TunedKernel>> tuneKernels(Device& device, const Graph& g, c
         if (!times) return times.error();
         if (!times->empty()) best[c] = std::min(best[c], times->front().second);
       }
-    // Another tiling must win clearly: the default stays within the noise.
-    size_t chosen = 0;
-    for (size_t c = 1; c < kernels.size(); ++c)
-      if (best[c] < best[chosen] && best[c] < tuning.margin * best[0]) chosen = c;
+    const size_t chosen = chooseTiling(best, tuning.margin);
     result.defaultSeconds = best[0];
     result.tiling = tilings[chosen];
     const double bestTime = best[chosen];

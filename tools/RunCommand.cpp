@@ -102,6 +102,10 @@ struct Measured {
   std::map<std::string, std::string> ops;                 // per kernel: its ops (`Conv[group=32] Clip`)
   codegen::MemoryPlan memory;
   std::vector<Tensor> outputs;
+  /// With --tune: the tuned kernels' summed best times under the default
+  /// tiling and under the kept one, measured in the same tuning pass.
+  std::optional<std::pair<double, double>> tuning;
+  size_t tunedKernels = 0, retiled = 0;
 
   double medianWall() const {
     std::vector<double> w = wallSeconds;
@@ -121,6 +125,8 @@ std::optional<Measured> prepare(const RunOptions& o, codegen::Device& device, co
                                 const Target& target, const std::string& label, bool fused) {
   codegen::KernelOptions options = codegen::KernelOptions::forTarget(target);
   if (!fused) options.subBufferAlignment = 0;  // one kernel per op: Concats copy too
+  std::optional<std::pair<double, double>> tuning;
+  size_t tunedCount = 0, retiled = 0;
   if (o.tune) {
     Expected<std::vector<codegen::TunedKernel>> tuned = codegen::tuneKernels(device, g, groups, catalog, options);
     if (!tuned) {
@@ -138,9 +144,15 @@ std::optional<Measured> prepare(const RunOptions& o, codegen::Device& device, co
     fmt::print("{}: tuned {} gemm_epilogue kernels ({} from the cache): {} retiled, {:.3f} -> {:.3f} ms in those "
                "kernels when tuned ({:.2f}x)\n",
                label, tuned->size(), cached, changed, before * 1e3, after * 1e3, after > 0 ? before / after : 1.0);
+    tuning = std::pair{before, after};
+    tunedCount = tuned->size();
+    retiled = changed;
   }
   Measured m;
   m.label = label;
+  m.tuning = tuning;
+  m.tunedKernels = tunedCount;
+  m.retiled = retiled;
   const size_t hitsBefore = device.cacheHits();
   const Clock::time_point start = Clock::now();
   Expected<codegen::DeviceProgram> program = codegen::DeviceProgram::build(device, g, groups, catalog, options);
@@ -235,6 +247,9 @@ bool writeJson(const RunOptions& o, const Graph& g, const RewriteStats& rw, cons
                         {"memory", {{"constants", m.memory.constants}, {"peak", m.memory.peak},
                                     {"without_reuse", m.memory.withoutReuse}, {"buffers", m.memory.buffers}}},
                         {"per_kernel", kernels}});
+    if (m.tuning)
+      variants.back()["tuning"] = {{"kernels", m.tunedKernels}, {"retiled", m.retiled},
+                                   {"default_seconds", m.tuning->first}, {"tuned_seconds", m.tuning->second}};
   }
   json out = {{"model", o.model},
               {"nodes_after_rewrite", g.numNodes()},

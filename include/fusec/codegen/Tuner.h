@@ -30,6 +30,11 @@ struct TuningOptions {
   bool useCache = true;   ///< read and write the on-disk tuning cache
 };
 
+/// Which candidate a tuning keeps, from each one's best time (`best[0]`
+/// the default's): the fastest, when it takes under `margin` of the
+/// default's time; else the default, whose lead is within the noise.
+size_t chooseTiling(const std::vector<double>& best, double margin);
+
 /// Tunes every gemm_epilogue group of `groups` and records the choices in
 /// `options.gemmTilings`. Groups no candidate can generate keep the default.
 Expected<std::vector<TunedKernel>> tuneKernels(Device& device, const Graph& g, const std::vector<KernelGroup>& groups,
