@@ -830,6 +830,11 @@ class Emitter {
     if (!fn || fn->opencl.empty()) return Error{"function `" + e.op + "` has no OpenCL form", true};
     // Other functions compute in floating point, whatever the operands.
     const std::string real = "(" + valueType(compute_ == DType::Float64 ? DType::Float64 : DType::Float32) + ")(";
+    if (e.op == "sign" && args.size() == 1) {  // NaN stays NaN, as ONNX's Sign (OpenCL's sign gives 0)
+      const std::string x = real + args[0] + ")";
+      out = lanes_ ? "select(sign(" + x + "), " + x + ", isnan(" + x + "))" : "(isnan(" + x + ") ? " + x + " : sign(" + x + "))";
+      return Status::success();
+    }
     std::string name = fn->opencl;
     if (lanes_ && name.starts_with("fusec_")) {  // the prelude's helpers are scalar; vectorHelpers() has their forms
       usesVectorExp_ = true;

@@ -112,7 +112,7 @@ std::vector<Builtin> makeBuiltins() {
       unary("ceil", FN1(std::ceil(x)), "Ceil", "ceil"),
       unary("round", FN1(std::nearbyint(x)), "Round", "rint"),  // half to even, as ONNX's Round
       unary("trunc", FN1(std::trunc(x)), "", "trunc"),
-      unary("sign", FN1((x > 0) - (x < 0)), "Sign", "sign"),
+      unary("sign", FN1(x > 0 ? 1.0 : x < 0 ? -1.0 : x), "Sign", "sign"),  // NaN stays NaN, 0 keeps its sign
       unary("sin", FN1(std::sin(x)), "Sin", "sin"),
       unary("cos", FN1(std::cos(x)), "Cos", "cos"),
       unary("tan", FN1(std::tan(x)), "Tan", "tan"),
