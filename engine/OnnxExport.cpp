@@ -1,4 +1,5 @@
 /// ONNX export: Graph -> ModelProto (binary) and the proto conversions it needs.
+#include <algorithm>
 #include <fstream>
 
 #include "OnnxProto.h"
@@ -81,7 +82,9 @@ void valueInfo(const Value& v, onnx::ValueInfoProto& proto) {
 
 onnx::ModelProto toModelProto(const Graph& g) {
   onnx::ModelProto m;
-  m.set_ir_version(g.info.irVersion);
+  // Before IR version 4 every initializer had to be a graph input as well;
+  // constants are written as initializers alone, which version 4 allows.
+  m.set_ir_version(std::max<int64_t>(g.info.irVersion, 4));
   m.set_producer_name(g.info.producerName);
   m.set_producer_version(g.info.producerVersion);
   for (const auto& [domain, version] : g.info.opsetImports) {

@@ -55,6 +55,7 @@ struct Engine {
   const RuleSet* packs = nullptr;        ///< the op catalog, rewrite and fusion rules
   const Target* target = nullptr;
   bool rewrite = false;                  ///< run the rewrite stage first
+  bool exported = false;                 ///< run the model as fusec exports it (ONNX binary, imported back)
   codegen::Device* device = nullptr;     ///< run generated kernels instead of the interpreter
   bool fuse = false;                     ///< on the device: plan fusion
   Tolerance tolerance;
@@ -89,6 +90,11 @@ Expected<std::vector<Tensor>> execute(const Graph& model, const Engine& engine, 
 CaseResult runCase(const fs::path& dir, const Engine& engine) {
   Expected<Graph> g = importOnnxFile((dir / "model.onnx").string());
   if (!g) return {g.error().unsupported ? Outcome::Unsupported : Outcome::Fail, g.error().message};
+  if (engine.exported) {  // the case's expected outputs judge the export: what it lost shows in the results
+    Expected<Graph> back = importOnnxBuffer(exportOnnxBinary(g.value()), (dir / "model.onnx").string() + " (exported)");
+    if (!back) return {Outcome::Fail, "the exported model does not import: " + back.error().message};
+    g = std::move(back);
+  }
   std::vector<fs::path> sets = sortedFiles(dir, "test_data_set_");
   if (sets.empty()) return {Outcome::Fail, "no test_data_set_* folders"};
   double maxErr = 0;
@@ -133,7 +139,7 @@ CaseResult runCase(const fs::path& dir, const Engine& engine) {
 
 struct OnnxTestOptions {
   std::vector<std::string> dirs;
-  bool rewrite = false;
+  bool rewrite = false, exported = false;
   bool opencl = false;
   bool fuse = false;
   std::string device;
@@ -174,6 +180,7 @@ int runOnnxTests(const OnnxTestOptions& o) {
   engine.packs = rules.get();
   engine.target = &*target;
   engine.rewrite = o.rewrite || o.fuse;  // fusion plans the rewritten graph, as compile does
+  engine.exported = o.exported;
   std::unique_ptr<codegen::Device> device;
   if (o.opencl) {
     Expected<std::unique_ptr<codegen::Device>> d = codegen::Device::open(o.device);
@@ -252,6 +259,8 @@ CommandRunner addOnnxTestCommand(CLI::App& sub) {
   sub.add_option("--write-passes", o->writePasses, "write the names of passing cases to this file");
   sub.add_flag("--quiet", o->quiet, "print only failures, regressions and the summary");
   sub.add_flag("--rewrite", o->rewrite, "run the rewrite stage (constant folding, rule rewrites, CSE, DCE) first");
+  sub.add_flag("--exported", o->exported,
+               "run each model as fusec exports it (to ONNX and imported back): the expected outputs judge the export");
   sub.add_option("--rules", o->packs, "packs for --rewrite (default: the shipped core pack)");
   sub.add_flag("--opencl", o->opencl, "run generated OpenCL kernels instead of the interpreter");
   sub.add_flag("--fuse", o->fuse, "with --opencl: plan fusion and run one kernel per group");

@@ -94,13 +94,14 @@ static bool textSyntaxCanSay(const Graph& g) {
   return true;
 }
 
-TEST_CASE("binary and text round trips are lossless on the ONNX node test models") {
+// Exporting the same graph twice gives the same bytes; whether an export
+// keeps the model's meaning is judged by the ONNX test cases' own expected
+// outputs (`fusec onnx-test --exported`, tests/CMakeLists.txt).
+TEST_CASE("binary and text round trips are stable on the ONNX node test models") {
   namespace fs = std::filesystem;
   const fs::path root = fs::path(FUSEC_ONNX_TESTDATA) / "node";
-  if (!fs::exists(root)) {
-    MESSAGE("ONNX test data not installed; skipped");
-    return;
-  }
+  const std::string missing = "no ONNX test data at " + root.string() + " (scripts/install-deps.sh installs it)";
+  REQUIRE_MESSAGE(fs::exists(root), missing);
   int checked = 0, checkedText = 0;
   for (const auto& e : fs::directory_iterator(root)) {
     Expected<Graph> g = importOnnxFile((e.path() / "model.onnx").string());
