@@ -90,6 +90,16 @@ TEST_CASE("generated kernels are readable and valid SPIR-V") {
   REQUIRE_MESSAGE(k.ok(), test::why(k));
   CHECK(k->source.find("// group g0 (rule elementwise_chain)") == 0);
   CHECK(k->source.find("__kernel void g0_pointwise(") != std::string::npos);
+  // Readable: the operands' loads name their values; then each op's
+  // statement names the op and its node, in the group's order.
+  size_t at = k->source.find("__kernel void g0_pointwise(");
+  for (const char* line : {"// a\n", "// b\n", "// c\n", "// Add Add_0\n", "// Relu Relu_1\n", "// Exp Exp_2\n",
+                           "// Neg Neg_3\n", "// Mul Mul_4\n", "// Clip Clip_5\n", "// Sigmoid Sigmoid_6\n"}) {
+    const size_t next = k->source.find(line, at);
+    const std::string missing = std::string(line) + " after offset " + std::to_string(at) + " in\n" + k->source;
+    REQUIRE_MESSAGE(next != std::string::npos, missing);
+    at = next;
+  }
   CHECK(k->inputs.size() == 3);
   CHECK(k->outputs.size() == 2);  // `s` is a graph output too
   CHECK(k->globalSize == 32);
