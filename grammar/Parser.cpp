@@ -473,6 +473,18 @@ bool validUtf8(const std::string& text, DiagnosticEngine& diags, uint32_t fileId
 
 }  // namespace
 
+std::vector<std::string> lexTokens(const std::string& text) {
+  antlr4::ANTLRInputStream input(text);
+  gen::FuseLexer lexer(&input);
+  lexer.removeErrorListeners();
+  antlr4::CommonTokenStream tokens(&lexer);
+  tokens.fill();
+  std::vector<std::string> out;
+  for (antlr4::Token* t : tokens.getTokens())
+    if (t->getType() != antlr4::Token::EOF && t->getChannel() == antlr4::Token::DEFAULT_CHANNEL) out.push_back(t->getText());
+  return out;
+}
+
 ast::File* parseFile(ast::AstContext& context, const SourceManager& sources, uint32_t fileId,
                      DiagnosticEngine& diags) {
   auto* empty = context.make<ast::File>();

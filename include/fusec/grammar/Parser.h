@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "fusec/grammar/Ast.h"
 #include "fusec/grammar/Diagnostics.h"
@@ -14,6 +15,10 @@ namespace fusec::grammar {
 /// could be parsed. Never throws, whatever the bytes.
 ast::File* parseFile(ast::AstContext& context, const SourceManager& sources, uint32_t fileId,
                      DiagnosticEngine& diags);
+
+/// The texts of `text`'s tokens, comments and layout left out: what a
+/// printer must keep, whatever layout and clause order it chooses.
+std::vector<std::string> lexTokens(const std::string& text);
 
 /// Canonical `.fuse` text of a file: fixed indentation and spacing, clauses
 /// in a fixed order, comments dropped. Parses back to the same AST.
