@@ -193,6 +193,15 @@ TEST_CASE("constant folding, dead code and common subexpressions") {
     CHECK(eliminateDeadCode(h) == 1);
   });
   CHECK(g.numNodes() == 2);  // one Mul, one Add
+  // By hand: k = a + b = {4, 6}, k2 = k * a = {4, 12}, folded into the
+  // Mul's constant; y = 2 x k2.
+  for (NodeRef n : g.nodes())
+    if (g.node(n).op == "Mul") {
+      const ValueId c = g.node(n).inputs[1];
+      REQUIRE(g.isConstant(c));
+      CHECK(g.value(c).constant->toFloats() == std::vector<float>{4, 12});
+    }
+  CHECK(test::run(g, {test::floats({2}, {0.5f, -1.0f})})[0].toFloats() == std::vector<float>{4, -24});
   // Equal constants count as the same operand.
   Graph h = test::parse(test::model("g (float[2] x, float[2] a = {1.0, 2.0}, float[2] b = {1.0, 2.0}) => (float[2] y)",
                                     "p = Mul (x, a)\nq = Mul (x, b)\ny = Add (p, q)"));
