@@ -130,8 +130,6 @@ BufferAliases aliasBuffers(const Graph& g, const std::vector<KernelGroup>& group
                            size_t subBufferAlignment) {
   BufferAliases a;
   std::set<ValueId> written;  // by a kernel
-  std::set<ValueId> outputs;  // read back after the run
-  for (ValueId v : g.outputs()) outputs.insert(v);
   for (const KernelGroup& group : groups) {
     bool noKernel = false;
     if (isViewGroup(g, group.nodes, catalog)) {
@@ -145,9 +143,9 @@ BufferAliases aliasBuffers(const Graph& g, const std::vector<KernelGroup>& group
       bool inPlace = true;
       for (ValueId v : d.inputs) {
         const ValueId r = a.resolve(v);
-        inPlace = inPlace && written.count(r) && !outputs.count(r) && !a.parts.count(r) && parts.insert(r).second;
+        inPlace = inPlace && written.count(r) && !a.parts.count(r) && parts.insert(r).second;
       }
-      // A graph output read through a view of it counts as read back too.
+      // Nor a value read back after the run (a graph output, or viewed by one so far).
       for (ValueId v : g.outputs()) inPlace = inPlace && !parts.count(a.resolve(v));
       if (inPlace) {
         for (size_t i = 0; i < d.inputs.size(); ++i) a.parts[a.resolve(d.inputs[i])] = {d.outputs[0], (*offsets)[i]};
