@@ -40,6 +40,8 @@ class Timer {
 
 Expected<std::unique_ptr<Compiled>> compile(Graph model, const RuleSet& rules, const Target& target,
                                             const PipelineOptions& options) {
+  // A limit in the target that names nothing the packs know would limit nothing.
+  if (Status st = checkGroupLimits(target, rules.catalog); !st) return st.error();
   auto out = std::make_unique<Compiled>();
   Compiled& c = *out;
   c.graph = std::move(model);

@@ -59,24 +59,40 @@ void DiagnosticEngine::record(Diagnostic d) {
   diags_.push_back(std::move(d));
 }
 
-void DiagnosticEngine::print(std::ostream& os, const Diagnostic& d) const {
+std::string_view DiagnosticEngine::sourceLine(const Diagnostic& d) const {
+  return d.range.valid() ? sources_.line(d.range.fileId, d.range.line) : std::string_view();
+}
+
+std::string DiagnosticEngine::caret(const Diagnostic& d) const {
+  if (!d.range.valid()) return {};
+  std::string_view text = sourceLine(d);
+  // Caret under the first character, tildes under the rest of the range on this line.
+  uint32_t end = d.range.endLine == d.range.line ? std::max(d.range.endCol, d.range.col)
+                                                 : static_cast<uint32_t>(text.size());
+  std::string out;
+  for (uint32_t c = 1; c < d.range.col; ++c) out += c - 1 < text.size() && text[c - 1] == '\t' ? '\t' : ' ';
+  out += '^';
+  for (uint32_t c = d.range.col + 1; c <= end && c <= text.size(); ++c) out += '~';
+  return out;
+}
+
+const std::string& DiagnosticEngine::path(const Diagnostic& d) const {
+  static const std::string none;
+  return d.range.valid() ? sources_.path(d.range.fileId) : none;
+}
+
+const char* severityName(Severity s) {
   static const char* kLabels[] = {"error", "warning", "note"};
-  const char* label = kLabels[static_cast<int>(d.severity)];
-  if (!d.range.valid()) {
+  return kLabels[static_cast<int>(s)];
+}
+
+void DiagnosticEngine::print(std::ostream& os, const Diagnostic& d) const {
+  const char* label = severityName(d.severity);
+  if (!d.range.valid())
     os << label << ": " << d.message << "\n";
-  } else {
-    os << sources_.path(d.range.fileId) << ":" << d.range.line << ":" << d.range.col << ": " << label
-       << ": " << d.message << "\n";
-    std::string_view text = sources_.line(d.range.fileId, d.range.line);
-    os << "  " << text << "\n  ";
-    // Caret under the first character, tildes under the rest of the range on this line.
-    uint32_t end = d.range.endLine == d.range.line ? std::max(d.range.endCol, d.range.col)
-                                                   : static_cast<uint32_t>(text.size());
-    for (uint32_t c = 1; c < d.range.col; ++c) os << (c - 1 < text.size() && text[c - 1] == '\t' ? '\t' : ' ');
-    os << '^';
-    for (uint32_t c = d.range.col + 1; c <= end && c <= text.size(); ++c) os << '~';
-    os << "\n";
-  }
+  else
+    os << path(d) << ":" << d.range.line << ":" << d.range.col << ": " << label << ": " << d.message << "\n  "
+       << sourceLine(d) << "\n  " << caret(d) << "\n";
   for (const Diagnostic& n : d.notes) print(os, n);
 }
 

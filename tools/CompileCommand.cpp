@@ -18,6 +18,7 @@
 #include "fusec/codegen/Executor.h"
 #include "fusec/codegen/Spirv.h"
 #include "fusec/driver/Pipeline.h"
+#include "fusec/driver/Report.h"
 #include "fusec/engine/Files.h"
 #include "fusec/engine/Interpreter.h"
 #include "fusec/engine/OnnxIO.h"
@@ -35,126 +36,6 @@ struct CompileOptions {
   uint64_t seed = 0;        // bundles: the sample inputs
 };
 
-std::string human(double v, const char* unit) {
-  const char* prefixes[] = {"", "K", "M", "G", "T"};
-  int i = 0;
-  while (std::abs(v) >= 1000 && i < 4) {
-    v /= 1000;
-    ++i;
-  }
-  return fmt::format("{:.3g} {}{}", v, prefixes[i], unit);
-}
-
-/// `x: float[1,3,224,224], ...`: the graph inputs' types as compiled.
-std::string inputTypes(const Graph& g) {
-  std::string out;
-  for (ValueId v : g.inputs()) out += (out.empty() ? "" : ", ") + g.value(v).name + ": " + g.value(v).type.str();
-  return out;
-}
-
-std::string seconds(double s) {
-  if (s >= 1) return fmt::format("{:.3g} s", s);
-  if (s >= 1e-3) return fmt::format("{:.3g} ms", s * 1e3);
-  return fmt::format("{:.3g} us", s * 1e6);
-}
-
-/// The candidates no kernel family can build, by rule and reason (located
-/// at the rule), and the nodes no family builds at all.
-std::string refusals(const Graph& g, const Plan& plan) {
-  std::map<std::pair<const Rule*, std::string>, std::vector<std::string>> refused;
-  for (const Candidate& c : plan.candidates)
-    if (c.status == Candidate::Status::Illegal && c.why.rfind("fusing would create a cycle", 0) != 0)
-      refused[{c.rule, c.why}].push_back(g.node(c.nodes.front()).name);
-  std::map<std::string, std::pair<size_t, std::string>> unbuilt;  // op -> (nodes, reason)
-  for (const Group& grp : plan.groups)
-    if (!grp.unbuildable.empty()) {
-      auto& u = unbuilt[g.node(grp.nodes.front()).op.str()];
-      if (!u.first++) u.second = grp.unbuildable;
-    }
-  if (refused.empty() && unbuilt.empty()) return {};
-  std::string out = "\nrefused\n";
-  for (const auto& [key, at] : refused)
-    out += fmt::format("  {}: rule `{}`: {} ({} candidate(s), first at node `{}`)\n", key.first->loc.str(),
-                       key.first->name, key.second, at.size(), at.front());
-  for (const auto& [op, u] : unbuilt) out += fmt::format("  {} node(s) of op {}: {}\n", u.first, op, u.second);
-  return out;
-}
-
-std::string report(const Session& s, const driver::Compiled& c, const std::string& model) {
-  const RewriteStats& rw = c.rewrites;
-  const Plan& plan = c.plan;
-  std::ostringstream os;
-  std::string packs;
-  for (const std::string& p : s.packs) packs += (packs.empty() ? "" : ", ") + std::filesystem::path(p).filename().string();
-  os << fmt::format("fusec compile: {} for {} with {}\n\n", model, s.target.name, packs);
-  os << fmt::format("import: {} inputs ({}), {} nodes of shape arithmetic and constants folded\n\n", c.graph.inputs().size(),
-                    inputTypes(c.graph), c.foldedAtImport);
-  os << "rewrites";
-  if (rw.fired.empty()) os << ": none";
-  os << "\n";
-  for (const auto& [rule, n] : rw.fired) os << fmt::format("  {:<32} {:>5}x\n", rule, n);
-  if (rw.capHit) os << "  (stopped at the rewrite cap)\n";
-  os << fmt::format("  constants folded: {}, nodes removed: {}\n\n", rw.nodesFolded, rw.nodesRemoved);
-  std::map<std::string, std::pair<size_t, size_t>> fusions;  // rule -> (chosen, candidates)
-  for (const Candidate& c : plan.candidates) {
-    auto& f = fusions[c.rule->name];
-    ++f.second;
-    f.first += c.status == Candidate::Status::Chosen;
-  }
-  os << "fusions (chosen of candidates)\n";
-  for (const auto& [rule, f] : fusions) os << fmt::format("  {:<32} {:>5} of {}\n", rule, f.first, f.second);
-  os << refusals(c.graph, plan);
-  os << "\ngroups\n";
-  for (const Group& grp : plan.groups) {
-    if (grp.nodes.size() < 2) continue;
-    std::string ops;  // the first few members, then how many in all
-    for (size_t i = 0; i < grp.nodes.size() && i < 8; ++i) ops += (i ? " " : "") + c.graph.node(grp.nodes[i]).op.str();
-    if (grp.nodes.size() > 8) ops += fmt::format(" ... ({} ops)", grp.nodes.size());
-    os << fmt::format("  {:<40} {:<16} {:>10}  {}\n", grp.name, grp.kernel, seconds(grp.estimate.seconds), ops);
-  }
-  const Estimate& b = c.imported;
-  const Estimate& a = plan.after;
-  os << "\n";
-  const Estimate& r = plan.before;
-  auto row = [&](const char* what, const std::string& x, const std::string& y, const std::string& z, const std::string& note) {
-    os << fmt::format("{:<14} {:>12} {:>12} {:>12}  {}\n", what, x, y, z, note);
-  };
-  row("", "imported", "rewritten", "fused", "");
-  row("kernels", std::to_string(b.kernels), std::to_string(r.kernels), std::to_string(a.kernels),
-      fmt::format("({:.2f}x fewer launches)", static_cast<double>(b.kernels) / std::max<int64_t>(a.kernels, 1)));
-  row("DRAM traffic", human(b.bytes, "B"), human(r.bytes, "B"), human(a.bytes, "B"),
-      fmt::format("({:.2f}x less)", b.bytes / std::max(a.bytes, 1.0)));
-  row("FLOPs", human(b.flops, "FLOP"), human(r.flops, "FLOP"), human(a.flops, "FLOP"), "");
-  row("time (est.)", seconds(b.seconds), seconds(r.seconds), seconds(a.seconds),
-      fmt::format("({:.2f}x faster)", b.seconds / std::max(a.seconds, 1e-12)));
-  row("energy (est.)", human(b.joules, "J"), human(r.joules, "J"), human(a.joules, "J"), "");
-  return os.str();
-}
-
-nlohmann::json planJson(const Graph& g, const Plan& plan) {
-  using nlohmann::json;
-  json groups = json::array();
-  for (const Group& grp : plan.groups) {
-    json nodes = json::array();
-    for (NodeRef n : grp.nodes) nodes.push_back({{"name", g.node(n).name}, {"op", g.node(n).op.str()}});
-    groups.push_back({{"name", grp.name}, {"kernel", grp.kernel}, {"rule", grp.rule ? grp.rule->name : ""},
-                      {"nodes", nodes}, {"flops", grp.estimate.flops}, {"bytes", grp.estimate.bytes},
-                      {"seconds", grp.estimate.seconds}, {"joules", grp.estimate.joules}});
-  }
-  json candidates = json::array();
-  for (const Candidate& c : plan.candidates) {
-    json nodes = json::array();
-    for (NodeRef n : c.nodes) nodes.push_back(g.node(n).name);
-    candidates.push_back({{"id", c.id}, {"rule", c.rule->name}, {"nodes", nodes},
-                          {"status", std::string(candidateStatusName(c.status))}, {"why", c.why},
-                          {"benefit_seconds", c.benefit}});
-  }
-  auto est = [](const Estimate& e) {
-    return json{{"kernels", e.kernels}, {"flops", e.flops}, {"bytes", e.bytes}, {"seconds", e.seconds}, {"joules", e.joules}};
-  };
-  return {{"groups", groups}, {"candidates", candidates}, {"before", est(plan.before)}, {"after", est(plan.after)}};
-}
-
 bool wants(const CompileOptions& o, const std::string& what) {
   return std::find(o.emit.begin(), o.emit.end(), what) != o.emit.end();
 }
@@ -165,35 +46,25 @@ bool wants(const CompileOptions& o, const std::string& what) {
 bool emitKernels(const CompileOptions& o, const Session& s, const driver::Compiled& c, std::string& summary) {
   const std::filesystem::path dir = std::filesystem::path(o.outDir) / "kernels";
   std::filesystem::create_directories(dir);
-  size_t written = 0, validated = 0;
-  std::map<std::string, size_t> missing;
-  // The kernels `fusec run` builds for this target, tile for tile.
-  const codegen::KernelOptions options = codegen::KernelOptions::forTarget(s.target);
-  // No kernel for reshape views and Concats written in place.
-  const codegen::BufferAliases aliases =
-      codegen::aliasBuffers(c.graph, c.groups, s.rules->catalog, options.subBufferAlignment);
-  for (size_t gi = 0; gi < c.groups.size(); ++gi) {
-    const codegen::KernelGroup& grp = c.groups[gi];
-    if (aliases.noKernel[gi]) continue;
-    Expected<codegen::KernelSource> k = codegen::emitKernel(c.graph, grp.nodes, grp.family, s.rules->catalog, grp.name,
-                                                            codegen::kernelComment(c.graph, grp, grp.name), options);
-    if (!k) {
-      ++missing[c.graph.node(grp.nodes.front()).op.str()];
-      continue;
-    }
-    if (Status st = writeOutputFile((dir / (grp.name + ".cl")).string(), k->source); !st) {
+  Expected<driver::KernelSources> sources = driver::kernelSources(c, s.rules->catalog, s.target);
+  if (!sources) {
+    std::cerr << "error: " << o.model << ": " << sources.error().message << "\n";
+    return false;
+  }
+  size_t validated = 0;
+  for (const auto& [name, source] : sources->kernels) {
+    if (Status st = writeOutputFile((dir / (name + ".cl")).string(), source); !st) {
       std::cerr << "error: " << st.error().message << "\n";
       return false;
     }
-    ++written;
     if (!wants(o, "spirv")) continue;
-    Expected<codegen::SpirvModule> spv = codegen::compileToSpirv(k->source, k->name);
+    Expected<codegen::SpirvModule> spv = codegen::compileToSpirv(source, name);
     if (!spv) {
       std::cerr << "error: " << spv.error().message << "\n";
       return false;
     }
     const std::string_view words(reinterpret_cast<const char*>(spv->words.data()), spv->words.size() * 4);
-    if (Status st = writeOutputFile((dir / (grp.name + ".spv")).string(), words); !st) {
+    if (Status st = writeOutputFile((dir / (name + ".spv")).string(), words); !st) {
       std::cerr << "error: " << st.error().message << "\n";
       return false;
     }
@@ -201,8 +72,8 @@ bool emitKernels(const CompileOptions& o, const Session& s, const driver::Compil
   }
   summary = fmt::format("\nkernels: {} OpenCL C files, {} SPIR-V modules validated, in {} ({} reshape(s) are views, "
                         "{} concat(s) written in place by their inputs' producers: no kernel)\n",
-                        written, validated, dir.string(), aliases.viewGroups, aliases.inPlaceConcats);
-  for (const auto& [op, n] : missing) summary += fmt::format("  no kernel family builds {} node(s) of op {}\n", n, op);
+                        sources->kernels.size(), validated, dir.string(), sources->views, sources->inPlaceConcats);
+  for (const auto& [op, n] : sources->unbuilt) summary += fmt::format("  no kernel family builds {} node(s) of op {}\n", n, op);
   return true;
 }
 
@@ -282,7 +153,7 @@ int compile(const CompileOptions& o) {
     return 1;
   }
   const driver::Compiled& c = *compiled.value();
-  const std::string text = report(*s, c, o.model);
+  const std::string text = driver::reportText(c, {o.model, s->target.name, s->packs});
   if (o.outDir.empty()) {
     if (o.dumpAfter.empty()) std::cout << text;
     return 0;
@@ -304,7 +175,7 @@ int compile(const CompileOptions& o) {
     if (!st) std::cerr << "error: " << st.error().message << "\n";
     return st.ok();
   };
-  if (wants(o, "plan") && !write(dir / "plan.json", planJson(c.graph, c.plan).dump(2) + "\n")) return 1;
+  if (wants(o, "plan") && !write(dir / "plan.json", driver::planJson(c.graph, c.plan).dump(2) + "\n")) return 1;
   std::string kernels;
   if ((wants(o, "opencl") || wants(o, "spirv")) && !emitKernels(o, *s, c, kernels)) return 1;
   if (wants(o, "bundle") && !emitBundle(o, *s, c, original, sample, kernels)) return 1;

@@ -4,16 +4,14 @@
 #include <fmt/format.h>
 #include <iostream>
 
-#include "fusec/codegen/Families.h"
+#include "fusec/driver/Session.h"
 #include "fusec/engine/OnnxIO.h"
 #include "fusec/engine/Planner.h"
-#include "fusec/engine/Rewriter.h"
-#include "fusec/grammar/PackLoader.h"
 
 namespace fusec::tools {
 
 std::optional<Target> loadTargetOrDefault(const std::string& path) {
-  Expected<Target> target = loadTarget(path.empty() ? grammar::defaultRulesDir() + "/targets/pocl-cpu.toml" : path);
+  Expected<Target> target = driver::loadTargetOrDefault(path);
   if (!target) {
     std::cerr << target.error().message << "\n";
     return std::nullopt;
@@ -23,29 +21,16 @@ std::optional<Target> loadTargetOrDefault(const std::string& path) {
 
 std::unique_ptr<RuleSet> loadRules(const std::vector<std::string>& packs, const Target& target,
                                    std::vector<std::string>* loaded) {
-  std::vector<std::string> files = packs;
-  if (files.empty()) {
-    Expected<std::vector<std::string>> defaults = grammar::defaultPackPaths(target);
-    if (!defaults) {
-      std::cerr << defaults.error().message << "\n";
-      return nullptr;
-    }
-    files = std::move(defaults.value());
-  }
-  if (loaded) *loaded = files;
-  grammar::SourceManager sources;
-  grammar::DiagnosticEngine diags(sources);
-  grammar::ast::AstContext context;
-  grammar::PackLoadOptions options;
-  options.families = &codegen::kernelFamilies();
-  std::unique_ptr<RuleSet> rules = grammar::loadPacks(files, sources, context, diags, options).rules;
-  diags.print(std::cerr);
-  if (!rules) return rules;
-  if (Status st = checkGroupLimits(target, rules->catalog); !st) {
+  driver::LoadedPacks p = driver::loadPacks(packs, target);
+  std::cerr << p.printed;
+  if (!p.error.empty()) std::cerr << p.error << "\n";
+  if (loaded) *loaded = p.files;
+  if (!p.rules) return nullptr;
+  if (Status st = checkGroupLimits(target, p.rules->catalog); !st) {
     std::cerr << st.error().message << "\n";
     return nullptr;
   }
-  return rules;
+  return std::move(p.rules);
 }
 
 std::unique_ptr<Session> openSession(const std::string& model, const std::vector<std::string>& packs,

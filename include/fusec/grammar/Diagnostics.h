@@ -45,6 +45,8 @@ class SourceManager {
 };
 
 enum class Severity { Error, Warning, Note };
+/// `error`, `warning`, `note`.
+const char* severityName(Severity s);
 
 struct Diagnostic {
   Severity severity;
@@ -89,6 +91,14 @@ class DiagnosticEngine {
   void print(std::ostream& os) const;
   /// Prints one diagnostic (and its notes).
   void print(std::ostream& os, const Diagnostic& d) const;
+
+  /// The file a located diagnostic is in; empty without a location.
+  const std::string& path(const Diagnostic& d) const;
+  /// The source line a located diagnostic points into, without its newline.
+  std::string_view sourceLine(const Diagnostic& d) const;
+  /// The line under it that marks the range: `^` under its first character,
+  /// `~` under the rest (tabs kept, so it lines up).
+  std::string caret(const Diagnostic& d) const;
 
  private:
   const SourceManager& sources_;

@@ -1,0 +1,51 @@
+/// What a compilation produced, said for people and for scripts: the report
+/// `fusec compile` prints, the plan and report as JSON (`plan.json`,
+/// `compile --json`, the Python module's `report` and `groups`), and the
+/// generated OpenCL C of every kernel.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "fusec/driver/Pipeline.h"
+
+namespace fusec::driver {
+
+/// Names what was compiled, for the report's title.
+struct ReportContext {
+  std::string model;               ///< the model's file or name
+  std::string target;              ///< the target profile's name
+  std::vector<std::string> packs;  ///< the pack files loaded
+};
+
+/// The report `fusec compile` prints: rewrites fired, fusions chosen of their
+/// candidates, refusals with their reasons, the fused groups, and kernels,
+/// DRAM traffic, FLOPs, time and energy as imported, rewritten and fused.
+std::string reportText(const Compiled& c, const ReportContext& context);
+
+/// The same, as data: {model, target, packs, inputs, folded_at_import,
+/// rules_fired, constants_folded, nodes_removed, rewrite_cap_hit, fusions
+/// {rule: {chosen, candidates}}, estimates {imported, rewritten, fused}
+/// (each kernels, flops, bytes, seconds, joules), stage_seconds}.
+nlohmann::json reportJson(const Compiled& c, const ReportContext& context);
+
+/// The plan: groups (name, kernel family, rule, member nodes, estimate),
+/// every candidate with its fate and reason, and the estimates before and
+/// after (`plan.json`).
+nlohmann::json planJson(const Graph& g, const Plan& plan);
+
+/// The generated OpenCL C of a compiled model, group by group.
+struct KernelSources {
+  std::vector<std::pair<std::string, std::string>> kernels;  ///< (group name, OpenCL C), launch order
+  std::map<std::string, size_t> unbuilt;                    ///< op -> nodes no family builds
+  size_t views = 0;            ///< reshapes that are views of their input: no kernel
+  size_t inPlaceConcats = 0;   ///< concats written in place by their inputs' producers: no kernel
+};
+
+/// The kernels `fusec run` builds for `target`, tile for tile. Needs static
+/// shapes (an error otherwise).
+Expected<KernelSources> kernelSources(const Compiled& c, const OpCatalog& catalog, const Target& target);
+
+}  // namespace fusec::driver
