@@ -2,6 +2,7 @@
 #include "fusec/driver/Pipeline.h"
 
 #include <chrono>
+#include <set>
 
 #include "fusec/codegen/Families.h"
 #include "fusec/codegen/Specialize.h"
@@ -20,6 +21,32 @@ Status bindInputShapes(Graph& g, const std::vector<Tensor>& inputs) {
     changed = true;
   }
   return changed ? inferTypes(g) : Status::success();
+}
+
+/// Sizes the graph inputs' symbolic dims named in `dims` and infers types.
+Status bindNamedDims(Graph& g, const std::map<std::string, int64_t>& dims) {
+  if (dims.empty()) return Status::success();
+  for (const auto& [name, size] : dims)
+    if (size < 1 || size > (int64_t{1} << 31))
+      return Error{"dim `" + name + "` = " + std::to_string(size) + " is out of range (1 to 2^31)"};
+  std::set<std::string> symbols;
+  for (ValueId v : g.inputs()) {
+    TensorType& t = g.value(v).type;
+    if (!t.dims) continue;
+    for (Dim& d : *t.dims) {
+      if (d.symbol.empty()) continue;
+      symbols.insert(d.symbol);
+      if (auto it = dims.find(d.symbol); it != dims.end()) d = Dim::of(it->second);
+    }
+  }
+  for (const auto& entry : dims) {
+    if (symbols.count(entry.first)) continue;
+    std::string known;
+    for (const std::string& s : symbols) known += (known.empty() ? "" : ", ") + s;
+    return Error{"no input dim is named `" + entry.first + "`; " +
+                 (known.empty() ? std::string("the inputs have no symbolic dims") : "the symbolic input dims are " + known)};
+  }
+  return inferTypes(g);
 }
 
 class Timer {
@@ -51,6 +78,7 @@ Expected<std::unique_ptr<Compiled>> compile(Graph model, const RuleSet& rules, c
   };
   Timer timer(c);
   // ---- import: bind, specialize, fold
+  if (Status st = bindNamedDims(g, options.dims); !st) return st.error();
   if (options.inputs) {
     if (Status st = bindInputShapes(g, *options.inputs); !st) return st.error();
     if (options.specialize)

@@ -14,6 +14,7 @@
 
 #include <array>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,6 +34,9 @@ namespace fusec::driver {
 inline constexpr std::array<std::string_view, 4> kStages = {"import", "rewrite", "plan", "codegen"};
 
 struct PipelineOptions {
+  /// Sizes for the graph inputs' symbolic dims, by name (`{"batch": 1}`);
+  /// a name no input dim has is an error.
+  std::map<std::string, int64_t> dims;
   /// One tensor per graph input: symbolic input dims take their sizes.
   const std::vector<Tensor>* inputs = nullptr;
   /// With `inputs`: the inputs that decide shapes or index maps (a Reshape's
