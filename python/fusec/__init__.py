@@ -89,7 +89,7 @@ def load_packs(paths: Iterable[PathLike] = (), target: TargetLike = None) -> Pac
 def pack_from_string(text: str, name: str = "<string>.fuse") -> Packs:
     """Loads one pack given as text. ``name`` is the file name its
     diagnostics give; its ``import``s resolve next to that name, then among
-    the shipped packs (``import "core"`` works). Raises ``RuleError``."""
+    the shipped packs (``import "core/ops"`` for the op catalog). Raises ``RuleError``."""
     return _fusec.pack_from_string(text, name)
 
 
