@@ -3,6 +3,8 @@
 /// files, dependencies first, to the checker (Sema.cpp).
 #include "fusec/grammar/PackLoader.h"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -171,9 +173,33 @@ Expected<std::vector<std::string>> defaultPackPaths(const Target& target) {
   return paths;
 }
 
+namespace {
+
+/// The shipped rules of an installed fusec, `<prefix>/share/fusec/rules`,
+/// found from the file this code was loaded from: `<prefix>/lib/...` for the
+/// library, `<prefix>/bin/fusec` when linked in, the Python module under
+/// `<prefix>/lib/python3/...`. Empty when not installed.
+std::string installedRulesDir() {
+  Dl_info info{};
+  if (!dladdr(reinterpret_cast<void*>(&installedRulesDir), &info) || !info.dli_fname) return {};
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::canonical(info.dli_fname, ec);
+  if (ec) return {};
+  std::filesystem::path dir = self.parent_path();
+  for (int up = 0; up < 6 && dir.has_relative_path(); ++up, dir = dir.parent_path()) {
+    const std::filesystem::path rules = dir / "share" / "fusec" / "rules";
+    if (std::filesystem::is_regular_file(rules / "core" / "ops.fuse", ec)) return rules.string();
+  }
+  return {};
+}
+
+}  // namespace
+
 std::string defaultRulesDir() {
   if (const char* env = std::getenv("FUSEC_RULES_DIR")) return env;
-  return FUSEC_RULES_DIR;
+  // Installed, else the source tree this build came from.
+  static const std::string installed = installedRulesDir();
+  return installed.empty() ? std::string(FUSEC_RULES_DIR) : installed;
 }
 
 namespace {

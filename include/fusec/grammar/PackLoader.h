@@ -64,7 +64,9 @@ Expected<std::vector<std::string>> defaultPackPaths(const Target& target);
 /// folder loads each.
 std::vector<std::filesystem::path> packFolderFiles(const std::filesystem::path& folder);
 
-/// The shipped rules folder (`rules/` of the source tree, or $FUSEC_RULES_DIR).
+/// The shipped rules folder: $FUSEC_RULES_DIR when set; else, installed,
+/// `<prefix>/share/fusec/rules` (found from the loaded library or program);
+/// else `rules/` of the source tree it was built from.
 std::string defaultRulesDir();
 
 }  // namespace fusec::grammar
