@@ -159,6 +159,12 @@ class Compiled {
 
   driver::ReportContext context() const { return {model_.name, target_.target->name, packs_.files}; }
   std::string reportText() const { return driver::reportText(*c_, context()); }
+  std::string htmlReport(const std::map<std::string, double>& measured) const {
+    driver::HtmlOptions options;
+    options.measuredSeconds = measured;
+    py::gil_scoped_release release;
+    return driver::htmlReport(*c_, context(), *packs_.rules, *target_.target, options);
+  }
   py::object report() const { return toPython(driver::reportJson(*c_, context())); }
   py::object plan() const { return toPython(driver::planJson(c_->graph, c_->plan)); }
   py::bytes fusedOnnx() const { return py::bytes(exportOnnxBinary(buildFusedGraph(c_->graph, c_->plan))); }
@@ -344,6 +350,7 @@ PYBIND11_MODULE(_fusec, m) {
 
   py::class_<Compiled, std::shared_ptr<Compiled>>(m, "Compiled")
       .def("report_text", &Compiled::reportText)
+      .def("html_report", &Compiled::htmlReport, py::arg("measured"))
       .def("report", &Compiled::report)
       .def("plan", &Compiled::plan)
       .def("fused_onnx", &Compiled::fusedOnnx)

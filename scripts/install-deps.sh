@@ -15,6 +15,7 @@ packages=(
   python3-torch python3-torchvision python3-onnx  # the model zoo (bench/models/export_models.py)
   python3-venv python3-matplotlib  # bench/run: a venv for ONNX Runtime from PyPI; roofline charts
   python3-dev pybind11-dev python3-pytest  # the Python module (python/) and its tests
+  graphviz chromium  # the HTML report draws graphs with dot; its test opens it in headless Chromium
 )
 
 missing=()

@@ -1,7 +1,8 @@
 /// `fusec compile MODEL [--rules P...] [--target T] -o DIR`: import, rewrite,
 /// plan fusion; write the fused graph (`model.fused.onnx`), the plan
 /// (`plan.json`) and a report (`report.txt`, also printed); with `--emit
-/// opencl,spirv`, the generated kernels too; with `--emit bundle`, a
+/// opencl,spirv`, the generated kernels too; with `--emit html`, a page
+/// with the graph drawn and the groups on the roofline; with `--emit bundle`, a
 /// standalone OpenCL program that runs the model (DIR/bundle). `--dump-after
 /// STAGE` prints the graph after `import`, `rewrite` or `plan` as ONNX text.
 #include <filesystem>
@@ -113,8 +114,8 @@ int compile(const CompileOptions& o) {
     return 1;
   }
   for (const std::string& e : o.emit)
-    if (e != "onnx" && e != "plan" && e != "report" && e != "opencl" && e != "spirv" && e != "bundle") {
-      std::cerr << "error: unknown output `" << e << "`; outputs are onnx, plan, report, opencl, spirv, bundle\n";
+    if (e != "onnx" && e != "plan" && e != "report" && e != "html" && e != "opencl" && e != "spirv" && e != "bundle") {
+      std::cerr << "error: unknown output `" << e << "`; outputs are onnx, plan, report, html, opencl, spirv, bundle\n";
       return 1;
     }
   if (wants(o, "bundle") && o.outDir.empty()) {
@@ -176,6 +177,9 @@ int compile(const CompileOptions& o) {
     return st.ok();
   };
   if (wants(o, "plan") && !write(dir / "plan.json", driver::planJson(c.graph, c.plan).dump(2) + "\n")) return 1;
+  if (wants(o, "html") &&
+      !write(dir / "report.html", driver::htmlReport(c, {o.model, s->target.name, s->packs}, *s->rules, s->target)))
+    return 1;
   std::string kernels;
   if ((wants(o, "opencl") || wants(o, "spirv")) && !emitKernels(o, *s, c, kernels)) return 1;
   if (wants(o, "bundle") && !emitBundle(o, *s, c, original, sample, kernels)) return 1;
@@ -193,8 +197,9 @@ CommandRunner addCompileCommand(CLI::App& sub) {
   sub.add_option("--target", o->target, "target profile (.toml; default: the shipped pocl-cpu profile)");
   sub.add_option("-o,--output", o->outDir, "folder for model.fused.onnx, plan.json and report.txt");
   sub.add_option("--emit", o->emit,
-                 "what to write: onnx, plan, report, opencl (one .cl per group), spirv (validated), bundle (a "
-                 "standalone OpenCL program in DIR/bundle)")
+                 "what to write: onnx, plan, report, html (report.html: the graph with its fused groups, the "
+                 "roofline, rules and top kernels, self-contained), opencl (one .cl per group), spirv (validated), "
+                 "bundle (a standalone OpenCL program in DIR/bundle)")
       ->delimiter(',');
   sub.add_option("--dim", o->symbolicDim, "bundle: the size of symbolic input dims")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 31));

@@ -16,6 +16,7 @@
 #include "fusec/codegen/Executor.h"
 #include "fusec/codegen/Tuner.h"
 #include "fusec/driver/Pipeline.h"
+#include "fusec/driver/Report.h"
 #include "fusec/engine/Files.h"
 #include "fusec/engine/CostModel.h"
 #include "fusec/engine/Interpreter.h"
@@ -42,6 +43,7 @@ struct RunOptions {
   Tolerance tolerance;
   std::string outputDir;
   std::string jsonFile;
+  std::string htmlFile;
 };
 
 /// Checks every output against the reference; prints one line per output
@@ -334,6 +336,16 @@ int runOpenCL(const RunOptions& o, const Graph& original, const std::vector<Tens
   printOutputs(g, runs.front().outputs);
   if (!writeOutputs(o, g, runs.front().outputs)) return 1;
   if (!writeJson(o, g, c.rewrites, fusions, stages, runs)) return 1;
+  if (!o.htmlFile.empty() && fused) {
+    // The fused run's best repeat, kernel by kernel, beside the estimates.
+    driver::HtmlOptions html;
+    for (const auto& [name, sec] : runs.front().perKernel) html.measuredSeconds[name] += sec;
+    if (Status st = writeOutputFile(o.htmlFile, driver::htmlReport(c, {o.model, target->name, packs}, *rules, *target, html));
+        !st) {
+      std::cerr << "error: " << st.error().message << "\n";
+      return 1;
+    }
+  }
   if (o.check) {
     Expected<std::vector<Tensor>> reference = runGraph(original, inputs, &rules->catalog);
     if (!reference) {
@@ -426,6 +438,8 @@ CommandRunner addRunCommand(CLI::App& sub) {
   sub.add_option("--json", o->jsonFile,
                  "write the measurements (stage times, build, device and host-to-host time, memory, per-kernel "
                  "times with FLOPs and bytes) to this file");
+  sub.add_option("--html", o->htmlFile,
+                 "write the HTML report (graph, roofline, rules, top kernels) with the fused run's measured times");
   sub.add_option("--output", o->outputDir,
                  "write every output to this folder as a TensorProto (output_0.pb, ...), as onnx-test cases hold them");
   sub.add_option("--device", o->device, "the first OpenCL device whose name contains this");

@@ -46,7 +46,7 @@ PacksLike = Union["Packs", Sequence[PathLike], None]
 TargetLike = Union["Target", PathLike, None]
 
 #: What ``CompiledModel.save`` can write, as ``fusec compile --emit`` names them.
-EMIT_KINDS = ("onnx", "plan", "report", "opencl", "spirv")
+EMIT_KINDS = ("onnx", "plan", "report", "html", "opencl", "spirv")
 
 
 def load_model(model: ModelLike, name: Optional[str] = None) -> Model:
@@ -150,6 +150,17 @@ class CompiledModel:
         """The report as ``fusec compile`` prints it."""
         return self._native.report_text()
 
+    def html_report(self) -> str:
+        """The report as one self-contained HTML page: the graph drawn by
+        Graphviz with each fused group boxed and coloured by kernel family
+        (linking to its rule), the groups on the target's roofline (with the
+        last ``run``'s measured times, if any), the rules fired, the top
+        kernels."""
+        measured: Dict[str, float] = {}
+        for name, seconds in self.timings:
+            measured[name] = measured.get(name, 0.0) + seconds
+        return self._native.html_report(measured)
+
     @property
     def plan(self) -> Dict[str, Any]:
         """The plan as ``plan.json`` holds it: groups, every candidate with
@@ -207,7 +218,8 @@ class CompiledModel:
 
     def save(self, directory: PathLike, emit: Sequence[str] = ("onnx", "plan", "report")) -> List[str]:
         """Writes what ``fusec compile -o DIRECTORY --emit ...`` writes:
-        ``model.fused.onnx``, ``plan.json``, ``report.txt``, and with
+        ``model.fused.onnx``, ``plan.json``, ``report.txt``, ``report.html``
+        (``html``: with the last run's times), and with
         ``opencl``/``spirv`` one ``kernels/<group>.cl`` (``.spv``, validated)
         per kernel. Returns the paths written."""
         unknown = [e for e in emit if e not in EMIT_KINDS]
@@ -230,6 +242,8 @@ class CompiledModel:
             write("plan.json", json.dumps(self.plan, indent=2) + "\n")
         if "report" in emit:
             write("report.txt", self.report_text)
+        if "html" in emit:
+            write("report.html", self.html_report())
         if "opencl" in emit or "spirv" in emit:
             for name, source in self.kernel_sources.items():
                 if not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or name.startswith("."):

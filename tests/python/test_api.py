@@ -240,6 +240,12 @@ def test_save_writes_what_compile_writes(compiled, tmp_path):
         spv = (out / "kernels" / f"{name}.spv").read_bytes()
         assert spv[:4] == bytes.fromhex("03022307")  # the SPIR-V magic number, little-endian
     assert len(written) == 3 + 2 * len(compiled.kernel_sources)
+    html = compiled.save(tmp_path / "html", emit=["html"])
+    page = open(html[0]).read()
+    assert page.startswith("<!doctype html>") and 'class="measured"' in page  # the run's times, on the roofline
+    for g in compiled.groups:
+        if g.fused:
+            assert f'id="group_{g.name}"' in page
     with pytest.raises(ValueError, match="unknown output"):
         compiled.save(tmp_path / "x", emit=["pdf"])
 

@@ -49,3 +49,25 @@ struct KernelSources {
 Expected<KernelSources> kernelSources(const Compiled& c, const OpCatalog& catalog, const Target& target);
 
 }  // namespace fusec::driver
+
+namespace fusec::driver {
+
+struct HtmlOptions {
+  /// Measured seconds per kernel (group name), from a run: drawn on the
+  /// roofline beside the estimates and listed in the top kernels.
+  std::map<std::string, double> measuredSeconds;
+  /// Graphs with more nodes than this are not drawn (dot's layout time grows fast).
+  size_t maxGraphNodes = 3000;
+  double dotTimeoutSeconds = 120;
+};
+
+/// One self-contained HTML page (inline CSS and SVG, nothing fetched): the
+/// graph drawn by Graphviz with each fused group boxed and coloured by kernel
+/// family, linking to the rule that formed it; the groups on the target's
+/// roofline (estimated, and measured when given); the rules that fired with
+/// their locations; the top kernels. Without Graphviz's `dot`, or for a graph
+/// too large, the page says so in place of the drawing.
+std::string htmlReport(const Compiled& c, const ReportContext& context, const RuleSet& rules, const Target& target,
+                       const HtmlOptions& options = {});
+
+}  // namespace fusec::driver
