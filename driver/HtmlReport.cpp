@@ -10,6 +10,7 @@
 #include <set>
 
 #include "fusec/driver/Report.h"
+#include "Units.h"
 #include "fusec/engine/Process.h"
 
 namespace fusec::driver {
@@ -67,22 +68,6 @@ Colour familyColour(const std::string& family) {
   };
   auto it = colours.find(family);
   return it == colours.end() ? Colour{"#f2f2f2", "#999999"} : it->second;
-}
-
-std::string human(double v, const char* unit) {
-  const char* prefixes[] = {"", "K", "M", "G", "T"};
-  int i = 0;
-  while (std::abs(v) >= 1000 && i < 4) {
-    v /= 1000;
-    ++i;
-  }
-  return fmt::format("{:.3g} {}{}", v, prefixes[i], unit);
-}
-
-std::string seconds(double s) {
-  if (s >= 1) return fmt::format("{:.3g} s", s);
-  if (s >= 1e-3) return fmt::format("{:.3g} ms", s * 1e3);
-  return fmt::format("{:.3g} us", s * 1e6);
 }
 
 /// The graph in DOT: nodes by group, fused groups as clusters.

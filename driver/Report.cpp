@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <sstream>
 
+#include "Units.h"
 #include "fusec/codegen/Executor.h"
 #include "fusec/engine/TypeInference.h"
 
@@ -36,27 +37,11 @@ json estimateJson(const Estimate& e) {
   return json{{"kernels", e.kernels}, {"flops", e.flops}, {"bytes", e.bytes}, {"seconds", e.seconds}, {"joules", e.joules}};
 }
 
-std::string human(double v, const char* unit) {
-  const char* prefixes[] = {"", "K", "M", "G", "T"};
-  int i = 0;
-  while (std::abs(v) >= 1000 && i < 4) {
-    v /= 1000;
-    ++i;
-  }
-  return fmt::format("{:.3g} {}{}", v, prefixes[i], unit);
-}
-
 /// `x: float[1,3,224,224], ...`: the graph inputs' types as compiled.
 std::string inputTypes(const Graph& g) {
   std::string out;
   for (ValueId v : g.inputs()) out += (out.empty() ? "" : ", ") + g.value(v).name + ": " + g.value(v).type.str();
   return out;
-}
-
-std::string seconds(double s) {
-  if (s >= 1) return fmt::format("{:.3g} s", s);
-  if (s >= 1e-3) return fmt::format("{:.3g} ms", s * 1e3);
-  return fmt::format("{:.3g} us", s * 1e6);
 }
 
 /// The candidates no kernel family can build, by rule and reason (located
@@ -146,7 +131,6 @@ nlohmann::json planJson(const Graph& g, const Plan& plan) {
   return {{"groups", groups}, {"candidates", candidates}, {"before", estimateJson(plan.before)},
           {"after", estimateJson(plan.after)}};
 }
-
 
 json reportJson(const Compiled& c, const ReportContext& context) {
   json inputs = json::array();
