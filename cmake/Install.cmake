@@ -5,6 +5,18 @@
 # pkg-config file. `cpack -G DEB` packages the same.
 include(CMakePackageConfigHelpers)
 
+if(FUSEC_WHEEL)
+  # A wheel: the package folder holds the module, the libraries and the
+  # rules (share/fusec/rules beside the libraries, where they look first).
+  install(TARGETS _fusec fusec_engine fusec_grammar fusec_codegen fusec_driver
+          LIBRARY DESTINATION fusec COMPONENT python)
+  install(DIRECTORY python/fusec/ DESTINATION fusec COMPONENT python
+          FILES_MATCHING PATTERN "*.py" PATTERN "*.pyi" PATTERN "py.typed")
+  install(DIRECTORY rules/ DESTINATION fusec/share/fusec/rules COMPONENT python
+          FILES_MATCHING PATTERN "*.fuse" PATTERN "*.toml" PATTERN "*.md")
+  return()
+endif()
+
 set(FUSEC_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/fusec)
 install(TARGETS fusec fusec_engine fusec_grammar fusec_codegen fusec_driver
         EXPORT fusecTargets

@@ -270,7 +270,8 @@ Expected<Schedule> scheduleGraph(const Graph& g, const std::vector<KernelGroup>&
 }
 
 Expected<DeviceProgram> DeviceProgram::build(Device& device, const Graph& g, const std::vector<KernelGroup>& groups,
-                                             const OpCatalog& catalog, const KernelOptions& options) {
+                                             const OpCatalog& catalog, const KernelOptions& options,
+                                             const std::function<void(size_t, size_t)>& progress) {
   KernelOptions placed = options;  // sub-buffers where both the target and this device allow them
   if (placed.subBufferAlignment)
     placed.subBufferAlignment = std::lcm(placed.subBufferAlignment, static_cast<size_t>(device.info().memBaseAlignBytes));
@@ -289,6 +290,7 @@ Expected<DeviceProgram> DeviceProgram::build(Device& device, const Graph& g, con
     Expected<void*> kernel = device.kernel(k.source, k.name);
     if (!kernel) return kernel.error();
     p.handles_.push_back(kernel.value());
+    if (progress) progress(p.handles_.size(), p.schedule_.kernels.size());
   }
   return p;
 }

@@ -60,8 +60,11 @@ Expected<std::vector<TunedKernel>> tuneKernels(Device& device, const Graph& g, c
   std::string candidates = "round robin, margin " + std::to_string(tuning.margin) + ";";
   for (const GemmTiling& t : gemmCandidates()) candidates += describe(t) + ";";
   const fs::path cacheFolder = fs::path(cacheDir()) / "tuning";
+  size_t total = 0, visited = 0;
+  for (const KernelGroup& group : groups) total += isGemmGroup(g, group.nodes);
   for (const KernelGroup& group : groups) {
     if (!isGemmGroup(g, group.nodes)) continue;
+    if (tuning.progress) tuning.progress(visited++, total);
     const NodeData& head = g.node(group.nodes.front());
     const std::string name = "fusec_tune";  // one name: a candidate's source depends on its tiling alone
     Expected<KernelSource> base = emitGemm(g, group.nodes, catalog, name, "tuning", options.gemm);
@@ -141,6 +144,7 @@ Expected<std::vector<TunedKernel>> tuneKernels(Device& device, const Graph& g, c
     }
     out.push_back(result);
   }
+  if (tuning.progress) tuning.progress(total, total);
   return out;
 }
 

@@ -30,7 +30,7 @@ namespace fusec::tools {
 namespace {
 
 struct CompileOptions {
-  std::string model, target, outDir, dumpAfter;
+  std::string model, target, outDir, dumpAfter, jsonFile;
   std::vector<std::string> packs;
   std::vector<std::string> emit = {"onnx", "plan", "report"};
   int64_t symbolicDim = 1;  // bundles: the size of symbolic input dims
@@ -118,6 +118,10 @@ int compile(const CompileOptions& o) {
       std::cerr << "error: unknown output `" << e << "`; outputs are onnx, plan, report, html, opencl, spirv, bundle\n";
       return 1;
     }
+  if (o.jsonFile == "-" && !o.dumpAfter.empty()) {
+    std::cerr << "error: --json - and --dump-after both want stdout\n";
+    return 1;
+  }
   if (wants(o, "bundle") && o.outDir.empty()) {
     std::cerr << "error: --emit bundle needs an output folder (-o DIR)\n";
     return 1;
@@ -154,11 +158,32 @@ int compile(const CompileOptions& o) {
     return 1;
   }
   const driver::Compiled& c = *compiled.value();
-  const std::string text = driver::reportText(c, {o.model, s->target.name, s->packs});
-  if (o.outDir.empty()) {
-    if (o.dumpAfter.empty()) std::cout << text;
-    return 0;
-  }
+  const driver::ReportContext context{o.model, s->target.name, s->packs};
+  const std::string text = driver::reportText(c, context);
+  auto write = [](const std::filesystem::path& path, const std::string& text) {
+    Status st = writeOutputFile(path.string(), text);
+    if (!st) std::cerr << "error: " << st.error().message << "\n";
+    return st.ok();
+  };
+  // The report on stdout; with --json, as data too (to a file, or in its
+  // place on stdout for `-`): the report's figures and the plan's groups.
+  auto finish = [&](const std::string& more) {
+    if (!o.dumpAfter.empty()) return 0;
+    if (o.jsonFile.empty()) {
+      std::cout << text << more;
+      return 0;
+    }
+    nlohmann::json j = driver::reportJson(c, context);
+    j["groups"] = driver::planJson(c.graph, c.plan)["groups"];
+    j["output_folder"] = o.outDir;
+    if (o.jsonFile == "-") {
+      std::cout << j.dump(1) << "\n";
+      return 0;
+    }
+    std::cout << text << more;
+    return write(o.jsonFile, j.dump(1) + "\n") ? 0 : 1;
+  };
+  if (o.outDir.empty()) return finish("");
   std::error_code ec;
   std::filesystem::create_directories(o.outDir, ec);
   if (ec) {
@@ -171,21 +196,15 @@ int compile(const CompileOptions& o) {
       std::cerr << "error: " << st.error().message << "\n";
       return 1;
     }
-  auto write = [](const std::filesystem::path& path, const std::string& text) {
-    Status st = writeOutputFile(path.string(), text);
-    if (!st) std::cerr << "error: " << st.error().message << "\n";
-    return st.ok();
-  };
   if (wants(o, "plan") && !write(dir / "plan.json", driver::planJson(c.graph, c.plan).dump(2) + "\n")) return 1;
   if (wants(o, "html") &&
-      !write(dir / "report.html", driver::htmlReport(c, {o.model, s->target.name, s->packs}, *s->rules, s->target)))
+      !write(dir / "report.html", driver::htmlReport(c, context, *s->rules, s->target)))
     return 1;
   std::string kernels;
   if ((wants(o, "opencl") || wants(o, "spirv")) && !emitKernels(o, *s, c, kernels)) return 1;
   if (wants(o, "bundle") && !emitBundle(o, *s, c, original, sample, kernels)) return 1;
   if (wants(o, "report") && !write(dir / "report.txt", text + kernels)) return 1;
-  if (o.dumpAfter.empty()) std::cout << text << kernels;
-  return 0;
+  return finish(kernels);
 }
 
 }  // namespace
@@ -204,6 +223,9 @@ CommandRunner addCompileCommand(CLI::App& sub) {
   sub.add_option("--dim", o->symbolicDim, "bundle: the size of symbolic input dims")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 31));
   sub.add_option("--seed", o->seed, "bundle: the seed of the sample inputs");
+  sub.add_option("--json", o->jsonFile,
+                 "write the report as JSON (figures per stage, rules fired, fusions, the plan's groups) to this "
+                 "file; `-`: to stdout, in place of the text");
   sub.add_option("--dump-after", o->dumpAfter, "print the graph after a stage: import, rewrite, plan");
   return [o] { return compile(*o); };
 }

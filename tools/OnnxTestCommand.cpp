@@ -13,6 +13,7 @@
 #include <set>
 
 #include "Commands.h"
+#include "Progress.h"
 #include "fusec/codegen/Executor.h"
 #include "fusec/driver/Pipeline.h"
 #include "fusec/engine/Files.h"
@@ -195,8 +196,11 @@ int runOnnxTests(const OnnxTestOptions& o) {
   size_t passed = 0, failed = 0, unsupported = 0;
   std::vector<std::string> passNames;
   std::set<std::string> passing;
+  Progress progress;
   for (const fs::path& c : cases) {
+    progress.show("cases", passed + failed + unsupported, cases.size());
     CaseResult r = runCase(c, engine);
+    progress.clear();
     std::string name = c.filename().string();
     switch (r.outcome) {
       case Outcome::Pass:

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "Commands.h"
+#include "Progress.h"
 #include "Random.h"
 #include "fusec/codegen/Executor.h"
 #include "fusec/codegen/Tuner.h"
@@ -129,8 +130,13 @@ std::optional<Measured> prepare(const RunOptions& o, codegen::Device& device, co
   if (!fused) options.subBufferAlignment = 0;  // one kernel per op: Concats copy too
   std::optional<std::pair<double, double>> tuning;
   size_t tunedCount = 0, retiled = 0;
+  Progress progress;
   if (o.tune) {
-    Expected<std::vector<codegen::TunedKernel>> tuned = codegen::tuneKernels(device, g, groups, catalog, options);
+    codegen::TuningOptions tuningOptions;
+    tuningOptions.progress = [&](size_t done, size_t total) { progress.show(label + ": tuning", done, total); };
+    Expected<std::vector<codegen::TunedKernel>> tuned =
+        codegen::tuneKernels(device, g, groups, catalog, options, tuningOptions);
+    progress.clear();
     if (!tuned) {
       std::cerr << "error: " << o.model << ": tuning: " << tuned.error().message << "\n";
       return std::nullopt;
@@ -157,7 +163,10 @@ std::optional<Measured> prepare(const RunOptions& o, codegen::Device& device, co
   m.retiled = retiled;
   const size_t hitsBefore = device.cacheHits();
   const Clock::time_point start = Clock::now();
-  Expected<codegen::DeviceProgram> program = codegen::DeviceProgram::build(device, g, groups, catalog, options);
+  Expected<codegen::DeviceProgram> program = codegen::DeviceProgram::build(
+      device, g, groups, catalog, options,
+      [&](size_t done, size_t total) { progress.show(label + ": building kernels", done, total); });
+  progress.clear();
   m.buildSeconds = since(start);
   if (!program) {
     std::cerr << "error: " << o.model << ": " << program.error().message << "\n";

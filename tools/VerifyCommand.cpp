@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "Commands.h"
+#include "Progress.h"
 #include "Session.h"
 #include "fusec/codegen/Families.h"
 #include "fusec/driver/Verify.h"
@@ -21,23 +22,6 @@ namespace fusec::tools {
 namespace {
 
 /// A one-line bar on stderr, redrawn in place; only on a terminal.
-class ProgressBar {
- public:
-  ProgressBar() : enabled_(::isatty(STDERR_FILENO) == 1) {}
-  void show(const std::string& rule, int done, int wanted) const {
-    if (!enabled_ || wanted <= 0) return;
-    const int width = 24, filled = width * done / wanted;
-    fmt::print(stderr, "\r  [{}{}] {} {}/{}\x1b[K", std::string(static_cast<size_t>(filled), '#'),
-               std::string(static_cast<size_t>(width - filled), '.'), rule, done, wanted);
-    std::fflush(stderr);
-  }
-  void clear() const {
-    if (enabled_) fmt::print(stderr, "\r\x1b[K");
-  }
-
- private:
-  bool enabled_;
-};
 
 std::string verdictLine(const driver::RuleVerdict& v) {
   using K = driver::RuleVerdict::Kind;
@@ -120,8 +104,10 @@ int runVerify(const std::vector<std::string>& packs, const std::vector<std::stri
   options.device = device.get();
   options.prove = !f.noProve;
   if (toleranceGiven) options.tolerance = f.tolerance;
-  ProgressBar bar;
-  options.progress = [&](const Rule& r, int done, int wanted) { bar.show(r.name, done, wanted); };
+  Progress bar;
+  options.progress = [&](const Rule& r, int done, int wanted) {
+    bar.show(r.name, static_cast<size_t>(std::max(done, 0)), static_cast<size_t>(std::max(wanted, 0)));
+  };
 
   fmt::print("verify: {} rules, seed {}, {} instances per rewrite rule, {} per fusion rule on OpenCL ({})\n",
              loaded.rules->rules.size(), f.seed, f.instances, f.fusionInstances, deviceName);

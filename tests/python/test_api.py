@@ -54,6 +54,13 @@ def test_report_text_is_what_the_command_prints(compiled, resblock_path, tmp_pat
     c = fusec.compile(resblock_path)
     out = subprocess.run([FUSEC, "compile", resblock_path], capture_output=True, text=True, check=True).stdout
     assert c.report_text == out
+    # `compile --json -` is the same report as data, with the plan's groups.
+    data = json.loads(subprocess.run([FUSEC, "compile", resblock_path, "--json", "-"], capture_output=True, text=True,
+                                     check=True).stdout)
+    mine = c.report
+    for key in ("estimates", "rules_fired", "fusions", "inputs", "packs", "target"):
+        assert data[key] == mine[key], key
+    assert data["groups"] == c.plan["groups"]
 
 
 def test_fused_onnx_has_one_node_per_group(compiled):

@@ -823,7 +823,7 @@ TEST_CASE("tuned tilings compute what the default does, and are cached per machi
   std::vector<codegen::KernelGroup> groups = codegen::singleNodeGroups(g);
   codegen::KernelOptions options;
   Expected<std::vector<codegen::TunedKernel>> tuned =
-      codegen::tuneKernels(device(), g, groups, ops->catalog, options, {.launches = 2, .margin = 0.9, .useCache = false});
+      codegen::tuneKernels(device(), g, groups, ops->catalog, options, {.launches = 2, .margin = 0.9, .useCache = false, .progress = {}});
   REQUIRE_MESSAGE(tuned.ok(), test::why(tuned));
   REQUIRE(tuned->size() == 2);  // the Conv and the MatMul
   CHECK(options.gemmTilings.size() == 2);
@@ -846,9 +846,9 @@ TEST_CASE("tuned tilings compute what the default does, and are cached per machi
   std::error_code ec;
   std::filesystem::remove_all(tuning, ec);
   codegen::KernelOptions first, second;
-  REQUIRE(codegen::tuneKernels(device(), g, groups, ops->catalog, first, {.launches = 1}).ok());
+  REQUIRE(codegen::tuneKernels(device(), g, groups, ops->catalog, first, {.launches = 1, .margin = 0.9, .useCache = true, .progress = {}}).ok());
   CHECK(std::distance(std::filesystem::directory_iterator(tuning), std::filesystem::directory_iterator()) == 2);
-  Expected<std::vector<codegen::TunedKernel>> again = codegen::tuneKernels(device(), g, groups, ops->catalog, second, {.launches = 1});
+  Expected<std::vector<codegen::TunedKernel>> again = codegen::tuneKernels(device(), g, groups, ops->catalog, second, {.launches = 1, .margin = 0.9, .useCache = true, .progress = {}});
   REQUIRE_MESSAGE(again.ok(), test::why(again));
   for (const codegen::TunedKernel& t : again.value()) CHECK(t.cached);
   REQUIRE(second.gemmTilings.size() == first.gemmTilings.size());

@@ -10,6 +10,8 @@
 /// Concats whose inputs their producers write in place (BufferAliases).
 #pragma once
 
+#include <functional>
+
 #include <map>
 #include <optional>
 #include <string>
@@ -136,8 +138,11 @@ class DeviceProgram {
   /// Schedules the graph, builds the kernels, uploads the constants and
   /// allocates the buffers. `g` must outlive the program. Concat inputs
   /// start where both `options.subBufferAlignment` and the device allow.
+  /// `progress` (when set) is told after each kernel is built or found in
+  /// the cache: (kernels done, kernels in all).
   static Expected<DeviceProgram> build(Device& device, const Graph& g, const std::vector<KernelGroup>& groups,
-                                       const OpCatalog& catalog, const KernelOptions& options = {});
+                                       const OpCatalog& catalog, const KernelOptions& options = {},
+                                       const std::function<void(size_t, size_t)>& progress = {});
   /// One run on `inputs` (one per graph input).
   Expected<DeviceRun> run(const std::vector<Tensor>& inputs);
 

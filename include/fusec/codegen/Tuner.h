@@ -6,6 +6,8 @@
 /// device, so a model is tuned once per machine.
 #pragma once
 
+#include <functional>
+
 #include <string>
 #include <vector>
 
@@ -28,6 +30,8 @@ struct TuningOptions {
   int launches = 5;       ///< per candidate, round robin; the best counts
   double margin = 0.9;    ///< another tiling replaces the default only below this fraction of its time
   bool useCache = true;   ///< read and write the on-disk tuning cache
+  /// Told after each group is tuned (or found in the cache): (done, in all).
+  std::function<void(size_t, size_t)> progress;
 };
 
 /// Which candidate a tuning keeps, from each one's best time (`best[0]`
