@@ -290,6 +290,17 @@ PYBIND11_MODULE(_fusec, m) {
       py::object cls = py::module_::import("fusec.errors").attr(e.kind.c_str());
       py::object error = cls(e.message, diagnosticList(e.diagnostics));
       PyErr_SetObject(cls.ptr(), error.ptr());
+    } catch (const py::error_already_set&) {
+      throw;  // a Python exception on its way back
+    } catch (const py::builtin_exception&) {
+      throw;  // pybind11's own (argument types): TypeError and the like
+    } catch (const std::bad_alloc&) {
+      throw;  // MemoryError
+    } catch (const std::exception& e) {
+      // Anything else is fusec's bug, but still an error the script can catch.
+      py::object cls = py::module_::import("fusec.errors").attr("Error");
+      py::object error = cls(std::string("internal error: ") + e.what(), py::list());
+      PyErr_SetObject(cls.ptr(), error.ptr());
     }
   });
 

@@ -205,6 +205,16 @@ def test_packs_load_from_files_and_targets(tmp_path):
         fusec.load_packs([tmp_path / "missing.fuse"])
 
 
+@pytest.mark.parametrize("text", [
+    "garbage ###", "\x00\x01\x02", "pack", "rule {", "rule r { fuse { y = Relu(Relu(Relu(" * 200, "import \"../../etc/passwd\"",
+    "pack p version \"1\"\nop Foo(x) elementwise = x +\n",
+])
+def test_hostile_pack_text_is_a_rule_error(text):
+    # Hostile or truncated text: an error the script can catch, never a crash.
+    with pytest.raises(fusec.RuleError):
+        fusec.pack_from_string(text, name="hostile.fuse")
+
+
 def test_bad_models_raise_model_errors(tmp_path):
     with pytest.raises(fusec.ModelError):
         fusec.load_model(b"\x08\x07 not a model")
