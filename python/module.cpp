@@ -15,6 +15,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -213,6 +214,8 @@ class Compiled {
     std::vector<std::pair<std::string, double>> times;
     {
       py::gil_scoped_release release;
+      // One run at a time per compiled model: the program's buffers are its own.
+      const std::lock_guard<std::mutex> lock(mutex_);
       if (interpreter) {
         outputs = take(runGraph(original, inputs, &packs_.rules->catalog), "RunError");
       } else {
@@ -227,7 +230,10 @@ class Compiled {
     return {out, times};
   }
 
-  std::string deviceName() const { return device_ ? device_->info().name : std::string(); }
+  std::string deviceName() {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return device_ ? device_->info().name : std::string();
+  }
 
  private:
   /// Opens the device and builds the program. Without the GIL.
@@ -247,6 +253,7 @@ class Compiled {
   std::unique_ptr<driver::Compiled> c_;
   std::unique_ptr<codegen::Device> device_;
   std::optional<codegen::DeviceProgram> program_;  // built on device_
+  std::mutex mutex_;                               // held by a run (without the GIL)
 };
 
 std::shared_ptr<Compiled> compile(const Model& model, const std::optional<Packs>& packs,

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import tempfile
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -230,10 +231,20 @@ class CompiledModel:
         written: List[str] = []
 
         def write(relative: str, data: Union[str, bytes]) -> None:
+            # As the command line writes: a temporary file renamed into place,
+            # so a link already at the path is replaced, not followed.
             path = os.path.join(directory, relative)
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as f:
-                f.write(data.encode() if isinstance(data, str) else data)
+            fd, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".fusec-")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data.encode() if isinstance(data, str) else data)
+                os.chmod(temporary, 0o644)
+                os.replace(temporary, path)
+            except BaseException:
+                if os.path.exists(temporary):
+                    os.unlink(temporary)
+                raise
             written.append(path)
 
         if "onnx" in emit:

@@ -267,6 +267,32 @@ def test_save_writes_what_compile_writes(compiled, tmp_path):
         compiled.save(tmp_path / "x", emit=["pdf"])
 
 
+def test_save_replaces_links_and_runs_one_at_a_time(compiled, tmp_path):
+    import threading
+    out = tmp_path / "links"
+    out.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    (out / "report.txt").symlink_to(victim)
+    compiled.save(out, emit=["report"])
+    assert victim.read_text() == "keep" and not (out / "report.txt").is_symlink()
+    # Runs from several threads (the GIL is released while running) all agree.
+    feeds = feeds_for(compiled, seed=3)
+    want = compiled.run(feeds)["logits"]
+    results = []
+
+    def runs():
+        for _ in range(3):
+            results.append(compiled.run(feeds)["logits"])
+
+    threads = [threading.Thread(target=runs) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 24 and all(numpy.array_equal(r, want) for r in results)
+
+
 def test_the_api_is_documented():
     for f in (fusec.compile, fusec.load_model, fusec.load_packs, fusec.pack_from_string, fusec.explain,
               fusec.verify, fusec.CompiledModel.run, fusec.CompiledModel.save):
