@@ -273,14 +273,10 @@ std::string htmlReport(const Compiled& c, const ReportContext& context, const Ru
          "; the red line is the target's roof.</p>\n" + rooflineSvg(c, target, options);
 
   // Rules: rewrites that fired, fusion rules with candidates.
-  std::map<std::string, std::pair<size_t, size_t>> fusions;  // rule -> (chosen, candidates)
+  const std::map<std::string, std::pair<size_t, size_t>> fusions = fusionCounts(c.plan);  // rule -> (chosen, candidates)
   std::map<std::string, std::string> firstRefusal;
-  for (const Candidate& cand : c.plan.candidates) {
-    auto& f = fusions[cand.rule->name];
-    ++f.second;
-    f.first += cand.status == Candidate::Status::Chosen;
+  for (const Candidate& cand : c.plan.candidates)
     if (cand.status != Candidate::Status::Chosen && !cand.why.empty()) firstRefusal.emplace(cand.rule->name, cand.why);
-  }
   out += "<h2 id=rules>Rules</h2>\n<table><tr><th>rule</th><th>kind</th><th>where</th><th class=num>fired / chosen</th>"
          "<th class=num>candidates</th><th>a reason one was not chosen</th></tr>\n";
   for (const Rule& r : rules.rules) {

@@ -22,16 +22,6 @@ std::string packNames(const std::vector<std::string>& packs) {
   return out;
 }
 
-/// rule -> (groups chosen, candidates), over the plan's candidates.
-std::map<std::string, std::pair<size_t, size_t>> fusionCounts(const Plan& plan) {
-  std::map<std::string, std::pair<size_t, size_t>> fusions;
-  for (const Candidate& c : plan.candidates) {
-    auto& f = fusions[c.rule->name];
-    ++f.second;
-    f.first += c.status == Candidate::Status::Chosen;
-  }
-  return fusions;
-}
 
 json estimateJson(const Estimate& e) {
   return json{{"kernels", e.kernels}, {"flops", e.flops}, {"bytes", e.bytes}, {"seconds", e.seconds}, {"joules", e.joules}};
@@ -67,6 +57,16 @@ std::string refusals(const Graph& g, const Plan& plan) {
 }
 
 }  // namespace
+
+std::map<std::string, std::pair<size_t, size_t>> fusionCounts(const Plan& plan) {
+  std::map<std::string, std::pair<size_t, size_t>> fusions;
+  for (const Candidate& c : plan.candidates) {
+    auto& f = fusions[c.rule->name];
+    ++f.second;
+    f.first += c.status == Candidate::Status::Chosen;
+  }
+  return fusions;
+}
 
 std::string reportText(const Compiled& c, const ReportContext& context) {
   const RewriteStats& rw = c.rewrites;

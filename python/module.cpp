@@ -118,6 +118,13 @@ py::dict typeInfo(const Graph& g, ValueId v) {
   return out;
 }
 
+/// Name, dtype and shape of each of `values`.
+py::list typeInfos(const Graph& g, const std::vector<ValueId>& values) {
+  py::list out;
+  for (ValueId v : values) out.append(typeInfo(g, v));
+  return out;
+}
+
 // ---- the objects
 
 struct Model {
@@ -169,11 +176,7 @@ class Compiled {
   py::object report() const { return toPython(driver::reportJson(*c_, context())); }
   py::object plan() const { return toPython(driver::planJson(c_->graph, c_->plan)); }
   py::bytes fusedOnnx() const { return py::bytes(exportOnnxBinary(buildFusedGraph(c_->graph, c_->plan))); }
-  py::list inputs() const {
-    py::list out;
-    for (ValueId v : c_->graph.inputs()) out.append(typeInfo(c_->graph, v));
-    return out;
-  }
+  py::list inputs() const { return typeInfos(c_->graph, c_->graph.inputs()); }
 
   /// group name -> OpenCL C, in launch order.
   std::vector<std::pair<std::string, std::string>> kernelSources() const {
@@ -314,17 +317,8 @@ PYBIND11_MODULE(_fusec, m) {
   py::class_<Model>(m, "Model")
       .def_property_readonly("name", [](const Model& x) { return x.name; })
       .def_property_readonly("num_nodes", [](const Model& x) { return x.graph->numNodes(); })
-      .def_property_readonly("inputs",
-                             [](const Model& x) {
-                               py::list out;
-                               for (ValueId v : x.graph->inputs()) out.append(typeInfo(*x.graph, v));
-                               return out;
-                             })
-      .def_property_readonly("outputs", [](const Model& x) {
-        py::list out;
-        for (ValueId v : x.graph->outputs()) out.append(typeInfo(*x.graph, v));
-        return out;
-      });
+      .def_property_readonly("inputs", [](const Model& x) { return typeInfos(*x.graph, x.graph->inputs()); })
+      .def_property_readonly("outputs", [](const Model& x) { return typeInfos(*x.graph, x.graph->outputs()); });
 
   m.def("load_model_file", [](const std::string& path) {
     Expected<Graph> g = [&] {

@@ -20,6 +20,9 @@ struct ReportContext {
   std::vector<std::string> packs;  ///< the pack files loaded
 };
 
+/// Each fusion rule with candidates: (groups chosen, candidates), by rule name.
+std::map<std::string, std::pair<size_t, size_t>> fusionCounts(const Plan& plan);
+
 /// The report `fusec compile` prints: rewrites fired, fusions chosen of their
 /// candidates, refusals with their reasons, the fused groups, and kernels,
 /// DRAM traffic, FLOPs, time and energy as imported, rewritten and fused.
