@@ -21,12 +21,15 @@ FunctionFamily::EmitFn plain(Expected<KernelSource> (*emit)(const Graph&, const 
 }
 
 /// MatMul and Gemm heads (`conv` false) or Conv heads, tiled as a GEMM; the
-/// Convs it cannot tile (3-D and beyond) are gathered directly.
+/// Convs it cannot tile (3-D and beyond) are gathered directly. The direct
+/// gather computes one Conv: a group of two (a conv and its projection
+/// shortcut) keeps the GEMM's reason.
 FunctionFamily::EmitFn gemm(bool conv) {
   return [conv](const Graph& g, const Group& group, const OpCatalog& catalog, const std::string& name,
                 const std::string& comment, const KernelOptions& options) {
     Expected<KernelSource> k = emitGemm(g, group, catalog, name, comment, options.gemmFor(g.node(group.front())));
-    if (conv && !k && k.error().unsupported) return emitPool(g, group, catalog, name, comment);
+    const auto convs = std::count_if(group.begin(), group.end(), [&](NodeRef n) { return g.node(n).op == "Conv"; });
+    if (conv && !k && k.error().unsupported && convs == 1) return emitPool(g, group, catalog, name, comment);
     return k;
   };
 }

@@ -1,7 +1,9 @@
 /// The gemm_epilogue family; see Gemm.h.
 #include "fusec/codegen/Gemm.h"
 
+#include <algorithm>
 #include <functional>
+#include <optional>
 #include <sstream>
 
 #include "ElementwiseEmitter.h"
@@ -121,6 +123,14 @@ Expected<Geometry> geometry(const Graph& g, const NodeData& d) {
   return geo;
 }
 
+/// The head's operands, the kernel's first inputs: in0, in1, and the bias
+/// or addend as in2.
+std::vector<ValueId> headOperands(const NodeData& head, const Geometry& geo) {
+  std::vector<ValueId> operands = {head.inputs[0], head.inputs[1]};
+  if (geo.c != kNoValue) operands.push_back(geo.c);
+  return operands;
+}
+
 /// The element offset of one operand's matrix for batch coordinates b0, b1, ...
 std::string batchOffset(const Shape& operandBatch, const Shape& batch, int64_t matrix) {
   const size_t lead = batch.size() - operandBatch.size();
@@ -160,10 +170,13 @@ struct EpilogueKernel {
   std::string edgeBody;  ///< the same for the first VALID_ lanes only
   std::vector<std::string> vectorResults;  ///< the values stored, by output
 
+  size_t operands = 0;    ///< the head's inputs, in0 .. in<operands - 1>, before the epilogue's
+
   /// The kernel's parameter list, `(in0, in1[, in2], ..., out0, ...)`.
-  std::string signature(bool addend) const {
-    std::string s = "(\n    __global const float* restrict in0,\n    __global const float* restrict in1";
-    if (addend) s += ",\n    __global const float* restrict in2";
+  std::string signature() const {
+    std::string s = "(";
+    for (size_t i = 0; i < operands; ++i)
+      s += std::string(i ? "," : "") + "\n    __global const float* restrict in" + std::to_string(i);
     if (!params.empty()) s += ",\n    " + params;
     for (size_t o = 0; o < k.outputs.size(); ++o) s += ",\n    __global float* restrict out" + std::to_string(o);
     return s + ")";
@@ -222,18 +235,20 @@ struct EpilogueKernel {
 /// The kernel's operands and its epilogue, one element at a time (through
 /// `e`) and, with `lanes` > 0, also `lanes` neighbouring results at once,
 /// where lanes may differ only in the product's last `varyingDims` dims.
+/// `members` starts with the node whose result is the product (the head);
+/// the rest are its epilogue. `operands` are what the product is computed
+/// from, the kernel's first inputs.
 Expected<EpilogueKernel> epilogueKernel(detail::Emitter& e, const Graph& g, const OpCatalog& catalog,
-                                        const std::vector<NodeRef>& members, const std::string& name, ValueId addend,
-                                        int lanes = 0, size_t varyingDims = 0) {
-  const NodeData& head = g.node(members.front());
+                                        const std::vector<NodeRef>& members, const std::string& name,
+                                        const std::vector<ValueId>& operands, int lanes = 0, size_t varyingDims = 0) {
   EpilogueKernel out;
-  out.product = head.outputs[0];
+  out.product = g.node(members.front()).outputs[0];
   out.shape = g.value(out.product).type.staticShape();
   Expected<detail::Emitter::Epilogue> epi = e.epilogue(members, out.product, "gemm");
   if (!epi) return epi.error();
   out.k.name = name;
-  out.k.inputs = {head.inputs[0], head.inputs[1]};
-  if (addend != kNoValue) out.k.inputs.push_back(addend);
+  out.k.inputs = operands;
+  out.operands = operands.size();
   const size_t firstEpi = out.k.inputs.size();
   out.k.inputs.insert(out.k.inputs.end(), epi->inputs.begin(), epi->inputs.end());
   out.k.outputs = epi->outputs;
@@ -274,7 +289,8 @@ Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>&
                                      const std::string& name, const std::string& comment, const Geometry& geo,
                                      int width, bool rowGather) {
   detail::Emitter e(g, catalog);
-  Expected<EpilogueKernel> ek = epilogueKernel(e, g, catalog, members, name, geo.c, width, 1);
+  Expected<EpilogueKernel> ek =
+      epilogueKernel(e, g, catalog, members, name, headOperands(g.node(members.front()), geo), width, 1);
   if (!ek) return ek.error();
   KernelSource& k = ek->k;
   const Shape& ps = ek->shape;
@@ -293,7 +309,7 @@ Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>&
       << ";\n// each work-item computes " << W << " neighbouring outputs of one row with the window's weights in registers.\n";
   src << detail::Emitter::prelude() << ek->vectorHelpers;
   src << ek->laneMacro(e, W, [](bool) { return std::string(); });
-  src << "__kernel void " << name << ek->signature(geo.c != kNoValue) << " {\n";
+  src << "__kernel void " << name << ek->signature() << " {\n";
   src << "  const int gid = get_global_id(0);\n";
   src << "  const int ox0 = (gid % " << OWT << ") * " << W << ", oy = (gid / " << OWT << ") % " << OH << ";\n";
   src << "  const int co = (gid / " << OWT * OH << ") % " << channels << ", img = gid / " << OWT * OH * channels << ";\n";
@@ -412,7 +428,7 @@ Expected<KernelSource> emitGemv(const Graph& g, const std::vector<NodeRef>& memb
   const int64_t rows = geo.conv ? geo.M : geo.N, K = geo.K;
   const int64_t rowStride = geo.conv ? geo.K : geo.bn, vecStride = geo.conv ? geo.bk : geo.ak;
   detail::Emitter e(g, catalog);
-  Expected<EpilogueKernel> ek = epilogueKernel(e, g, catalog, members, name, geo.c);
+  Expected<EpilogueKernel> ek = epilogueKernel(e, g, catalog, members, name, headOperands(g.node(members.front()), geo));
   if (!ek) return ek.error();
   KernelSource& k = ek->k;
   const std::string x = "in0[k * " + std::to_string(vecStride) + "]";  // the vector's element k
@@ -448,7 +464,7 @@ Expected<KernelSource> emitGemv(const Graph& g, const std::vector<NodeRef>& memb
     k.localSize = L;
     k.localMemBytes = L * sizeof(float);
     src << "__kernel __attribute__((reqd_work_group_size(" << L << ", 1, 1))) void " << name
-        << ek->signature(geo.c != kNoValue) << " {\n";
+        << ek->signature() << " {\n";
     src << "  const int r = get_group_id(0), lid = get_local_id(0);\n";
     src << "  const __global float* row = in1 + r * " << rowStride << ";\n";
     src << "  float s = 0.0f;\n";
@@ -463,7 +479,7 @@ Expected<KernelSource> emitGemv(const Graph& g, const std::vector<NodeRef>& memb
     k.globalSize = static_cast<size_t>((rows + R - 1) / R);
     const int64_t whole = K / V * V;
     const std::string vec = "float" + std::to_string(V);
-    src << "__kernel void " << name << ek->signature(geo.c != kNoValue) << " {\n";
+    src << "__kernel void " << name << ek->signature() << " {\n";
     src << "  const int r0 = get_global_id(0) * " << R << ";\n";
     // Rows past the last are clamped: they compute a duplicate, never stored.
     for (int j = 0; j < R; ++j)
@@ -500,12 +516,81 @@ bool isGemv(const Geometry& geo) {
   return geo.M == 1 && geo.bk == 1 && geo.batch.empty() && geo.K >= 64;
 }
 
+/// A projection shortcut summed into a Conv's product, as ResNet's
+/// downsampling blocks end: Add(Conv(y, w, b), Conv(x, ws, bs)), the second
+/// a 1x1 ungrouped unpadded Conv (any stride) with the same result shape.
+/// Both are one implicit GEMM: the shortcut's K rows (x's channels, read at
+/// the strided output positions) continue the conv's, into the same
+/// accumulators, so the shortcut's result never goes to memory.
+struct Shortcut {
+  NodeRef main = 0, conv = 0, add = 0;    ///< the block's Conv, the shortcut's, the Add of both
+  ValueId x = kNoValue, w = kNoValue, bias = kNoValue;
+  int64_t K = 1, SH = 1, SW = 1, H = 1, Wd = 1;  ///< x's channels, the strides, x's plane
+};
+
+/// Whether the Conv `n` can be a shortcut: 2-D, one group, a 1x1 window
+/// without padding, float32 with static shapes.
+std::optional<Shortcut> asShortcut(const Graph& g, NodeRef n) {
+  const NodeData& d = g.node(n);
+  for (ValueId v : {d.inputs[0], d.inputs[1], d.outputs[0]})
+    if (!g.value(v).type.isStatic() || g.value(v).type.dtype != DType::Float32) return std::nullopt;
+  const Shape xs = g.value(d.inputs[0]).type.staticShape(), ws = g.value(d.inputs[1]).type.staticShape();
+  if (xs.size() != 4 || ws.size() != 4 || ws[2] != 1 || ws[3] != 1 || d.attrInt("group", 1) != 1 || ws[1] != xs[1])
+    return std::nullopt;
+  Expected<WindowGeometry> w = windowGeometry(d, {xs[2], xs[3]}, {1, 1}, false);
+  if (!w || w->padBegin != Shape{0, 0} || w->padEnd != Shape{0, 0}) return std::nullopt;
+  Shortcut s;
+  s.conv = n;
+  s.x = d.inputs[0];
+  s.w = d.inputs[1];
+  if (d.inputs.size() > 2) s.bias = d.inputs[2];
+  s.K = xs[1];
+  s.SH = w->strides[0];
+  s.SW = w->strides[1];
+  s.H = xs[2];
+  s.Wd = xs[3];
+  return s;
+}
+
+/// The group's projection shortcut, when it has two Convs; nullopt when it
+/// has one. Two Convs that are not a conv and its shortcut, both read only
+/// by one Add of the group, are refused.
+Expected<std::optional<Shortcut>> projectionShortcut(const Graph& g, const std::vector<NodeRef>& members) {
+  std::vector<NodeRef> convs;
+  for (NodeRef n : members)
+    if (g.node(n).op == "Conv" && g.node(n).domain.empty()) convs.push_back(n);
+  if (convs.size() <= 1) return std::optional<Shortcut>();
+  const Error refused{"a group with two Convs builds only a conv plus a 1x1 projection shortcut (ungrouped, "
+                      "unpadded, the same result shape), each read only by one Add of both",
+                      true};
+  if (convs.size() > 2) return refused;
+  const ValueId r0 = g.node(convs[0]).outputs[0], r1 = g.node(convs[1]).outputs[0];
+  if (g.uses(r0).size() != 1 || g.uses(r1).size() != 1 || g.uses(r0)[0].node != g.uses(r1)[0].node) return refused;
+  const NodeRef add = g.uses(r0)[0].node;
+  const NodeData& ad = g.node(add);
+  if (ad.op != "Add" || !ad.domain.empty() || std::find(members.begin(), members.end(), add) == members.end() ||
+      g.isGraphOutput(r0) || g.isGraphOutput(r1) || g.value(r0).type != g.value(r1).type)
+    return refused;
+  // The one with the smaller window is the shortcut (ResNet-50's 1x1
+  // stride-1 projections beside a 1x1 conv: either would do).
+  std::optional<Shortcut> s1 = asShortcut(g, convs[1]), s0 = asShortcut(g, convs[0]);
+  std::optional<Shortcut> s = s1 ? s1 : s0;
+  if (!s) return refused;
+  s->main = s->conv == convs[1] ? convs[0] : convs[1];
+  s->add = add;
+  if (g.node(s->main).attrInt("group", 1) != 1) return refused;
+  return std::optional<Shortcut>(std::move(s));
+}
+
 }  // namespace
 
 Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
                                 const std::string& name, const std::string& comment, const GemmTiling& tiling) {
   if (!isGemmGroup(g, members)) return Error{"group `" + name + "` does not start with a MatMul, Gemm or Conv", true};
-  const NodeData& mm = g.node(members.front());
+  Expected<std::optional<Shortcut>> shortcut = projectionShortcut(g, members);
+  if (!shortcut) return shortcut.error();
+  const std::optional<Shortcut>& sc = shortcut.value();
+  const NodeData& mm = g.node(sc ? sc->main : members.front());
   const ValueId a = mm.inputs[0], b = mm.inputs[1], p = mm.outputs[0];
   for (ValueId v : {a, b, p}) {
     const TensorType& t = g.value(v).type;
@@ -515,10 +600,10 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   Expected<Geometry> geo = geometry(g, mm);
   if (!geo) return geo.error();
   // Depthwise: one input channel per group, and more than one group.
-  if (tiling.directDepthwise && geo->conv && geo->groups > 1 && geo->K == geo->KH * geo->KW && geo->KH * geo->KW <= 64)
+  if (!sc && tiling.directDepthwise && geo->conv && geo->groups > 1 && geo->K == geo->KH * geo->KW && geo->KH * geo->KW <= 64)
     return emitDepthwise(g, members, catalog, name, comment, geo.value(), depthwiseWidth(geo.value()),
                          tiling.depthwiseRowGather);
-  if (tiling.gemv && isGemv(geo.value()))
+  if (!sc && tiling.gemv && isGemv(geo.value()))
     return emitGemv(g, members, catalog, name, comment, geo.value(), tiling.gemvSplitK);
   const int64_t M = geo->M, N = geo->N, K = geo->K;
   const Shape ps = g.value(p).type.staticShape();
@@ -539,8 +624,21 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   // product: they differ only in the product's trailing dims that make up N.
   size_t varying = 0;
   for (int64_t span = 1; span < N && varying < ps.size(); ++varying) span *= ps[ps.size() - 1 - varying];
+  // With a shortcut the product is the Add's result, and the shortcut's
+  // operands follow the conv's.
+  std::vector<NodeRef> headed = members;
+  std::vector<ValueId> operands = headOperands(mm, geo.value());
+  size_t shortcutAt = 0;
+  if (sc) {
+    headed = {sc->add};
+    for (NodeRef n : members)
+      if (n != sc->main && n != sc->conv && n != sc->add) headed.push_back(n);
+    shortcutAt = operands.size();
+    operands.insert(operands.end(), {sc->x, sc->w});
+    if (sc->bias != kNoValue) operands.push_back(sc->bias);
+  }
   detail::Emitter e(g, catalog);
-  Expected<EpilogueKernel> ek = epilogueKernel(e, g, catalog, members, name, geo->c, W, varying);
+  Expected<EpilogueKernel> ek = epilogueKernel(e, g, catalog, headed, name, operands, W, varying);
   if (!ek) return ek.error();
   KernelSource& k = ek->k;
 
@@ -627,7 +725,7 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   }
   src << "__kernel ";
   if (staged) src << "__attribute__((reqd_work_group_size(" << L << ", 1, 1))) ";
-  src << "void " << name << ek->signature(geo->c != kNoValue) << " {\n";
+  src << "void " << name << ek->signature() << " {\n";
   if (staged) {
     // Column panels vary fastest: consecutive work-groups share a block of
     // A's rows, which stays in cache between them (A is re-read once per
@@ -726,9 +824,31 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
       src << "  }\n";
     });
   }
+  if (sc) {
+    const std::string x = "in" + std::to_string(shortcutAt), w = "in" + std::to_string(shortcutAt + 1), iv = "int" + std::to_string(W);
+    src << "  // The projection shortcut, a 1x1 conv of " << x << " (" << sc->K << " channels) at stride " << sc->SH << "x" << sc->SW
+        << ":\n  // its rows continue K, the lanes' inputs gathered at the strided output positions.\n  {\n";
+    src << "    const __global float* sx = " << x << " + b0 * " << sc->K * sc->H * sc->Wd << ";\n";
+    src << "    const " << iv << " scol = min((" << iv << ")(n0) + (" << iv << ")(";
+    for (int j = 0; j < W; ++j) src << (j ? ", " : "") << j;
+    src << "), N - 1);\n";
+    src << "    const " << iv << " at = (scol / " << geo->OW << ") * " << sc->SH * sc->Wd << " + (scol % " << geo->OW << ") * " << sc->SW
+        << ";\n";
+    for (int r = 0; r < TM; ++r)
+      src << "    const __global float* sa" << r << " = " << w << " + min(m0 + " << r << ", M - 1) * " << sc->K << ";\n";
+    src << "    for (int k = 0; k < " << sc->K << "; ++k) {\n";
+    src << "      const __global float* plane = sx + k * " << sc->H * sc->Wd << ";\n";
+    src << "      const " << vec << " bv = (" << vec << ")(";
+    for (int j = 0; j < W; ++j) src << (j ? ", " : "") << "plane[at.s" << kLanes[j] << "]";
+    src << ");\n";
+    for (int r = 0; r < TM; ++r) src << "      acc" << r << " = fma((" << vec << ")(sa" << r << "[k]), bv, acc" << r << ");\n";
+    src << "    }\n  }\n";
+  }
   // The epilogue on each row of the tile, a vector of W results.
   auto prologue = [&](bool vector) {
     std::string out;
+    if (sc && sc->bias != kNoValue)
+      out += "  acc += in" + std::to_string(shortcutAt + 2) + "[m];  // bias of the shortcut's output channel\n";
     if (geo->alpha != 1.0f) out += "  acc *= " + detail::floatLiteral(geo->alpha) + ";\n";
     if (geo->c != kNoValue && geo->conv) {
       out += "  acc += in2[b1 * " + std::to_string(M) + " + m];  // bias of the output channel\n";

@@ -78,11 +78,11 @@ std::string reportText(const Compiled& c, const ReportContext& context) {
   os << "rewrites";
   if (rw.fired.empty()) os << ": none";
   os << "\n";
-  for (const auto& [rule, n] : rw.fired) os << fmt::format("  {:<32} {:>5}x\n", rule, n);
+  for (const auto& [rule, n] : rw.fired) os << fmt::format("  {:<36} {:>5}x\n", rule, n);
   if (rw.capHit) os << "  (stopped at the rewrite cap)\n";
   os << fmt::format("  constants folded: {}, nodes removed: {}\n\n", rw.nodesFolded, rw.nodesRemoved);
   os << "fusions (chosen of candidates)\n";
-  for (const auto& [rule, f] : fusionCounts(plan)) os << fmt::format("  {:<32} {:>5} of {}\n", rule, f.first, f.second);
+  for (const auto& [rule, f] : fusionCounts(plan)) os << fmt::format("  {:<36} {:>5} of {}\n", rule, f.first, f.second);
   os << refusals(c.graph, plan);
   os << "\ngroups\n";
   for (const Group& grp : plan.groups) {

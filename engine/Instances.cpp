@@ -369,7 +369,18 @@ class Generator {
 
     // The first operand: known, or drawn as the op's data operand.
     if (!slots.empty() && slots[0].present && slots[0].value == kNoValue) {
-      if (name == "Conv" || name == "ConvTranspose" || name == "InstanceNormalization") slots[0].shape = randomShape(3, 4);
+      if (name == "Conv" && convResult_.size() == 4 && chance(rng_, 0.5)) {
+        // Convs in one pattern often meet in an elementwise op (a block's
+        // conv and the projection shortcut added to it): half the time a
+        // later Conv is a 1x1 projection onto the earlier one's result shape.
+        projection_ = Projection{between(rng_, 1, 2), convResult_[1]};
+        Shape in = {convResult_[0], between(rng_, 1, 4)};
+        for (size_t d = 2; d < 4; ++d)
+          in.push_back((convResult_[d] - 1) * projection_->stride + 1 + between(rng_, 0, projection_->stride - 1));
+        slots[0].shape = in;
+      } else if (name == "Conv" || name == "ConvTranspose" || name == "InstanceNormalization") {
+        slots[0].shape = randomShape(3, 4);
+      }
       else if (name == "BatchNormalization") slots[0].shape = randomShape(2, 4);
       else if (name == "MatMul" || name == "Gemm") slots[0].shape = randomShape(2, name == "Gemm" ? 2 : 3);
       else {
@@ -397,6 +408,7 @@ class Generator {
       attrs[attr] = *known;
     }
     proposeOperands(name, op, x, slots, attrs);
+    projection_.reset();
 
     std::vector<ValueId> inputs;
     for (Slot& s : slots) {
@@ -420,6 +432,8 @@ class Generator {
     matched_.push_back(n);
     if (std::string p = operandTypeProblem(g_, g_.node(n)); !p.empty()) throw Discard{"`" + name + "`: " + p};
     inferNodeTypes(g_, n);
+    if (name == "Conv" && g_.value(g_.node(n).outputs[0]).type.isStatic())
+      convResult_ = g_.value(g_.node(n).outputs[0]).type.staticShape();
     std::vector<ValueId> out;
     for (ValueId v : g_.node(n).outputs) {
       if (v != kNoValue && !g_.value(v).type.isStatic())
@@ -453,6 +467,13 @@ class Generator {
         if (chance(rng_, 0.3)) strides[d] = 2;
         if (chance(rng_, 0.3)) pads[d] = pads[d + spatial] = 1;
       }
+      if (projection_) {
+        group = 1;
+        attrs.erase("group");
+        kernel.assign(spatial, 1);
+        strides.assign(spatial, projection_->stride);
+        pads.assign(2 * spatial, 0);
+      }
       // The pattern's or the generic draws of these attributes may not fit the
       // shapes drawn here: the op's own choice replaces them.
       attrs.erase("kernel_shape");
@@ -460,7 +481,7 @@ class Generator {
       attrs["strides"] = strides;
       attrs["pads"] = pads;
       attrs["dilations"] = dilations;
-      const int64_t out = group * between(rng_, 1, 3);
+      const int64_t out = projection_ ? projection_->channels : group * between(rng_, 1, 3);
       Shape w = {out, channels / group};
       w.insert(w.end(), kernel.begin(), kernel.end());
       if (Slot* s = leaf(1)) s->shape = w;
@@ -586,6 +607,12 @@ class Generator {
   std::vector<bool> done_;
   std::set<int> inProgress_;
   int next_ = 0;
+  Shape convResult_;  ///< the last Conv's result
+  /// The Conv being drawn is a 1x1 projection onto convResult_.
+  struct Projection {
+    int64_t stride = 1, channels = 1;
+  };
+  std::optional<Projection> projection_;
 };
 
 }  // namespace

@@ -41,7 +41,7 @@ std::string verdictLine(const driver::RuleVerdict& v) {
     case K::NoInstance: what = "no instance could be generated: " + v.detail; break;
     case K::NotChecked: what = "not checked: " + v.detail; break;
   }
-  return fmt::format("{:<15} {:<28} {}  {}", driver::verdictName(v.kind), v.rule->name, where, what);
+  return fmt::format("{:<15} {:<36} {}  {}", driver::verdictName(v.kind), v.rule->name, where, what);
 }
 
 }  // namespace

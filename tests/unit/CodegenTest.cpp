@@ -576,6 +576,73 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
   }
 }
 
+TEST_CASE("a conv and its projection shortcut are one implicit GEMM and match the interpreter for every tiling") {
+  std::unique_ptr<RuleSet> packs = test::loadDefaultPacks();
+  Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
+  REQUIRE(target.ok());
+  // ResNet's downsampling block (3x3 conv + a 1x1 stride-2 projection of
+  // the block's input, odd sizes), ResNet-50's stride-1 projection beside a
+  // 1x1 conv, one on 22-wide rows (the conv's panels are row segments), and
+  // a padded 1x1 "shortcut" the family refuses: that block stays a
+  // conv_residual_activation plus its own conv.
+  Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[2,6,11,10] x, float[8,6,3,3] w1, float[8,8,3,3] w2, float[8] b2, float[8,6,1,1] wd, float[8] bd,
+   float[12,8,1,1] w3, float[12] b3, float[2,5,6,5] xs, float[12,5,1,1] wp,
+   float[1,4,22,22] hw, float[6,4,3,3] ww, float[1,3,43,44] xw, float[6,3,1,1] wdw, float[8,6,1,1] wpad)
+  => (float[2,8,6,5] y, float[2,12,6,5] y2, float[1,6,22,22] yw, float[2,8,6,5] yp) {
+  h0 = Conv <strides = [2, 2], pads = [1, 1, 1, 1]> (x, w1)
+  h = Relu (h0)
+  c = Conv <pads = [1, 1, 1, 1]> (h, w2, b2)
+  d = Conv <strides = [2, 2]> (x, wd, bd)
+  r = Add (d, c)
+  y = Relu (r)
+  q = Conv (h, w3, b3)
+  p = Conv (xs, wp)
+  r2 = Add (q, p)
+  y2 = Relu (r2)
+  cw = Conv <pads = [1, 1, 1, 1]> (hw, ww)
+  dw = Conv <strides = [2, 2]> (xw, wdw)
+  rw = Add (cw, dw)
+  yw = Relu (rw)
+  cp = Conv <pads = [1, 1, 1, 1]> (h, w2)
+  dp = Conv <strides = [2, 2], pads = [1, 0, 0, 0]> (x, wpad)
+  rp = Add (cp, dp)
+  yp = Relu (rp)
+}
+)");
+  std::vector<Tensor> inputs;
+  for (ValueId v : g.inputs()) inputs.push_back(randomTensor(g.value(v).type.staticShape(), 70 + inputs.size()));
+  std::vector<Tensor> reference = test::run(g, inputs);
+  Plan plan = planFusion(g, *packs, target.value(), codegen::kernelFamilies());
+  std::map<std::string, int> byRule;
+  for (const Group& grp : plan.groups) {
+    if (!grp.rule) continue;
+    ++byRule[grp.rule->name];
+    if (grp.rule->name == "conv_projection_residual_activation") CHECK(grp.nodes.size() == 4);
+  }
+  CHECK(byRule["conv_projection_residual_activation"] == 3);
+  CHECK(byRule["conv_residual_activation"] == 1);  // the padded 1x1 stays apart
+  std::vector<codegen::KernelGroup> groups = codegen::planGroups(plan);
+  for (codegen::GemmTiling t : {codegen::GemmTiling{}, codegen::GemmTiling{1, 4, 0, 0}, codegen::GemmTiling{5, 8, 3, 7},
+                                codegen::GemmTiling{12, 16, 16, 256, false, false, 1 << 20},
+                                codegen::GemmTiling{4, 8, 0, 256, true, true, 0, true, 0, 2, false}}) {
+    INFO("tiling " << t.rows << "x" << t.width << " local " << t.localRows << " depth " << t.depth);
+    Expected<codegen::DeviceRun> run =
+        codegen::runOnDevice(device(), g, groups, packs->catalog, inputs, codegen::KernelOptions{.gemm = t, .gemmTilings = {}});
+    REQUIRE_MESSAGE(run.ok(), test::why(run));
+    for (size_t i = 0; i < reference.size(); ++i) {
+      INFO(g.value(g.outputs()[i]).name);
+      test::checkClose(run->outputs[i], reference[i], 1e-4f);
+    }
+  }
+  // The refusal names what the family builds.
+  const NodeRef cp = *g.producer(*g.findValue("cp")), dp = *g.producer(*g.findValue("dp"));
+  const NodeRef rp = *g.producer(*g.findValue("rp")), yp = *g.producer(*g.findValue("yp"));
+  Expected<codegen::KernelSource> refused = codegen::emitGemm(g, {cp, dp, rp, yp}, packs->catalog, "k", "k");
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message.find("1x1 projection shortcut") != std::string::npos);
+}
+
 TEST_CASE("vector epilogues compute lane by lane what scalar ones do, at edges, with NaN and infinities") {
   std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
   // A MatMul with a bias along its rows read as a vector (N = 37: an edge
