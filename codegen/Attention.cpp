@@ -1,9 +1,13 @@
 /// The attention family; see Emitters.h.
 #include <algorithm>
 #include <functional>
+#include <limits>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "ElementwiseEmitter.h"
+#include "StridedView.h"
 #include "fusec/codegen/Emitters.h"
 
 namespace fusec::codegen {
@@ -110,16 +114,43 @@ std::string horizontal(const std::string& op, const std::string& x, int width) {
   return v;
 }
 
+/// The members that compute (the rest are views on Q, K, V or the result).
+std::vector<NodeRef> computing(const Graph& g, const std::vector<NodeRef>& members) {
+  std::vector<NodeRef> core;
+  for (NodeRef n : members)
+    if (!detail::isViewOp(g.node(n))) core.push_back(n);
+  return core;
+}
+
+/// The offset of batch `bt`'s matrix in a view with the batch dims `batch`.
+std::string batchOffset(const detail::StridedView& view, const Shape& batch) {
+  std::string s = std::to_string(view.offset);
+  int64_t inner = 1;
+  for (size_t k = batch.size(); k-- > 0;) {
+    if (batch[k] != 1 && view.strides[k] != 0)
+      s += " + ((bt / " + std::to_string(inner) + ") % " + std::to_string(batch[k]) + ") * " + std::to_string(view.strides[k]);
+    inner *= batch[k];
+  }
+  return s;
+}
+
+/// `base[i * stride]`, without the multiplication by 1.
+std::string at(const std::string& base, const std::string& i, int64_t stride) {
+  return base + "[" + (stride == 1 ? i : "(" + i + ") * " + std::to_string(stride)) + "]";
+}
+
 }  // namespace
 
 bool isAttentionGroup(const Graph& g, const std::vector<NodeRef>& members) {
-  return members.size() >= 3 && isOp(g.node(members.front()), "MatMul") && isOp(g.node(members.back()), "MatMul") &&
-         std::any_of(members.begin(), members.end(), [&](NodeRef n) { return isOp(g.node(n), "Softmax"); });
+  const std::vector<NodeRef> core = computing(g, members);
+  return core.size() >= 3 && isOp(g.node(core.front()), "MatMul") && isOp(g.node(core.back()), "MatMul") &&
+         std::any_of(core.begin(), core.end(), [&](NodeRef n) { return isOp(g.node(n), "Softmax"); });
 }
 
 Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog&,
                                      const std::string& name, const std::string& comment) {
-  Expected<AttentionParts> parts = attentionParts(g, members);
+  const std::vector<NodeRef> core = computing(g, members);
+  Expected<AttentionParts> parts = attentionParts(g, core);
   if (!parts) return parts.error();
   for (ValueId v : {parts->q, parts->kt, parts->v, parts->out, parts->mask}) {
     if (v == kNoValue) continue;
@@ -142,7 +173,42 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
   const int64_t Sq = qs[rank - 2], D = qs[rank - 1], Sk = ks[rank - 1], Dv = vs[rank - 1];
   if (ks[rank - 2] != D || vs[rank - 2] != Sk) return Error{"attention operands of mismatched sizes", true};
   if (Sk == 0 || Sq == 0) return Error{"attention over no keys or no queries has no kernel path", true};
-  const int64_t batches = shapeNumel(Shape(qs.begin(), qs.end() - 2));
+  const Shape batch(qs.begin(), qs.end() - 2);
+  const int64_t batches = shapeNumel(batch);
+  // Q, K and V read through the view chains before them (the heads of a
+  // packed projection: Slice, Reshape, Transpose), the result written
+  // through the chain after it (the heads merged): no copies.
+  const std::set<NodeRef> views(members.begin(), members.end());
+  std::vector<NodeRef> chained;
+  Expected<detail::StridedView> qv = detail::readView(g, parts->q, views, chained);
+  if (!qv) return qv.error();
+  Expected<detail::StridedView> kv_ = detail::readView(g, parts->kt, views, chained);
+  if (!kv_) return kv_.error();
+  Expected<detail::StridedView> vv_ = detail::readView(g, parts->v, views, chained);
+  if (!vv_) return vv_.error();
+  Expected<detail::StridedView> ov = detail::writeView(g, parts->out, views, chained);
+  if (!ov) return ov.error();
+  if (chained.size() + core.size() != members.size())
+    return Error{"a view op of the group is on none of the chains into Q, K and V or out of the result", true};
+  for (const detail::StridedView* view : {&qv.value(), &kv_.value(), &vv_.value(), &ov.value()}) {
+    if (g.value(view->buffer).type.dtype != DType::Float32 || !g.value(view->buffer).type.isStatic())
+      return Error{"attention reads and writes float32 buffers with static shapes", true};
+    const int64_t size = shapeNumel(g.value(view->buffer).type.staticShape());
+    if (size > std::numeric_limits<int32_t>::max())
+      return Error{"attention on a buffer of 2^31 elements or more has no kernel path", true};
+    // Every element the kernel touches lies inside its buffer.
+    int64_t last = view->offset;
+    for (size_t k = 0; k < view->shape.size(); ++k) {
+      if (view->strides[k] < 0) return Error{"attention through a view that steps backwards has no kernel path", true};
+      last += (view->shape[k] - 1) * view->strides[k];
+    }
+    if (view->offset < 0 || last >= size)
+      return Error{"a view of `" + g.value(view->buffer).name + "` reaches outside it", false};
+  }
+  const int64_t qS = qv->strides[rank - 2], qD = qv->strides[rank - 1];
+  const int64_t kD = kv_->strides[rank - 2], kS = kv_->strides[rank - 1];
+  const int64_t vS = vv_->strides[rank - 2], vD = vv_->strides[rank - 1];
+  const int64_t oS = ov->strides[rank - 2], oD = ov->strides[rank - 1];
   // Keys a block at a time (the last block of a count that no width
   // divides, ViT's 197, is partial), and V's rows as vectors.
   const int VW = vectorWidth(Dv);
@@ -188,9 +254,14 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
   const int64_t W = (Sq + QR - 1) / QR;  // work-items per batch
   KernelSource k;
   k.name = name;
-  k.inputs = {parts->q, parts->kt, parts->v};
+  // One parameter per buffer: a packed projection is Q, K and V at once.
+  std::map<ValueId, size_t> param;
+  for (ValueId b : {qv->buffer, kv_->buffer, vv_->buffer})
+    if (param.emplace(b, k.inputs.size()).second) k.inputs.push_back(b);
+  const size_t maskParam = k.inputs.size();
   if (mask != kNoValue) k.inputs.push_back(mask);
-  k.outputs = {parts->out};
+  k.outputs = {ov->buffer};
+  auto in = [&](ValueId b) { return "in" + std::to_string(param.at(b)); };
   k.globalSize = static_cast<size_t>(batches * W);
   const std::string kv = "float" + std::to_string(KB), vv = "float" + std::to_string(VW);
   const int64_t VC = Dv / VW;  // V's row in vectors
@@ -201,27 +272,39 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
       << ";\n// each work-item computes " << QR << " query row(s), " << KB
       << " keys at a time, with a running maximum and sum per row (online softmax).\n";
   src << detail::Emitter::prelude() << detail::Emitter::vectorExp(KB);
-  src << "__kernel void " << name << "(\n    __global const float* restrict in0,\n    __global const float* restrict in1,\n"
-      << "    __global const float* restrict in2,\n";
-  if (mask != kNoValue) src << "    __global const " << (parts->cond != kNoValue ? "uchar" : "float") << "* restrict in3,\n";
+  src << "__kernel void " << name << "(\n";
+  for (size_t i = 0; i < maskParam; ++i) src << "    __global const float* restrict in" << i << ",\n";
+  if (mask != kNoValue)
+    src << "    __global const " << (parts->cond != kNoValue ? "uchar" : "float") << "* restrict in" << maskParam << ",\n";
   src << "    __global float* restrict out0) {\n";
   src << "  const int gid = get_global_id(0), bt = gid / " << W << ", i0 = (gid % " << W << ") * " << QR << ";\n";
   for (int t = 0; t < QR; ++t) {
     // Row t: its index over batch and queries, the last row past the end.
     const std::string n = std::to_string(t);
-    src << "  const int r" << n << " = bt * " << Sq << " + " << (Sq % QR == 0 ? "i0 + " + n : "min(i0 + " + n + ", " + std::to_string(Sq - 1) + ")")
-        << ";\n";
-    src << "  const __global float* q" << n << " = in0 + r" << n << " * " << D << ";\n";
+    src << "  const int row" << n << " = " << (Sq % QR == 0 ? "i0 + " + n : "min(i0 + " + n + ", " + std::to_string(Sq - 1) + ")")
+        << ", r" << n << " = bt * " << Sq << " + row" << n << ";\n";
+    src << "  const __global float* q" << n << " = " << in(qv->buffer) << " + " << batchOffset(*qv, batch) << " + row" << n
+        << " * " << qS << ";\n";
   }
-  src << "  const __global float* kt = in1 + bt * " << D * Sk << ";\n";
-  src << "  const __global float* v = in2 + bt * " << Sk * Dv << ";\n";
+  src << "  const __global float* kt = " << in(kv_->buffer) << " + " << batchOffset(*kv_, batch) << ";\n";
+  src << "  const __global float* v = " << in(vv_->buffer) << " + " << batchOffset(*vv_, batch) << ";\n";
+  src << "  __global float* o = out0 + " << batchOffset(*ov, batch) << ";\n";
+  // Keys as rows (K not transposed in memory: a packed projection's heads):
+  // each score is a dot product along the head, Q's rows held as vectors.
+  const int QW = vectorWidth(D);
+  const bool keyRows = kS != 1 && kD == 1 && qD == 1 && QW > 0 && D / QW <= 16;
+  if (keyRows)
+    for (int t = 0; t < QR; ++t)
+      for (int64_t c = 0; c < D / QW; ++c)
+        src << "  const float" << QW << " qv" << t << "_" << c << " = vload" << QW << "(" << c << ", q" << t << ");\n";
   for (int t = 0; t < QR; ++t) {
     const std::string n = std::to_string(t);
     if (mask != kNoValue) {
       std::string row = maskRow;
       for (size_t pos = row.find("(r /"); pos != std::string::npos; pos = row.find("(r /", pos + 1))
         row.replace(pos, 4, "(r" + n + " /");
-      src << "  const __global " << (parts->cond != kNoValue ? "uchar" : "float") << "* mask" << n << " = in3 + " << row << ";\n";
+      src << "  const __global " << (parts->cond != kNoValue ? "uchar" : "float") << "* mask" << n << " = in" << maskParam << " + "
+          << row << ";\n";
     }
     src << "  float m" << n << " = -INFINITY, l" << n << " = 0.0f;\n";
     for (int64_t c = 0; c < VC; ++c) src << "  " << vv << " acc" << n << "_" << c << " = (" << vv << ")(0.0f);\n";
@@ -236,14 +319,35 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
       return v + ")";
     };
     // The block's scores: Kt's row d holds every key's d-th element.
-    for (int t = 0; t < QR; ++t) src << indent << kv << " s" << t << " = (" << kv << ")(0.0f);\n";
-    src << indent << "for (int d = 0; d < " << D << "; ++d) {\n";
-    const std::string kd = T == KB ? "vload" + std::to_string(KB) + "(0, kt + d * " + std::to_string(Sk) + " + j0)"
-                                   : lanes(kv, [&](int l) { return "kt[d * " + std::to_string(Sk) + " + j0 + " + std::to_string(l) + "]"; }, "0.0f");
-    src << indent << "  const " << kv << " kd = " << kd << ";\n";
-    for (int t = 0; t < QR; ++t)
-      src << indent << "  s" << t << " = fma((" << kv << ")(q" << t << "[d]), kd, s" << t << ");\n";
-    src << indent << "}\n";
+    if (keyRows) {
+      // Key l's row: D contiguous elements; its score with each query row.
+      const std::string qw = "float" + std::to_string(QW);
+      for (int l = 0; l < T; ++l) {
+        src << indent << "const __global float* k" << l << " = kt + (j0 + " << l << ") * " << kS << ";\n";
+        for (int t = 0; t < QR; ++t) {
+          std::string dot = "qv" + std::to_string(t) + "_0 * vload" + std::to_string(QW) + "(0, k" + std::to_string(l) + ")";
+          for (int64_t c = 1; c < D / QW; ++c)
+            dot = "fma(qv" + std::to_string(t) + "_" + std::to_string(c) + ", vload" + std::to_string(QW) + "(" +
+                  std::to_string(c) + ", k" + std::to_string(l) + "), " + dot + ")";
+          src << indent << "const " << qw << " dk" << t << "_" << l << " = " << dot << ";\n";
+        }
+      }
+      for (int t = 0; t < QR; ++t)
+        src << indent << kv << " s" << t << " = "
+            << lanes(kv, [&](int l) { return horizontal("+", "dk" + std::to_string(t) + "_" + std::to_string(l), QW); }, "0.0f")
+            << ";\n";
+    } else {
+      for (int t = 0; t < QR; ++t) src << indent << kv << " s" << t << " = (" << kv << ")(0.0f);\n";
+      src << indent << "for (int d = 0; d < " << D << "; ++d) {\n";
+      const std::string kd =
+          T == KB && kS == 1 ? "vload" + std::to_string(KB) + "(0, kt + d * " + std::to_string(kD) + " + j0)"
+                             : lanes(kv, [&](int l) { return at("kt", "d * " + std::to_string(kD) + " + (j0 + " + std::to_string(l) + ") * " +
+                                                                   std::to_string(kS), 1); }, "0.0f");
+      src << indent << "  const " << kv << " kd = " << kd << ";\n";
+      for (int t = 0; t < QR; ++t)
+        src << indent << "  s" << t << " = fma((" << kv << ")(" << at("q" + std::to_string(t), "d", qD) << "), kd, s" << t << ");\n";
+      src << indent << "}\n";
+    }
     for (int t = 0; t < QR; ++t) {
       const std::string n = std::to_string(t), sN = "s" + n;
       auto maskLanes = [&](const std::string& type) {
@@ -277,10 +381,17 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
       src << indent << "m" << n << " = mn" << n << ";\n";
       for (int64_t c = 0; c < VC; ++c) src << indent << "acc" << n << "_" << c << " *= corr" << n << ";\n";
     }
-    src << indent << "const __global float* vb = v + j0 * " << Dv << ";\n";
+    src << indent << "const __global float* vb = v + j0 * " << vS << ";\n";
     for (int jj = 0; jj < T; ++jj)
       for (int64_t c = 0; c < VC; ++c) {
-        src << indent << "{\n" << indent << "  const " << vv << " vr = vload" << VW << "(" << c << ", vb + " << jj * Dv << ");\n";
+        std::string row = "vload" + std::to_string(VW) + "(" + std::to_string(c) + ", vb + " + std::to_string(jj * vS) + ")";
+        if (vD != 1) {
+          row = "(" + vv + ")(";
+          for (int e = 0; e < VW; ++e)
+            row += (e ? ", " : "") + std::string("vb[") + std::to_string(jj * vS + (c * VW + e) * vD) + "]";
+          row += ")";
+        }
+        src << indent << "{\n" << indent << "  const " << vv << " vr = " << row << ";\n";
         for (int t = 0; t < QR; ++t)
           src << indent << "  acc" << t << "_" << c << " = fma((" << vv << ")(p" << t << ".s" << kLanes[jj] << "), vr, acc" << t
               << "_" << c << ");\n";
@@ -299,9 +410,17 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
   for (int t = 0; t < QR; ++t) {
     const bool past = Sq % QR != 0 && t > 0;  // row t may lie past the batch's last
     if (past) src << "  if (i0 + " << t << " < " << Sq << ") {\n";
-    for (int64_t c = 0; c < VC; ++c)
-      src << (past ? "  " : "") << "  vstore" << VW << "(acc" << t << "_" << c << " / l" << t << ", " << c << ", out0 + r" << t
-          << " * " << Dv << ");\n";
+    for (int64_t c = 0; c < VC; ++c) {
+      const std::string value = "acc" + std::to_string(t) + "_" + std::to_string(c) + " / l" + std::to_string(t);
+      const std::string row = "o + row" + std::to_string(t) + " * " + std::to_string(oS);
+      if (oD == 1) {
+        src << (past ? "  " : "") << "  vstore" << VW << "(" << value << ", " << c << ", " << row << ");\n";
+      } else {
+        src << (past ? "  " : "") << "  { const " << vv << " res = " << value << ";";
+        for (int e = 0; e < VW; ++e) src << " (" << row << ")[" << (c * VW + e) * oD << "] = res.s" << kLanes[e] << ";";
+        src << " }\n";
+      }
+    }
     if (past) src << "  }\n";
   }
   src << "}\n";

@@ -61,7 +61,8 @@ std::vector<FunctionFamily::Spec> specs() {
       {"attention", "MatMul(Q, Kt), a constant scale (Mul or Div), an optional mask (added, or a Where filling with a "
        "constant), Softmax over the keys "
        "and MatMul with V (float32, static shapes, one batch shape), as one kernel: an online softmax over blocks "
-       "of keys, the scores kept in registers",
+       "of keys, the scores kept in registers; Q, Kt and V may be read through chains of view ops (Slice, Reshape, "
+       "Transpose, ...) and the result written through Transposes and reshapes, as strided views",
        "it is not MatMul, a constant scale, an optional mask, Softmax and MatMul",
        [](const Graph& g, const Group& grp, const OpCatalog&) { return isAttentionGroup(g, grp); }, plain(emitAttention)},
       {"gemm_epilogue", "a MatMul or Gemm (float32, static shapes) followed by elementwise ops on its result",

@@ -608,7 +608,8 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   const int64_t M = geo->M, N = geo->N, K = geo->K;
   const Shape ps = g.value(p).type.staticShape();
   // Few rows per group (depthwise convs): one row per tile.
-  int TM = static_cast<int>(std::min<int64_t>(tiling.rows, M)), W = tiling.width;
+  // An empty product (M or N 0) launches nothing: its tiles are sized as for one row.
+  int TM = static_cast<int>(std::min<int64_t>(tiling.rows, std::max<int64_t>(M, 1))), W = tiling.width;
   if (TM < 1 || TM > 16 || (W != 4 && W != 8 && W != 16)) return Error{"gemm tiling out of range", true};
   // Smaller tiles until the product has the work-items the device needs to
   // be busy (a GPU's SMs; a CPU asks for none): a 1x1 conv to 576 channels

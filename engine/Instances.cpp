@@ -288,8 +288,13 @@ class Generator {
     inProgress_.insert(index);
     const PatternNode& pn = p_.nodes[i];
     int length = 1;
-    if (pn.repeat != PatternNode::Repeat::Once)
-      length = static_cast<int>(between(rng_, pn.repeat == PatternNode::Repeat::ZeroOrMore ? 0 : 1, lim_.maxRepeat));
+    // `*` is empty half the time: a pattern with several optional chains
+    // (attention's views on Q, K, V and its result) then often has none or
+    // one, whose shapes the ops around them can take.
+    if (pn.repeat == PatternNode::Repeat::ZeroOrMore)
+      length = chance(rng_, 0.5) ? 0 : static_cast<int>(between(rng_, 1, lim_.maxRepeat));
+    else if (pn.repeat == PatternNode::Repeat::OneOrMore)
+      length = static_cast<int>(between(rng_, 1, lim_.maxRepeat));
     std::vector<ValueId> results;
     if (length == 0) {
       results.push_back(operandValue(pn.operands.at(0)));

@@ -218,6 +218,9 @@ def main():
     print("class Normalization = LayerNormalization | InstanceNormalization | BatchNormalization")
     print("class Pool = MaxPool | AveragePool | LpPool | GlobalAveragePool | GlobalMaxPool | GlobalLpPool")
     print("class Movement = " + " | ".join(INJECTIVE))
+    # Movement that moves nothing: each is an affine map of indices, so a
+    # chain of them is a strided view of the buffer it starts from.
+    print("class View = Slice | Reshape | Transpose | Squeeze | Unsqueeze | Flatten | Identity")
 
 
 if __name__ == "__main__":

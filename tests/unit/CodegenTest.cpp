@@ -864,6 +864,87 @@ g (float[1,4,8] q, float[1,8,8] kt, float[1,8,8] v, bool c) => (float[1,4,8] o) 
   test::checkClose(run->outputs[0], test::run(scalarMask, inputs)[0], 1e-4f);
 }
 
+TEST_CASE("attention reads Q, K and V through view chains and writes its result through one, copying nothing") {
+  std::unique_ptr<RuleSet> packs = test::loadDefaultPacks();
+  Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
+  REQUIRE(target.ok());
+  // torch's MultiheadAttention: one packed projection [S, B, 3E] sliced
+  // into Q, K and V, each reshaped into heads and transposed (K to
+  // [heads, D, S]: its rows along the head, the keys-as-rows scores), the
+  // result transposed back and the heads merged. 5 queries (not a multiple
+  // of 4), 2 heads of 8. With B = 2, merging B and the heads is not a view
+  // of the packed buffer: the family refuses, and the plain attention rule
+  // fuses the core alone.
+  auto mha = [](int64_t B) {
+    const std::string b = std::to_string(B), bh = std::to_string(2 * B), rows = std::to_string(5 * B);
+    return R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[5,)" + b + R"(,48] qkv, float[)" + bh + R"(,1,5] mask) => (float[)" + rows + R"(,16] y) {
+  s0 = Constant <value = int64[1] {0}> ()
+  s16 = Constant <value = int64[1] {16}> ()
+  s32 = Constant <value = int64[1] {32}> ()
+  s48 = Constant <value = int64[1] {48}> ()
+  ax = Constant <value = int64[1] {2}> ()
+  heads = Constant <value = int64[3] {5, )" + bh + R"(, 8}> ()
+  merged = Constant <value = int64[2] {)" + rows + R"(, 16}> ()
+  scale = Constant <value = float {0.35}> ()
+  q0 = Slice (qkv, s0, s16, ax)
+  k0 = Slice (qkv, s16, s32, ax)
+  v0 = Slice (qkv, s32, s48, ax)
+  q1 = Reshape (q0, heads)
+  q = Transpose <perm = [1, 0, 2]> (q1)
+  k1 = Reshape (k0, heads)
+  kt = Transpose <perm = [1, 2, 0]> (k1)
+  v1 = Reshape (v0, heads)
+  v = Transpose <perm = [1, 0, 2]> (v1)
+  sc = MatMul (q, kt)
+  z = Mul (sc, scale)
+  m = Add (z, mask)
+  p = Softmax <axis = -1> (m)
+  o = MatMul (p, v)
+  ot = Transpose <perm = [1, 0, 2]> (o)
+  y = Reshape (ot, merged)
+}
+)";
+  };
+  // Strides no path loads as vectors: K's elements and keys both strided
+  // (gathered), V's rows strided along the head, the result's too.
+  const std::string strided = R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[2,5,8] q, float[5,8,2] kx, float[8,5,2] vx) => (float[8,5,2] y) {
+  scale = Constant <value = float {2.0}> ()
+  kt = Transpose <perm = [2, 1, 0]> (kx)
+  v = Transpose <perm = [2, 1, 0]> (vx)
+  sc = MatMul (q, kt)
+  z = Div (sc, scale)
+  p = Softmax <axis = -1> (z)
+  o = MatMul (p, v)
+  y = Transpose <perm = [2, 1, 0]> (o)
+}
+)";
+  struct Case {
+    std::string model, rule;
+    size_t members;
+  };
+  for (const Case& c : {Case{mha(1), "attention_views", 16}, Case{mha(2), "attention", 5},
+                        Case{strided, "attention_views_unmasked", 7}}) {
+    Graph g = test::parse(c.model);
+    std::vector<Tensor> inputs;
+    for (ValueId v : g.inputs()) inputs.push_back(randomTensor(g.value(v).type.staticShape(), 90 + inputs.size()));
+    std::vector<Tensor> reference = test::run(g, inputs);
+    Plan plan = planFusion(g, *packs, target.value(), codegen::kernelFamilies());
+    const auto attention = std::find_if(plan.groups.begin(), plan.groups.end(),
+                                        [](const Group& grp) { return grp.kernel == "attention"; });
+    REQUIRE(attention != plan.groups.end());
+    CHECK(attention->rule->name == c.rule);
+    CHECK(attention->nodes.size() == c.members);
+    std::vector<codegen::KernelGroup> groups = codegen::planGroups(plan);
+    Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, groups, packs->catalog, inputs);
+    REQUIRE_MESSAGE(run.ok(), test::why(run));
+    test::checkClose(run->outputs[0], reference[0], 1e-5f);
+    if (c.rule == "attention_views")  // the whole block is one kernel: nothing copied before or after
+      CHECK(plan.groups.size() == 1);
+  }
+}
+
 TEST_CASE("the tuner keeps the fastest tiling when it beats the default by the margin, else the default") {
   // Times worked out by hand; the default is candidate 0.
   CHECK(codegen::chooseTiling({1.0}, 0.9) == 0);

@@ -38,7 +38,7 @@ struct VerifyOptions {
   uint64_t seed = 1;
   int instances = 40;           ///< checked instances wanted per rewrite rule
   int fusionInstances = 6;      ///< ... per fusion rule (each builds OpenCL kernels)
-  int drawsPerInstance = 60;    ///< a rule gives up after instances * this many draws
+  int drawsPerInstance = 400;   ///< a rule gives up after instances * this many draws
   const Target* target = nullptr;     ///< for guards and fusion planning; required
   codegen::Device* device = nullptr;  ///< fusion rules run here; without one they are not checked
   bool prove = true;                  ///< try a symbolic proof first
