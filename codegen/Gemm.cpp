@@ -240,7 +240,9 @@ struct EpilogueKernel {
 /// from, the kernel's first inputs.
 Expected<EpilogueKernel> epilogueKernel(detail::Emitter& e, const Graph& g, const OpCatalog& catalog,
                                         const std::vector<NodeRef>& members, const std::string& name,
-                                        const std::vector<ValueId>& operands, int lanes = 0, size_t varyingDims = 0) {
+                                        const std::vector<ValueId>& operands, int lanes = 0, size_t varyingDims = 0,
+                                        const std::vector<ValueId>& prologueInputs = {},
+                                        const std::string& prologueParams = "") {
   EpilogueKernel out;
   out.product = g.node(members.front()).outputs[0];
   out.shape = g.value(out.product).type.staticShape();
@@ -249,6 +251,7 @@ Expected<EpilogueKernel> epilogueKernel(detail::Emitter& e, const Graph& g, cons
   out.k.name = name;
   out.k.inputs = operands;
   out.operands = operands.size();
+  out.k.inputs.insert(out.k.inputs.end(), prologueInputs.begin(), prologueInputs.end());
   const size_t firstEpi = out.k.inputs.size();
   out.k.inputs.insert(out.k.inputs.end(), epi->inputs.begin(), epi->inputs.end());
   out.k.outputs = epi->outputs;
@@ -257,6 +260,7 @@ Expected<EpilogueKernel> epilogueKernel(detail::Emitter& e, const Graph& g, cons
   // the coordinates c0, c1, ... of i in the product's shape.
   if (Status st = e.emitBody(epi->members, epi->inputs, out.shape, "i", out.params, out.body, firstEpi, false); !st)
     return st.error();
+  if (!prologueParams.empty()) out.params = prologueParams + (out.params.empty() ? "" : ",\n    " + out.params);
   if (lanes > 0) {
     detail::Emitter ve(g, catalog), edge(g, catalog);
     ve.vectorize(lanes, varyingDims);
@@ -552,34 +556,98 @@ std::optional<Shortcut> asShortcut(const Graph& g, NodeRef n) {
   return s;
 }
 
-/// The group's projection shortcut, when it has two Convs; nullopt when it
-/// has one. Two Convs that are not a conv and its shortcut, both read only
-/// by one Add of the group, are refused.
-Expected<std::optional<Shortcut>> projectionShortcut(const Graph& g, const std::vector<NodeRef>& members) {
+/// A depthwise Conv and the elementwise ops after it (an activation) as the
+/// prologue of the 1x1 Conv that reads them, as MobileNetV2's inverted
+/// residual block ends: the 1x1 conv's B rows (one per channel) are the
+/// depthwise conv's output rows, computed as the panel is staged in local
+/// memory and never stored.
+struct DepthwisePrologue {
+  NodeRef conv = 0;                ///< the depthwise Conv
+  std::vector<NodeRef> members;    ///< it, then the elementwise ops up to the 1x1 conv's input
+  ValueId x = kNoValue, w = kNoValue, bias = kNoValue;
+  Geometry geo;                    ///< the depthwise conv's
+};
+
+/// What a group with two Convs computes.
+struct ConvPair {
+  std::optional<Shortcut> shortcut;
+  std::optional<DepthwisePrologue> prologue;
+  NodeRef main = 0;  ///< the Conv whose product the kernel tiles
+};
+
+/// The group's two Convs: a conv and its projection shortcut (both read
+/// only by one Add of the group), or a depthwise conv whose result, through
+/// elementwise ops of the group, a 1x1 conv reads. Empty with one Conv.
+Expected<ConvPair> convPair(const Graph& g, const std::vector<NodeRef>& members) {
   std::vector<NodeRef> convs;
   for (NodeRef n : members)
     if (g.node(n).op == "Conv" && g.node(n).domain.empty()) convs.push_back(n);
-  if (convs.size() <= 1) return std::optional<Shortcut>();
+  ConvPair pair;
+  if (convs.size() <= 1) return pair;
   const Error refused{"a group with two Convs builds only a conv plus a 1x1 projection shortcut (ungrouped, "
-                      "unpadded, the same result shape), each read only by one Add of both",
+                      "unpadded, the same result shape), each read only by one Add of both, or a depthwise conv "
+                      "and elementwise ops on it read only by a 1x1 ungrouped conv",
                       true};
   if (convs.size() > 2) return refused;
   const ValueId r0 = g.node(convs[0]).outputs[0], r1 = g.node(convs[1]).outputs[0];
-  if (g.uses(r0).size() != 1 || g.uses(r1).size() != 1 || g.uses(r0)[0].node != g.uses(r1)[0].node) return refused;
-  const NodeRef add = g.uses(r0)[0].node;
-  const NodeData& ad = g.node(add);
-  if (ad.op != "Add" || !ad.domain.empty() || std::find(members.begin(), members.end(), add) == members.end() ||
-      g.isGraphOutput(r0) || g.isGraphOutput(r1) || g.value(r0).type != g.value(r1).type)
-    return refused;
-  // The one with the smaller window is the shortcut (ResNet-50's 1x1
-  // stride-1 projections beside a 1x1 conv: either would do).
-  std::optional<Shortcut> s1 = asShortcut(g, convs[1]), s0 = asShortcut(g, convs[0]);
-  std::optional<Shortcut> s = s1 ? s1 : s0;
-  if (!s) return refused;
-  s->main = s->conv == convs[1] ? convs[0] : convs[1];
-  s->add = add;
-  if (g.node(s->main).attrInt("group", 1) != 1) return refused;
-  return std::optional<Shortcut>(std::move(s));
+  auto inGroup = [&](NodeRef n) { return std::find(members.begin(), members.end(), n) != members.end(); };
+  if (g.uses(r0).size() == 1 && g.uses(r1).size() == 1 && g.uses(r0)[0].node == g.uses(r1)[0].node) {
+    const NodeRef add = g.uses(r0)[0].node;
+    const NodeData& ad = g.node(add);
+    if (ad.op != "Add" || !ad.domain.empty() || !inGroup(add) || g.isGraphOutput(r0) || g.isGraphOutput(r1) ||
+        g.value(r0).type != g.value(r1).type)
+      return refused;
+    // The one with the smaller window is the shortcut (ResNet-50's 1x1
+    // stride-1 projections beside a 1x1 conv: either would do).
+    std::optional<Shortcut> s1 = asShortcut(g, convs[1]), s0 = asShortcut(g, convs[0]);
+    std::optional<Shortcut> s = s1 ? s1 : s0;
+    if (!s) return refused;
+    s->main = s->conv == convs[1] ? convs[0] : convs[1];
+    s->add = add;
+    if (g.node(s->main).attrInt("group", 1) != 1) return refused;
+    pair.main = s->main;
+    pair.shortcut = std::move(s);
+    return pair;
+  }
+  // The depthwise prologue: walk back from the 1x1 conv's input through
+  // single-use members to the other conv.
+  for (size_t which = 0; which < 2; ++which) {
+    const NodeRef pw = convs[which], dw = convs[1 - which];
+    std::vector<NodeRef> chain;
+    ValueId v = g.node(pw).inputs[0];
+    bool reached = false;
+    while (!reached) {
+      const std::optional<NodeRef> p = g.producer(v);
+      if (!p || !inGroup(*p) || g.uses(v).size() != 1 || g.isGraphOutput(v)) break;
+      chain.insert(chain.begin(), *p);
+      if (*p == dw) reached = true;
+      else v = g.node(*p).inputs.empty() ? kNoValue : g.node(*p).inputs[0];
+      if (v == kNoValue) break;
+    }
+    if (!reached) continue;
+    const NodeData& pd = g.node(pw);
+    const NodeData& dd = g.node(dw);
+    Expected<Geometry> pg = convGeometry(g, pd);
+    Expected<Geometry> dg = convGeometry(g, dd);
+    if (!pg || !dg || pg->im2col || pg->groups != 1) return refused;
+    const Shape xs = g.value(dd.inputs[0]).type.staticShape();
+    // Depthwise: one input channel and one output channel per group, 2-D.
+    if (xs.size() != 4 || dg->groups != xs[1] || dg->M != 1 || dg->K != dg->KH * dg->KW || dg->KH * dg->KW > 49)
+      return refused;
+    for (NodeRef n : chain)
+      if (n != dw && g.value(g.node(n).outputs[0]).type != g.value(dd.outputs[0]).type) return refused;
+    DepthwisePrologue d;
+    d.conv = dw;
+    d.members = chain;
+    d.x = dd.inputs[0];
+    d.w = dd.inputs[1];
+    d.bias = dg->c;
+    d.geo = dg.value();
+    pair.main = pw;
+    pair.prologue = std::move(d);
+    return pair;
+  }
+  return refused;
 }
 
 }  // namespace
@@ -587,10 +655,11 @@ Expected<std::optional<Shortcut>> projectionShortcut(const Graph& g, const std::
 Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
                                 const std::string& name, const std::string& comment, const GemmTiling& tiling) {
   if (!isGemmGroup(g, members)) return Error{"group `" + name + "` does not start with a MatMul, Gemm or Conv", true};
-  Expected<std::optional<Shortcut>> shortcut = projectionShortcut(g, members);
-  if (!shortcut) return shortcut.error();
-  const std::optional<Shortcut>& sc = shortcut.value();
-  const NodeData& mm = g.node(sc ? sc->main : members.front());
+  Expected<ConvPair> pair = convPair(g, members);
+  if (!pair) return pair.error();
+  const std::optional<Shortcut>& sc = pair->shortcut;
+  const std::optional<DepthwisePrologue>& dw = pair->prologue;
+  const NodeData& mm = g.node(sc || dw ? pair->main : members.front());
   const ValueId a = mm.inputs[0], b = mm.inputs[1], p = mm.outputs[0];
   for (ValueId v : {a, b, p}) {
     const TensorType& t = g.value(v).type;
@@ -600,16 +669,19 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   Expected<Geometry> geo = geometry(g, mm);
   if (!geo) return geo.error();
   // Depthwise: one input channel per group, and more than one group.
-  if (!sc && tiling.directDepthwise && geo->conv && geo->groups > 1 && geo->K == geo->KH * geo->KW && geo->KH * geo->KW <= 64)
+  if (!sc && !dw && tiling.directDepthwise && geo->conv && geo->groups > 1 && geo->K == geo->KH * geo->KW && geo->KH * geo->KW <= 64)
     return emitDepthwise(g, members, catalog, name, comment, geo.value(), depthwiseWidth(geo.value()),
                          tiling.depthwiseRowGather);
-  if (!sc && tiling.gemv && isGemv(geo.value()))
+  if (!sc && !dw && tiling.gemv && isGemv(geo.value()))
     return emitGemv(g, members, catalog, name, comment, geo.value(), tiling.gemvSplitK);
   const int64_t M = geo->M, N = geo->N, K = geo->K;
   const Shape ps = g.value(p).type.staticShape();
   // Few rows per group (depthwise convs): one row per tile.
   // An empty product (M or N 0) launches nothing: its tiles are sized as for one row.
   int TM = static_cast<int>(std::min<int64_t>(tiling.rows, std::max<int64_t>(M, 1))), W = tiling.width;
+  // A depthwise prologue's panels are row segments: 8 lanes on rows of 8
+  // or fewer (MobileNetV2's 7-wide), else 16.
+  if (dw && (W == 8 || W == 16)) W = dw->geo.OW <= 8 ? 8 : 16;
   if (TM < 1 || TM > 16 || (W != 4 && W != 8 && W != 16)) return Error{"gemm tiling out of range", true};
   // Smaller tiles until the product has the work-items the device needs to
   // be busy (a GPU's SMs; a CPU asks for none): a 1x1 conv to 576 channels
@@ -638,8 +710,39 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
     operands.insert(operands.end(), {sc->x, sc->w});
     if (sc->bias != kNoValue) operands.push_back(sc->bias);
   }
+  // With a depthwise prologue the image is the depthwise conv's input, its
+  // weights and bias follow the 1x1 conv's operands, then what its
+  // elementwise ops read; the prologue computes B's rows, W lanes at once,
+  // as the product's epilogue would compute W results.
+  size_t dwAt = 0;
+  std::vector<ValueId> prologueInputs;
+  std::string prologueParams, prologueBody, prologueResult, prologueHelpers;
+  Shape dwShape;
+  if (dw) {
+    headed.clear();
+    for (NodeRef n : members)
+      if (std::find(dw->members.begin(), dw->members.end(), n) == dw->members.end()) headed.push_back(n);
+    operands[0] = dw->x;
+    dwAt = operands.size();
+    operands.push_back(dw->w);
+    if (dw->bias != kNoValue) operands.push_back(dw->bias);
+    const ValueId dwOut = g.node(dw->conv).outputs[0];
+    dwShape = g.value(dwOut).type.staticShape();
+    detail::Emitter pe(g, catalog);
+    pe.vectorize(W, 2);  // lanes vary along the output's rows and columns
+    Expected<detail::Emitter::Epilogue> pep = pe.epilogue(dw->members, dwOut, "depthwise prologue");
+    if (!pep) return pep.error();
+    if (pep->outputs.size() != 1) return Error{"a depthwise prologue computes one value for the 1x1 conv", true};
+    pe.bind(dwOut, "dwv");
+    if (Status st = pe.emitBody(pep->members, pep->inputs, dwShape, "i", prologueParams, prologueBody, operands.size(), false);
+        !st)
+      return Error{"the depthwise prologue's ops have no vector form: " + st.error().message, true};
+    prologueInputs = pep->inputs;
+    prologueResult = pep->outputs[0] == dwOut ? "dwv" : pe.vars().at(pep->outputs[0]);
+    prologueHelpers = pe.vectorHelpers();
+  }
   detail::Emitter e(g, catalog);
-  Expected<EpilogueKernel> ek = epilogueKernel(e, g, catalog, headed, name, operands, W, varying);
+  Expected<EpilogueKernel> ek = epilogueKernel(e, g, catalog, headed, name, operands, W, varying, prologueInputs, prologueParams);
   if (!ek) return ek.error();
   KernelSource& k = ek->k;
 
@@ -651,7 +754,11 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   // and stage 1 (56) 1.1x faster so; on 28- and 14-wide rows 0.8-0.9x, the
   // lanes past the row cost more than the gathers they save.
   const int64_t OWT = (geo->OW + W - 1) / W, OH = geo->conv ? N / geo->OW : 1;
-  const bool rowPanels = geo->im2col && tiling.convRowPanels && (geo->SW == 1 || geo->SW == 2) && OWT >= 3 &&
+  // The windowed input whose rows the panels read: the conv's, or the
+  // depthwise prologue's (its panels are row segments at any width that
+  // wastes at most a quarter of the lanes).
+  const Geometry& rg = dw ? dw->geo : geo.value();
+  const bool rowPanels = (dw || (geo->im2col && OWT >= 3)) && tiling.convRowPanels && (rg.SW == 1 || rg.SW == 2) &&
                          4 * (OWT * W - geo->OW) <= OWT * W;
   const int64_t MT = (M + TM - 1) / TM, NT = rowPanels ? OH * OWT : (N + W - 1) / W, batches = shapeNumel(geo->batch);
   // With local memory, a work-group of L work-items takes L row tiles of
@@ -660,7 +767,12 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   // longer alias in the cache, and on GPUs each B element is read from
   // global memory once per work-group.
   // Row blocks of at most localRows tiles, balanced so the last is not mostly idle.
-  const int localRows = K <= tiling.shallowDepth ? tiling.shallowLocalRows : tiling.localRows;
+  // A depthwise prologue's panel is staged for all the row tiles at once:
+  // each B row is computed once per work-group.
+  // (On PoCL's emulated local memory a work-group of 2 recomputing the
+  // rows for the others measured 2.4x slower still on MobileNetV2.)
+  const int localRows = dw ? static_cast<int>(std::min<int64_t>(MT, 64))
+                           : K <= tiling.shallowDepth ? tiling.shallowLocalRows : tiling.localRows;
   const int64_t RB = localRows > 0 ? (MT + localRows - 1) / localRows : MT;
   const int64_t L = (MT + RB - 1) / RB, KB = std::max<int64_t>(1, std::min<int64_t>(tiling.depth, K));
   const bool staged = localRows > 0;
@@ -682,29 +794,36 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   if (batches > 1) src << ", " << batches << " batches";
   src << "; each work-item computes a " << TM << "x" << W << " tile with " << vec << " accumulators";
   if (staged) src << ",\n// " << L << " work-items share a column panel of B staged in local memory " << KB << " rows at a time";
-  src << ".\n" << detail::Emitter::prelude() << ek->vectorHelpers;
+  if (dw)
+    src << ",\n// B's rows are the depthwise conv's output channels (" << dw->geo.KH << "x" << dw->geo.KW << ", stride " << dw->geo.SH
+        << "x" << dw->geo.SW << ") and the ops after it, computed as the panel is staged";
+  src << ".\n" << detail::Emitter::prelude();
+  // Each vector helper once: the prologue's and the epilogue's are the same functions at the same width.
+  if (prologueHelpers.find(ek->vectorHelpers) != std::string::npos) src << prologueHelpers;
+  else if (ek->vectorHelpers.find(prologueHelpers) != std::string::npos) src << ek->vectorHelpers;
+  else src << prologueHelpers << ek->vectorHelpers;
   src << "#define M " << M << "\n#define N " << N << "\n#define K " << K << "  // within this program only\n";
   static const char* kLanes = "0123456789abcdef";
   if (rowPanels) {
     const std::string iv = "int" + std::to_string(W), w = std::to_string(W);
-    const int64_t reach = geo->SW * (W - 1) + (geo->SW == 2 ? 1 : 0);  // the last column a load touches
+    const int64_t reach = rg.SW * (W - 1) + (rg.SW == 2 ? 1 : 0);  // the last column a load touches
     src << "// Row k = (channel, ky, kx) of the window matrix for the panel's W outputs ox0.. of output row oy:\n";
     src << "// a segment of one input row, loaded whole inside the image; zero in the padding.\n";
     src << "inline " << vec << " fusec_im2row(const __global float* b, const int k, const int oy, const int ox0) {\n";
-    src << "  const int ci = k / " << geo->KH * geo->KW << ", ky = (k / " << geo->KW << ") % " << geo->KH << ", kx = k % "
-        << geo->KW << ";\n";
-    src << "  const int iy = oy * " << geo->SH << " - " << geo->PH << " + ky * " << geo->DH << ";\n";
-    src << "  if (iy < 0 || iy >= " << geo->H << ") return (" << vec << ")(0.0f);\n";
-    src << "  const int ix = ox0 * " << geo->SW << " - " << geo->PW << " + kx * " << geo->DW << ";\n";
-    src << "  const __global float* row = b + ci * " << geo->H * geo->Wd << " + iy * " << geo->Wd << ";\n";
+    src << "  const int ci = k / " << rg.KH * rg.KW << ", ky = (k / " << rg.KW << ") % " << rg.KH << ", kx = k % "
+        << rg.KW << ";\n";
+    src << "  const int iy = oy * " << rg.SH << " - " << rg.PH << " + ky * " << rg.DH << ";\n";
+    src << "  if (iy < 0 || iy >= " << rg.H << ") return (" << vec << ")(0.0f);\n";
+    src << "  const int ix = ox0 * " << rg.SW << " - " << rg.PW << " + kx * " << rg.DW << ";\n";
+    src << "  const __global float* row = b + ci * " << rg.H * rg.Wd << " + iy * " << rg.Wd << ";\n";
     std::string whole = "vload" + w + "(0, row + ix)";
-    if (geo->SW == 2)
+    if (rg.SW == 2)
       whole = W == 16 ? "(float16)(vload16(0, row + ix).even, vload16(0, row + ix + 16).even)"
                       : "vload" + std::to_string(2 * W) + "(0, row + ix).even";
-    src << "  if (ix >= 0 && ix + " << reach << " < " << geo->Wd << ") return " << whole << ";\n";
+    src << "  if (ix >= 0 && ix + " << reach << " < " << rg.Wd << ") return " << whole << ";\n";
     src << "  const " << iv << " c = (" << iv << ")(ix) + (" << iv << ")(";
-    for (int j = 0; j < W; ++j) src << (j ? ", " : "") << j * geo->SW;
-    src << ");\n  const " << iv << " inside = (c >= 0) & (c < " << geo->Wd << ");\n";
+    for (int j = 0; j < W; ++j) src << (j ? ", " : "") << j * rg.SW;
+    src << ");\n  const " << iv << " inside = (c >= 0) & (c < " << rg.Wd << ");\n";
     src << "  const " << iv << " at = select((" << iv << ")(0), c, inside);\n";
     src << "  return select((" << vec << ")(0.0f), (" << vec << ")(";
     for (int j = 0; j < W; ++j) src << (j ? ", " : "") << "row[at.s" << kLanes[j] << "]";
@@ -751,7 +870,46 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   const Shape bst = stridesOf(geo->batch);
   for (size_t d = 0; d < geo->batch.size(); ++d)
     src << "  const int b" << d << " = (bt / " << bst[d] << ") % " << geo->batch[d] << ";\n";
-  if (geo->conv) {
+  if (dw) {
+    // in0 is the depthwise conv's image, in1 the 1x1 conv's weights.
+    const Geometry& d = dw->geo;
+    src << "  const __global float* a = in1;\n";
+    src << "  const __global float* b = in0 + b0 * " << K * d.H * d.Wd << ";\n";
+    if (!rowPanels) {  // each lane's window origin, gathered
+      src << "  const int" << W << " dcol = min((int" << W << ")(n0) + (int" << W << ")(";
+      for (int j = 0; j < W; ++j) src << (j ? ", " : "") << j;
+      src << "), N - 1);\n";
+      src << "  const int" << W << " dy0 = (dcol / " << d.OW << ") * " << d.SH << " - " << d.PH << ", dx0 = (dcol % " << d.OW
+          << ") * " << d.SW << " - " << d.PW << ";\n";
+    }
+    const std::string iv = "int" + std::to_string(W);
+    std::string m = "const int ci = (K_);\n";
+    if (!rowPanels) m += "const __global float* plane = b + ci * " + std::to_string(d.H * d.Wd) + ";\n";
+    m += "const __global float* wt = in" + std::to_string(dwAt) + " + ci * " + std::to_string(d.KH * d.KW) + ";\n";
+    m += vec + " dwv = (" + vec + ")(" + (dw->bias != kNoValue ? "in" + std::to_string(dwAt + 1) + "[ci]" : "0.0f") + ");\n";
+    for (int64_t ky = 0; ky < d.KH; ++ky)
+      for (int64_t kx = 0; kx < d.KW; ++kx) {
+        const std::string t = std::to_string(ky * d.KW + kx);
+        if (rowPanels) {  // a segment of one input row: a vector load inside the image
+          m += "dwv = fma((" + vec + ")(wt[" + t + "]), fusec_im2row(b, ci * " + std::to_string(d.KH * d.KW) + " + " + t +
+               ", oy, ox0), dwv);\n";
+          continue;
+        }
+        m += "{\n  const " + iv + " iy = dy0 + " + std::to_string(ky * d.DH) + ", ix = dx0 + " + std::to_string(kx * d.DW) + ";\n";
+        m += "  const " + iv + " inside = (iy >= 0) & (iy < " + std::to_string(d.H) + ") & (ix >= 0) & (ix < " +
+             std::to_string(d.Wd) + ");\n";
+        m += "  const " + iv + " off = select((" + iv + ")(0), iy * " + std::to_string(d.Wd) + " + ix, inside);\n";
+        m += "  const " + vec + " v = (" + vec + ")(";
+        for (int j = 0; j < W; ++j) m += (j ? ", " : "") + std::string("plane[off.s") + kLanes[j] + "]";
+        m += ");\n  dwv = fma((" + vec + ")(wt[" + std::to_string(ky * d.KW + kx) + "]), select((" + vec +
+             ")(0.0f), v, inside), dwv);\n}\n";
+      }
+    m += "const int i = (b0 * " + std::to_string(K) + " + ci) * " + std::to_string(N) + " + n0;\n";
+    m += detail::Emitter::coordinates(dwShape, "i", "");
+    m += prologueBody;
+    m += "OUT_ = " + prologueResult + ";\n";
+    src << detail::macro("FUSEC_BROW(K_, OUT_)", "{\n" + m + "}");
+  } else if (geo->conv) {
     // in0 is the image, in1 the weights.
     src << "  const __global float* a = in1 + b1 * " << geo->aMatrix << ";\n";
     src << "  const __global float* b = in0 + b0 * " << geo->bImage << " + b1 * " << geo->bGroup << ";\n";
@@ -807,10 +965,14 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
     src << "  __local " << vec << " panel[" << KB << "];\n";
     src << "  for (int k0 = 0; k0 < K; k0 += " << KB << ") {\n";
     src << "    barrier(CLK_LOCAL_MEM_FENCE);\n";
-    panelCases([&](bool vectorLoad) {
-      src << "    for (int kk = lid; kk < " << KB << "; kk += " << L << ") panel[kk] = "
-          << bRow("min(k0 + kk, K - 1)", vectorLoad) << ";\n";
-    });
+    if (dw) {
+      src << "    for (int kk = lid; kk < " << KB << "; kk += " << L << ") FUSEC_BROW(min(k0 + kk, K - 1), panel[kk])\n";
+    } else {
+      panelCases([&](bool vectorLoad) {
+        src << "    for (int kk = lid; kk < " << KB << "; kk += " << L << ") panel[kk] = "
+            << bRow("min(k0 + kk, K - 1)", vectorLoad) << ";\n";
+      });
+    }
     src << "    barrier(CLK_LOCAL_MEM_FENCE);\n";
     src << "    const int kn = min(" << KB << ", K - k0);\n";
     src << "    for (int kk = 0; kk < kn; ++kk) {\n";

@@ -643,6 +643,67 @@ g (float[2,6,11,10] x, float[8,6,3,3] w1, float[8,8,3,3] w2, float[8] b2, float[
   CHECK(refused.error().message.find("1x1 projection shortcut") != std::string::npos);
 }
 
+TEST_CASE("a depthwise conv as the prologue of the 1x1 conv after it matches the interpreter for every tiling") {
+  // The NVIDIA profile's packs (they import cnn/gpu/depthwise), planned for
+  // the CPU device this test runs on.
+  std::unique_ptr<RuleSet> packs = test::loadDefaultPacks("vendor/nvidia/h200.toml");
+  Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
+  REQUIRE(target.ok());
+  // MobileNetV2's block ending (ReLU6 as Clip, the residual add), a
+  // stride-2 depthwise conv with bias and a ReLU after the 1x1 conv, a
+  // 30-wide map without an activation (ShuffleNet), a 5x5 window on a
+  // 7-wide map (8 lanes) with HardSwish; sizes the panels do not divide.
+  Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[1,6,9,10] x, float[6,1,3,3] wd, float[6] bd, float[5,6,1,1] w, float[5] b, float[1,5,9,10] skip,
+   float[2,4,13,14] x2, float[4,1,3,3] wd2, float[4] bd2, float[7,4,1,1] w2,
+   float[1,3,30,30] x3, float[3,1,3,3] wd3, float[4,3,1,1] w3,
+   float[1,4,7,7] x4, float[4,1,5,5] wd4, float[4] bd4, float[6,4,1,1] w4, float[6] b4)
+  => (float[1,5,9,10] y, float[2,7,7,7] y2, float[1,4,30,30] y3, float[1,6,7,7] y4) {
+  lo = Constant <value = float {0.0}> ()
+  hi = Constant <value = float {6.0}> ()
+  d = Conv <group = 6, pads = [1, 1, 1, 1]> (x, wd, bd)
+  a = Clip (d, lo, hi)
+  c = Conv (a, w, b)
+  y = Add (c, skip)
+  d2 = Conv <group = 4, strides = [2, 2], pads = [1, 1, 1, 1]> (x2, wd2, bd2)
+  c2 = Conv (d2, w2)
+  y2 = Relu (c2)
+  d3 = Conv <group = 3, pads = [1, 1, 1, 1]> (x3, wd3)
+  y3 = Conv (d3, w3)
+  d4 = Conv <group = 4, pads = [2, 2, 2, 2]> (x4, wd4, bd4)
+  a4 = HardSwish (d4)
+  y4 = Conv (a4, w4, b4)
+}
+)");
+  std::vector<Tensor> inputs;
+  for (ValueId v : g.inputs()) inputs.push_back(randomTensor(g.value(v).type.staticShape(), 110 + inputs.size()));
+  std::vector<Tensor> reference = test::run(g, inputs);
+  Plan plan = planFusion(g, *packs, target.value(), codegen::kernelFamilies());
+  std::map<std::string, int> byRule;
+  for (const Group& grp : plan.groups)
+    if (grp.rule) ++byRule[grp.rule->name];
+  CHECK(byRule["depthwise_pointwise_residual"] == 1);
+  CHECK(byRule["depthwise_pointwise_activation"] == 1);
+  CHECK(byRule["depthwise_pointwise"] == 2);
+  CHECK(plan.groups.size() == 4);  // each block one kernel
+  std::vector<codegen::KernelGroup> groups = codegen::planGroups(plan);
+  // Row-segment panels (8 or 16 lanes) and gathered ones, tiles shrunk
+  // for a GPU, 4-lane panels, one row per tile.
+  codegen::GemmTiling gathered;
+  gathered.convRowPanels = false;
+  for (codegen::GemmTiling t : {codegen::GemmTiling{}, gathered, codegen::GemmTiling{1, 4, 0, 0},
+                                codegen::GemmTiling{12, 16, 16, 256, false, false, 1 << 20}}) {
+    INFO("tiling " << t.rows << "x" << t.width << " row panels " << t.convRowPanels);
+    Expected<codegen::DeviceRun> run =
+        codegen::runOnDevice(device(), g, groups, packs->catalog, inputs, codegen::KernelOptions{.gemm = t, .gemmTilings = {}});
+    REQUIRE_MESSAGE(run.ok(), test::why(run));
+    for (size_t i = 0; i < reference.size(); ++i) {
+      INFO(g.value(g.outputs()[i]).name);
+      test::checkClose(run->outputs[i], reference[i], 1e-4f);
+    }
+  }
+}
+
 TEST_CASE("vector epilogues compute lane by lane what scalar ones do, at edges, with NaN and infinities") {
   std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
   // A MatMul with a bias along its rows read as a vector (N = 37: an edge
