@@ -677,7 +677,6 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   const int64_t M = geo->M, N = geo->N, K = geo->K;
   const Shape ps = g.value(p).type.staticShape();
   // Few rows per group (depthwise convs): one row per tile.
-  // An empty product (M or N 0) launches nothing: its tiles are sized as for one row.
   int TM = static_cast<int>(std::min<int64_t>(tiling.rows, std::max<int64_t>(M, 1))), W = tiling.width;
   // A depthwise prologue's panels are row segments: 8 lanes on rows of 8
   // or fewer (MobileNetV2's 7-wide), else 16.
@@ -745,6 +744,11 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   Expected<EpilogueKernel> ek = epilogueKernel(e, g, catalog, headed, name, operands, W, varying, prologueInputs, prologueParams);
   if (!ek) return ek.error();
   KernelSource& k = ek->k;
+  if (M == 0 || N == 0 || shapeNumel(geo->batch) == 0) {
+    k.globalSize = 0;  // never launched
+    k.source = "// " + comment + "\n// An empty product: nothing to compute.\n__kernel void " + name + ek->signature() + " {}\n";
+    return k;
+  }
 
   // A conv's column panels lie within one output row where rows are wide
   // (3 panels or more, at most a quarter of the lanes past the row's end):

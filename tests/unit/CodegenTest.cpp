@@ -704,6 +704,32 @@ g (float[1,6,9,10] x, float[6,1,3,3] wd, float[6] bd, float[5,6,1,1] w, float[5]
   }
 }
 
+TEST_CASE("empty products build and launch nothing; an empty K gives the bias") {
+  std::unique_ptr<RuleSet> packs = test::loadDefaultPacks();
+  Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
+  REQUIRE(target.ok());
+  // Zero rows (a Slice that keeps nothing, as verify draws), zero columns,
+  // and K = 0: every output element is the addend alone.
+  Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[0,4] a, float[4,3] b, float[3] c, float[2,4] a2, float[4,0] b2, float[2,0] a3, float[0,3] b3)
+  => (float[0,3] y, float[2,0] y2, float[2,3] y3) {
+  m = MatMul (a, b)
+  y = Add (m, c)
+  y2 = MatMul (a2, b2)
+  m3 = MatMul (a3, b3)
+  y3 = Add (m3, c)
+}
+)");
+  std::vector<Tensor> inputs;
+  for (ValueId v : g.inputs()) inputs.push_back(randomTensor(g.value(v).type.staticShape(), 130 + inputs.size()));
+  std::vector<Tensor> reference = test::run(g, inputs);
+  Plan plan = planFusion(g, *packs, target.value(), codegen::kernelFamilies());
+  Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, codegen::planGroups(plan), packs->catalog, inputs);
+  REQUIRE_MESSAGE(run.ok(), test::why(run));
+  for (size_t i = 0; i < reference.size(); ++i) test::checkClose(run->outputs[i], reference[i], 1e-6f);
+  CHECK(run->outputs[2].numel() == 6);
+}
+
 TEST_CASE("vector epilogues compute lane by lane what scalar ones do, at edges, with NaN and infinities") {
   std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
   // A MatMul with a bias along its rows read as a vector (N = 37: an edge
