@@ -39,6 +39,39 @@ Tensor randomTensor(Shape shape, unsigned seed) {
   return t;
 }
 
+/// A random float input for each of `g`'s inputs, the first drawn from `seed`.
+std::vector<Tensor> randomInputs(const Graph& g, unsigned seed) {
+  std::vector<Tensor> inputs;
+  for (ValueId v : g.inputs())
+    inputs.push_back(randomTensor(g.value(v).type.staticShape(), seed + static_cast<unsigned>(inputs.size())));
+  return inputs;
+}
+
+/// How many of the plan's groups each rule formed.
+std::map<std::string, int> groupsByRule(const Plan& plan) {
+  std::map<std::string, int> byRule;
+  for (const Group& grp : plan.groups)
+    if (grp.rule) ++byRule[grp.rule->name];
+  return byRule;
+}
+
+/// The plan's kernels with each GEMM tiling, every output checked against `reference`.
+void checkTilings(const Graph& g, const Plan& plan, const OpCatalog& catalog, const std::vector<Tensor>& inputs,
+                  const std::vector<Tensor>& reference, const std::vector<codegen::GemmTiling>& tilings, float tolerance) {
+  const std::vector<codegen::KernelGroup> groups = codegen::planGroups(plan);
+  for (const codegen::GemmTiling& t : tilings) {
+    INFO("tiling " << t.rows << "x" << t.width << " local " << t.localRows << " depth " << t.depth << " row panels "
+                   << t.convRowPanels);
+    Expected<codegen::DeviceRun> run =
+        codegen::runOnDevice(device(), g, groups, catalog, inputs, codegen::KernelOptions{.gemm = t, .gemmTilings = {}});
+    REQUIRE_MESSAGE(run.ok(), test::why(run));
+    for (size_t i = 0; i < reference.size(); ++i) {
+      INFO(g.value(g.outputs()[i]).name);
+      test::checkClose(run->outputs[i], reference[i], tolerance);
+    }
+  }
+}
+
 /// Runs the whole graph as one kernel group.
 Expected<codegen::DeviceRun> runAsOneKernel(const Graph& g, const OpCatalog& catalog, const std::vector<Tensor>& inputs) {
   Expected<std::vector<NodeRef>> order = g.topologicalOrder();
@@ -610,31 +643,18 @@ g (float[2,6,11,10] x, float[8,6,3,3] w1, float[8,8,3,3] w2, float[8] b2, float[
   yp = Relu (rp)
 }
 )");
-  std::vector<Tensor> inputs;
-  for (ValueId v : g.inputs()) inputs.push_back(randomTensor(g.value(v).type.staticShape(), 70 + inputs.size()));
-  std::vector<Tensor> reference = test::run(g, inputs);
+  const std::vector<Tensor> inputs = randomInputs(g, 70), reference = test::run(g, inputs);
   Plan plan = planFusion(g, *packs, target.value(), codegen::kernelFamilies());
-  std::map<std::string, int> byRule;
-  for (const Group& grp : plan.groups) {
-    if (!grp.rule) continue;
-    ++byRule[grp.rule->name];
-    if (grp.rule->name == "conv_projection_residual_activation") CHECK(grp.nodes.size() == 4);
-  }
+  std::map<std::string, int> byRule = groupsByRule(plan);
+  for (const Group& grp : plan.groups)
+    if (grp.rule && grp.rule->name == "conv_projection_residual_activation") CHECK(grp.nodes.size() == 4);
   CHECK(byRule["conv_projection_residual_activation"] == 3);
   CHECK(byRule["conv_residual_activation"] == 1);  // the padded 1x1 stays apart
-  std::vector<codegen::KernelGroup> groups = codegen::planGroups(plan);
-  for (codegen::GemmTiling t : {codegen::GemmTiling{}, codegen::GemmTiling{1, 4, 0, 0}, codegen::GemmTiling{5, 8, 3, 7},
-                                codegen::GemmTiling{12, 16, 16, 256, false, false, 1 << 20},
-                                codegen::GemmTiling{4, 8, 0, 256, true, true, 0, true, 0, 2, false}}) {
-    INFO("tiling " << t.rows << "x" << t.width << " local " << t.localRows << " depth " << t.depth);
-    Expected<codegen::DeviceRun> run =
-        codegen::runOnDevice(device(), g, groups, packs->catalog, inputs, codegen::KernelOptions{.gemm = t, .gemmTilings = {}});
-    REQUIRE_MESSAGE(run.ok(), test::why(run));
-    for (size_t i = 0; i < reference.size(); ++i) {
-      INFO(g.value(g.outputs()[i]).name);
-      test::checkClose(run->outputs[i], reference[i], 1e-4f);
-    }
-  }
+  checkTilings(g, plan, packs->catalog, inputs, reference,
+               {codegen::GemmTiling{}, codegen::GemmTiling{1, 4, 0, 0}, codegen::GemmTiling{5, 8, 3, 7},
+                codegen::GemmTiling{12, 16, 16, 256, false, false, 1 << 20},
+                codegen::GemmTiling{4, 8, 0, 256, true, true, 0, true, 0, 2, false}},
+               1e-4f);
   // The refusal names what the family builds.
   const NodeRef cp = *g.producer(*g.findValue("cp")), dp = *g.producer(*g.findValue("dp"));
   const NodeRef rp = *g.producer(*g.findValue("rp")), yp = *g.producer(*g.findValue("yp"));
@@ -675,33 +695,21 @@ g (float[1,6,9,10] x, float[6,1,3,3] wd, float[6] bd, float[5,6,1,1] w, float[5]
   y4 = Conv (a4, w4, b4)
 }
 )");
-  std::vector<Tensor> inputs;
-  for (ValueId v : g.inputs()) inputs.push_back(randomTensor(g.value(v).type.staticShape(), 110 + inputs.size()));
-  std::vector<Tensor> reference = test::run(g, inputs);
+  const std::vector<Tensor> inputs = randomInputs(g, 110), reference = test::run(g, inputs);
   Plan plan = planFusion(g, *packs, target.value(), codegen::kernelFamilies());
-  std::map<std::string, int> byRule;
-  for (const Group& grp : plan.groups)
-    if (grp.rule) ++byRule[grp.rule->name];
+  std::map<std::string, int> byRule = groupsByRule(plan);
   CHECK(byRule["depthwise_pointwise_residual"] == 1);
   CHECK(byRule["depthwise_pointwise_activation"] == 1);
   CHECK(byRule["depthwise_pointwise"] == 2);
   CHECK(plan.groups.size() == 4);  // each block one kernel
-  std::vector<codegen::KernelGroup> groups = codegen::planGroups(plan);
-  // Row-segment panels (8 or 16 lanes) and gathered ones, tiles shrunk
-  // for a GPU, 4-lane panels, one row per tile.
+  // Row-segment panels (8 or 16 lanes) and gathered ones, 4-lane panels
+  // with one row per tile, tiles shrunk for a GPU.
   codegen::GemmTiling gathered;
   gathered.convRowPanels = false;
-  for (codegen::GemmTiling t : {codegen::GemmTiling{}, gathered, codegen::GemmTiling{1, 4, 0, 0},
-                                codegen::GemmTiling{12, 16, 16, 256, false, false, 1 << 20}}) {
-    INFO("tiling " << t.rows << "x" << t.width << " row panels " << t.convRowPanels);
-    Expected<codegen::DeviceRun> run =
-        codegen::runOnDevice(device(), g, groups, packs->catalog, inputs, codegen::KernelOptions{.gemm = t, .gemmTilings = {}});
-    REQUIRE_MESSAGE(run.ok(), test::why(run));
-    for (size_t i = 0; i < reference.size(); ++i) {
-      INFO(g.value(g.outputs()[i]).name);
-      test::checkClose(run->outputs[i], reference[i], 1e-4f);
-    }
-  }
+  checkTilings(g, plan, packs->catalog, inputs, reference,
+               {codegen::GemmTiling{}, gathered, codegen::GemmTiling{1, 4, 0, 0},
+                codegen::GemmTiling{12, 16, 16, 256, false, false, 1 << 20}},
+               1e-4f);
 }
 
 TEST_CASE("empty products build and launch nothing; an empty K gives the bias") {
@@ -720,14 +728,10 @@ g (float[0,4] a, float[4,3] b, float[3] c, float[2,4] a2, float[4,0] b2, float[2
   y3 = Add (m3, c)
 }
 )");
-  std::vector<Tensor> inputs;
-  for (ValueId v : g.inputs()) inputs.push_back(randomTensor(g.value(v).type.staticShape(), 130 + inputs.size()));
-  std::vector<Tensor> reference = test::run(g, inputs);
+  const std::vector<Tensor> inputs = randomInputs(g, 130), reference = test::run(g, inputs);
+  REQUIRE(reference[2].numel() == 6);
   Plan plan = planFusion(g, *packs, target.value(), codegen::kernelFamilies());
-  Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, codegen::planGroups(plan), packs->catalog, inputs);
-  REQUIRE_MESSAGE(run.ok(), test::why(run));
-  for (size_t i = 0; i < reference.size(); ++i) test::checkClose(run->outputs[i], reference[i], 1e-6f);
-  CHECK(run->outputs[2].numel() == 6);
+  checkTilings(g, plan, packs->catalog, inputs, reference, {codegen::GemmTiling{}, codegen::GemmTiling{1, 4, 0, 0}}, 1e-6f);
 }
 
 TEST_CASE("vector epilogues compute lane by lane what scalar ones do, at edges, with NaN and infinities") {
@@ -1014,19 +1018,14 @@ g (float[2,5,8] q, float[5,8,2] kx, float[8,5,2] vx) => (float[8,5,2] y) {
   for (const Case& c : {Case{mha(1), "attention_views", 16}, Case{mha(2), "attention", 5},
                         Case{strided, "attention_views_unmasked", 7}}) {
     Graph g = test::parse(c.model);
-    std::vector<Tensor> inputs;
-    for (ValueId v : g.inputs()) inputs.push_back(randomTensor(g.value(v).type.staticShape(), 90 + inputs.size()));
-    std::vector<Tensor> reference = test::run(g, inputs);
+    const std::vector<Tensor> inputs = randomInputs(g, 90), reference = test::run(g, inputs);
     Plan plan = planFusion(g, *packs, target.value(), codegen::kernelFamilies());
     const auto attention = std::find_if(plan.groups.begin(), plan.groups.end(),
                                         [](const Group& grp) { return grp.kernel == "attention"; });
     REQUIRE(attention != plan.groups.end());
     CHECK(attention->rule->name == c.rule);
     CHECK(attention->nodes.size() == c.members);
-    std::vector<codegen::KernelGroup> groups = codegen::planGroups(plan);
-    Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, groups, packs->catalog, inputs);
-    REQUIRE_MESSAGE(run.ok(), test::why(run));
-    test::checkClose(run->outputs[0], reference[0], 1e-5f);
+    checkTilings(g, plan, packs->catalog, inputs, reference, {codegen::GemmTiling{}}, 1e-5f);
     if (c.rule == "attention_views")  // the whole block is one kernel: nothing copied before or after
       CHECK(plan.groups.size() == 1);
   }
