@@ -29,12 +29,7 @@ std::string identifier(const std::string& s) {
 }  // namespace
 
 bool isViewGroup(const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog) {
-  if (group.size() != 1) return false;
-  const NodeData& d = g.node(group[0]);
-  const OpDef* op = d.domain.empty() ? catalog.find(d.op.str()) : nullptr;
-  return op && op->view && !d.inputs.empty() && d.inputs[0] != kNoValue &&
-         d.outputs.size() == 1 && g.value(d.outputs[0]).type.isStatic() && g.value(d.inputs[0]).type.isStatic() &&
-         g.value(d.outputs[0]).type.dtype == g.value(d.inputs[0]).type.dtype;
+  return group.size() == 1 && movesNothing(g, group[0], catalog);
 }
 
 Expected<KernelSource> emitKernel(const Graph& g, const std::vector<NodeRef>& group, const std::string& family,

@@ -96,6 +96,8 @@ Estimate rooflineEstimate(double flops, double bytes, const Target& t, double wo
 
 Estimate groupEstimate(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
                        const Target& target) {
+  // A lone view shares its operand's buffer: no kernel, no traffic.
+  if (members.size() == 1 && movesNothing(g, members[0], catalog)) return Estimate{};
   // The kernel evaluates its elementwise members at every point of its
   // largest result: one on a broadcast operand (the Sigmoid of a squeeze-
   // and-excitation scale, fused into the Mul it feeds) is computed again

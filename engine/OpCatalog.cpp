@@ -134,4 +134,35 @@ const std::vector<const OpDef*>* OpCatalog::findClass(std::string_view name) con
   return it == classes_.end() ? nullptr : &it->second;
 }
 
+namespace {
+
+/// A Transpose whose dims other than those of size 1 keep their order.
+bool keepsOrder(const Graph& g, const NodeData& d) {
+  if (d.op != "Transpose" || d.inputs.empty() || !g.value(d.inputs[0]).type.isStatic()) return false;
+  const Shape in = g.value(d.inputs[0]).type.staticShape();
+  std::vector<int64_t> perm(in.size());
+  for (size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<int64_t>(perm.size() - 1 - i);
+  if (const Attribute* a = d.attr("perm"); a && std::holds_alternative<std::vector<int64_t>>(*a))
+    perm = std::get<std::vector<int64_t>>(*a);
+  if (perm.size() != in.size()) return false;
+  int64_t last = -1;
+  for (int64_t axis : perm) {
+    if (axis < 0 || axis >= static_cast<int64_t>(in.size())) return false;
+    if (in[static_cast<size_t>(axis)] == 1) continue;
+    if (axis < last) return false;
+    last = axis;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool movesNothing(const Graph& g, NodeRef n, const OpCatalog& catalog) {
+  const NodeData& d = g.node(n);
+  const OpDef* op = d.domain.empty() ? catalog.find(d.op.str()) : nullptr;
+  return op && (op->view || keepsOrder(g, d)) && !d.inputs.empty() && d.inputs[0] != kNoValue &&
+         d.outputs.size() == 1 && g.value(d.outputs[0]).type.isStatic() && g.value(d.inputs[0]).type.isStatic() &&
+         g.value(d.outputs[0]).type.dtype == g.value(d.inputs[0]).type.dtype;
+}
+
 }  // namespace fusec

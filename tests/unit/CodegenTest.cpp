@@ -1131,6 +1131,23 @@ TEST_CASE("a schedule views reshapes, reuses dead buffers and keeps outputs") {
   test::checkClose(run->outputs[1], inputs[1], 1e-7f);
 }
 
+TEST_CASE("a Transpose that moves only dims of size 1 is a view; one that moves others is a kernel") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  // ViT's [1, S, E] -> [S, 1, E] before its packed projection; [2, 3] -> [3, 2] moves elements.
+  Graph g = test::parse(test::model("g (float[1,5,4] x, float[4,3] w, float[2,3] z) => (float[5,1,3] y, float[3,2] t)", R"(
+    xt = Transpose <perm = [1, 0, 2]> (x)
+    y = MatMul (xt, w)
+    t = Transpose (z)
+  )"));
+  Expected<codegen::Schedule> s = codegen::scheduleGraph(g, codegen::singleNodeGroups(g), ops->catalog);
+  REQUIRE_MESSAGE(s.ok(), test::why(s));
+  CHECK(s->kernels.size() == 2);  // the MatMul and the second Transpose
+  const std::vector<Tensor> inputs = randomInputs(g, 150), reference = test::run(g, inputs);
+  Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, codegen::singleNodeGroups(g), ops->catalog, inputs);
+  REQUIRE_MESSAGE(run.ok(), test::why(run));
+  for (size_t i = 0; i < reference.size(); ++i) test::checkClose(run->outputs[i], reference[i], 1e-5f);
+}
+
 TEST_CASE("a Concat's inputs are written in place by their producers where the device can start a sub-buffer there") {
   std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
   // p = Relu(x) and n = Relu(-x) fill the two halves of c (2 KiB each);

@@ -62,8 +62,9 @@ struct DeviceRun {
 };
 
 /// A lone op the catalog marks `view` (Reshape, Flatten, Squeeze,
-/// Unsqueeze, Identity): it keeps the bytes and their order, so its result
-/// is a view of its operand's buffer and no kernel runs.
+/// Unsqueeze, Identity), or a Transpose that moves only dims of size 1: it
+/// keeps the bytes and their order, so its result is a view of its
+/// operand's buffer and no kernel runs.
 bool isViewGroup(const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog);
 
 /// The kernel for one group, from the family the plan chose (`family`), or

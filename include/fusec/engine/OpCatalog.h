@@ -136,4 +136,11 @@ class OpCatalog {
   std::map<std::string, std::vector<const OpDef*>> classes_;
 };
 
+/// Whether node `n` alone moves no data: an op the catalog marks `view`
+/// (Reshape, Flatten, Squeeze, Unsqueeze, Identity), or a Transpose that
+/// moves only dims of size 1 (ViT's [1, S, E] -> [S, 1, E]), with static
+/// shapes and one element type. Its result can share its operand's buffer:
+/// no kernel runs, and the cost model charges nothing for it.
+bool movesNothing(const Graph& g, NodeRef n, const OpCatalog& catalog);
+
 }  // namespace fusec
