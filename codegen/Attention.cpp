@@ -180,17 +180,17 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
   // through the chain after it (the heads merged): no copies.
   const std::set<NodeRef> views(members.begin(), members.end());
   std::vector<NodeRef> chained;
-  Expected<detail::StridedView> qv = detail::readView(g, parts->q, views, chained);
-  if (!qv) return qv.error();
-  Expected<detail::StridedView> kv_ = detail::readView(g, parts->kt, views, chained);
-  if (!kv_) return kv_.error();
-  Expected<detail::StridedView> vv_ = detail::readView(g, parts->v, views, chained);
-  if (!vv_) return vv_.error();
-  Expected<detail::StridedView> ov = detail::writeView(g, parts->out, views, chained);
-  if (!ov) return ov.error();
+  Expected<detail::StridedView> qView = detail::readView(g, parts->q, views, chained);
+  if (!qView) return qView.error();
+  Expected<detail::StridedView> kView = detail::readView(g, parts->kt, views, chained);
+  if (!kView) return kView.error();
+  Expected<detail::StridedView> vView = detail::readView(g, parts->v, views, chained);
+  if (!vView) return vView.error();
+  Expected<detail::StridedView> oView = detail::writeView(g, parts->out, views, chained);
+  if (!oView) return oView.error();
   if (chained.size() + core.size() != members.size())
     return Error{"a view op of the group is on none of the chains into Q, K and V or out of the result", true};
-  for (const detail::StridedView* view : {&qv.value(), &kv_.value(), &vv_.value(), &ov.value()}) {
+  for (const detail::StridedView* view : {&qView.value(), &kView.value(), &vView.value(), &oView.value()}) {
     if (g.value(view->buffer).type.dtype != DType::Float32 || !g.value(view->buffer).type.isStatic())
       return Error{"attention reads and writes float32 buffers with static shapes", true};
     const int64_t size = shapeNumel(g.value(view->buffer).type.staticShape());
@@ -205,10 +205,10 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
     if (view->offset < 0 || last >= size)
       return Error{"a view of `" + g.value(view->buffer).name + "` reaches outside it", false};
   }
-  const int64_t qS = qv->strides[rank - 2], qD = qv->strides[rank - 1];
-  const int64_t kD = kv_->strides[rank - 2], kS = kv_->strides[rank - 1];
-  const int64_t vS = vv_->strides[rank - 2], vD = vv_->strides[rank - 1];
-  const int64_t oS = ov->strides[rank - 2], oD = ov->strides[rank - 1];
+  const int64_t qS = qView->strides[rank - 2], qD = qView->strides[rank - 1];
+  const int64_t kD = kView->strides[rank - 2], kS = kView->strides[rank - 1];
+  const int64_t vS = vView->strides[rank - 2], vD = vView->strides[rank - 1];
+  const int64_t oS = oView->strides[rank - 2], oD = oView->strides[rank - 1];
   // Keys a block at a time (the last block of a count that no width
   // divides, ViT's 197, is partial), and V's rows as vectors.
   const int VW = vectorWidth(Dv);
@@ -256,11 +256,11 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
   k.name = name;
   // One parameter per buffer: a packed projection is Q, K and V at once.
   std::map<ValueId, size_t> param;
-  for (ValueId b : {qv->buffer, kv_->buffer, vv_->buffer})
+  for (ValueId b : {qView->buffer, kView->buffer, vView->buffer})
     if (param.emplace(b, k.inputs.size()).second) k.inputs.push_back(b);
   const size_t maskParam = k.inputs.size();
   if (mask != kNoValue) k.inputs.push_back(mask);
-  k.outputs = {ov->buffer};
+  k.outputs = {oView->buffer};
   auto in = [&](ValueId b) { return "in" + std::to_string(param.at(b)); };
   k.globalSize = static_cast<size_t>(batches * W);
   const std::string kv = "float" + std::to_string(KB), vv = "float" + std::to_string(VW);
@@ -283,12 +283,12 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
     const std::string n = std::to_string(t);
     src << "  const int row" << n << " = " << (Sq % QR == 0 ? "i0 + " + n : "min(i0 + " + n + ", " + std::to_string(Sq - 1) + ")")
         << ", r" << n << " = bt * " << Sq << " + row" << n << ";\n";
-    src << "  const __global float* q" << n << " = " << in(qv->buffer) << " + " << batchOffset(*qv, batch) << " + row" << n
+    src << "  const __global float* q" << n << " = " << in(qView->buffer) << " + " << batchOffset(*qView, batch) << " + row" << n
         << " * " << qS << ";\n";
   }
-  src << "  const __global float* kt = " << in(kv_->buffer) << " + " << batchOffset(*kv_, batch) << ";\n";
-  src << "  const __global float* v = " << in(vv_->buffer) << " + " << batchOffset(*vv_, batch) << ";\n";
-  src << "  __global float* o = out0 + " << batchOffset(*ov, batch) << ";\n";
+  src << "  const __global float* kt = " << in(kView->buffer) << " + " << batchOffset(*kView, batch) << ";\n";
+  src << "  const __global float* v = " << in(vView->buffer) << " + " << batchOffset(*vView, batch) << ";\n";
+  src << "  __global float* o = out0 + " << batchOffset(*oView, batch) << ";\n";
   // Keys as rows (K not transposed in memory: a packed projection's heads):
   // each score is a dot product along the head, Q's rows held as vectors.
   const int QW = vectorWidth(D);
