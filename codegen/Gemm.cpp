@@ -1003,13 +1003,37 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
         << ";\n";
     for (int r = 0; r < TM; ++r)
       src << "    const __global float* sa" << r << " = " << w << " + min(m0 + " << r << ", M - 1) * " << sc->K << ";\n";
-    src << "    for (int k = 0; k < " << sc->K << "; ++k) {\n";
-    src << "      const __global float* plane = sx + k * " << sc->H * sc->Wd << ";\n";
-    src << "      const " << vec << " bv = (" << vec << ")(";
-    for (int j = 0; j < W; ++j) src << (j ? ", " : "") << "plane[at.s" << kLanes[j] << "]";
-    src << ");\n";
-    for (int r = 0; r < TM; ++r) src << "      acc" << r << " = fma((" << vec << ")(sa" << r << "[k]), bv, acc" << r << ");\n";
-    src << "    }\n  }\n";
+    // The shortcut's row k of the panel: W gathers from channel k's plane.
+    auto row = [&](const std::string& k) {
+      std::string v = "(" + vec + ")(";
+      for (int j = 0; j < W; ++j)
+        v += (j ? ", " : "") + std::string("sx[") + k + " * " + std::to_string(sc->H * sc->Wd) + " + at.s" + kLanes[j] + "]";
+      return v + ")";
+    };
+    auto fma = [&](const std::string& indent, const std::string& k) {
+      for (int r = 0; r < TM; ++r)
+        src << indent << "acc" << r << " = fma((" << vec << ")(sa" << r << "[" << k << "]), bv, acc" << r << ");\n";
+    };
+    if (staged) {
+      // Staged like the conv's own panel: the work-group gathers each row
+      // once for all its row tiles (ResNet-50's last projection, 1024
+      // channels to 2048, took 6.4x its two kernels gathered per row tile).
+      src << "    for (int k0 = 0; k0 < " << sc->K << "; k0 += " << KB << ") {\n";
+      src << "      barrier(CLK_LOCAL_MEM_FENCE);\n";
+      src << "      for (int kk = lid; kk < " << KB << "; kk += " << L << ") panel[kk] = " << row("min(k0 + kk, " + std::to_string(sc->K - 1) + ")")
+          << ";\n";
+      src << "      barrier(CLK_LOCAL_MEM_FENCE);\n";
+      src << "      const int kn = min(" << KB << ", " << sc->K << " - k0);\n";
+      src << "      for (int kk = 0; kk < kn; ++kk) {\n";
+      src << "        const " << vec << " bv = panel[kk];\n";
+      fma("        ", "k0 + kk");
+      src << "      }\n    }\n  }\n";
+    } else {
+      src << "    for (int k = 0; k < " << sc->K << "; ++k) {\n";
+      src << "      const " << vec << " bv = " << row("k") << ";\n";
+      fma("      ", "k");
+      src << "    }\n  }\n";
+    }
   }
   // The epilogue on each row of the tile, a vector of W results.
   auto prologue = [&](bool vector) {
