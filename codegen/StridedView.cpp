@@ -2,9 +2,9 @@
 #include "StridedView.h"
 
 #include <algorithm>
-#include <numeric>
 #include <optional>
 
+#include "fusec/engine/OpCatalog.h"
 #include "fusec/engine/Tensor.h"
 
 namespace fusec::codegen::detail {
@@ -32,16 +32,9 @@ StridedView permuted(const StridedView& in, const std::vector<int64_t>& perm) {
 
 /// A Transpose's permutation (default: the dims reversed), checked.
 Expected<std::vector<int64_t>> permutation(const NodeData& d, size_t rank) {
-  std::vector<int64_t> perm(rank);
-  std::iota(perm.rbegin(), perm.rend(), 0);
-  if (const Attribute* a = d.attr("perm"); a && std::holds_alternative<std::vector<int64_t>>(*a))
-    perm = std::get<std::vector<int64_t>>(*a);
-  std::vector<int64_t> sorted = perm;
-  std::sort(sorted.begin(), sorted.end());
-  for (size_t i = 0; i < sorted.size(); ++i)
-    if (sorted.size() != rank || sorted[i] != static_cast<int64_t>(i))
-      return notAView("Transpose `" + d.name + "` has no valid permutation");
-  return perm;
+  std::optional<std::vector<int64_t>> perm = transposePermutation(d, rank);
+  if (!perm) return notAView("Transpose `" + d.name + "` has no valid permutation");
+  return std::move(perm.value());
 }
 
 /// The same elements in the same order under another shape, without a

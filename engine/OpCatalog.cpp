@@ -134,20 +134,29 @@ const std::vector<const OpDef*>* OpCatalog::findClass(std::string_view name) con
   return it == classes_.end() ? nullptr : &it->second;
 }
 
+std::optional<std::vector<int64_t>> transposePermutation(const NodeData& d, size_t rank) {
+  std::vector<int64_t> perm(rank);
+  for (size_t i = 0; i < rank; ++i) perm[i] = static_cast<int64_t>(rank - 1 - i);
+  if (const Attribute* a = d.attr("perm"); a && std::holds_alternative<std::vector<int64_t>>(*a))
+    perm = std::get<std::vector<int64_t>>(*a);
+  std::vector<int64_t> sorted = perm;
+  std::sort(sorted.begin(), sorted.end());
+  if (sorted.size() != rank) return std::nullopt;
+  for (size_t i = 0; i < rank; ++i)
+    if (sorted[i] != static_cast<int64_t>(i)) return std::nullopt;
+  return perm;
+}
+
 namespace {
 
 /// A Transpose whose dims other than those of size 1 keep their order.
 bool keepsOrder(const Graph& g, const NodeData& d) {
   if (d.op != "Transpose" || d.inputs.empty() || !g.value(d.inputs[0]).type.isStatic()) return false;
   const Shape in = g.value(d.inputs[0]).type.staticShape();
-  std::vector<int64_t> perm(in.size());
-  for (size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<int64_t>(perm.size() - 1 - i);
-  if (const Attribute* a = d.attr("perm"); a && std::holds_alternative<std::vector<int64_t>>(*a))
-    perm = std::get<std::vector<int64_t>>(*a);
-  if (perm.size() != in.size()) return false;
+  const std::optional<std::vector<int64_t>> perm = transposePermutation(d, in.size());
+  if (!perm) return false;
   int64_t last = -1;
-  for (int64_t axis : perm) {
-    if (axis < 0 || axis >= static_cast<int64_t>(in.size())) return false;
+  for (int64_t axis : *perm) {
     if (in[static_cast<size_t>(axis)] == 1) continue;
     if (axis < last) return false;
     last = axis;

@@ -136,6 +136,10 @@ class OpCatalog {
   std::map<std::string, std::vector<const OpDef*>> classes_;
 };
 
+/// A Transpose's permutation over `rank` dims (the dims reversed when it
+/// has no `perm`); nullopt when `perm` is not a permutation of 0..rank-1.
+std::optional<std::vector<int64_t>> transposePermutation(const NodeData& d, size_t rank);
+
 /// Whether node `n` alone moves no data: an op the catalog marks `view`
 /// (Reshape, Flatten, Squeeze, Unsqueeze, Identity), or a Transpose that
 /// moves only dims of size 1 (ViT's [1, S, E] -> [S, 1, E]), with static
