@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "fusec/codegen/Emitters.h"
+#include "fusec/codegen/OpenCL.h"
 
 namespace fusec::codegen {
 
@@ -121,6 +122,21 @@ const KernelFamilies& kernelFamilies() {
 
 const CodegenFamily* findFamily(std::string_view name) {
   return dynamic_cast<const CodegenFamily*>(kernelFamilies().find(name));
+}
+
+KernelOptions KernelOptions::forDevice(const Target& target, const DeviceInfo& device) {
+  KernelOptions o = forTarget(target);
+  if (device.cpu) {
+    const int native = static_cast<int>(std::max<int64_t>(device.nativeFloatWidth, 1));
+    const int registers = native >= 16 ? 32 : 16;
+    auto fit = [&](GemmTiling& t) {
+      const int perRow = (t.width + native - 1) / native;
+      t.rows = std::clamp(registers * 3 / 4 / perRow, 1, t.rows);
+    };
+    fit(o.gemm);
+    for (auto& [id, t] : o.gemmTilings) fit(t);
+  }
+  return o;
 }
 
 namespace {

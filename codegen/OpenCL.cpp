@@ -133,6 +133,12 @@ Expected<std::unique_ptr<Device>> Device::open(const std::string& match) {
       clGetDeviceInfo(d, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof alignBits, &alignBits, nullptr);
       clGetDeviceInfo(d, CL_DEVICE_LOCAL_MEM_SIZE, sizeof lmem, &lmem, nullptr);
       clGetDeviceInfo(d, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg, &wg, nullptr);
+      cl_uint nativeFloat = 1;
+      cl_device_type type = 0;
+      clGetDeviceInfo(d, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof nativeFloat, &nativeFloat, nullptr);
+      clGetDeviceInfo(d, CL_DEVICE_TYPE, sizeof type, &type, nullptr);
+      dev->info_.nativeFloatWidth = std::max<cl_uint>(nativeFloat, 1);
+      dev->info_.cpu = (type & CL_DEVICE_TYPE_CPU) != 0;
       dev->info_.computeUnits = cu;
       dev->info_.localMemBytes = static_cast<int64_t>(lmem);
       dev->info_.maxWorkGroupSize = static_cast<int64_t>(wg);

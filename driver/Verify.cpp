@@ -458,7 +458,7 @@ class RuleChecker {
       return Error{why};
     }
     Expected<codegen::DeviceRun> run = codegen::runOnDevice(*options_.device, c.graph, c.groups, rules_.catalog,
-                                                           inst.inputs, codegen::KernelOptions::forTarget(eager_));
+                                                           inst.inputs, codegen::KernelOptions::forDevice(eager_, options_.device->info()));
     if (!run) return Error{"the fused kernels fail to run: " + run.error().message};
     return std::move(run->outputs);
   }

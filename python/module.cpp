@@ -246,7 +246,7 @@ class Compiled {
     const std::string& want = match.empty() ? target_.target->deviceMatch : match;
     device_ = take(codegen::Device::open(want), "DeviceError");
     program_ = take(codegen::DeviceProgram::build(*device_, c_->graph, c_->groups, packs_.rules->catalog,
-                                                  codegen::KernelOptions::forTarget(*target_.target)),
+                                                  codegen::KernelOptions::forDevice(*target_.target, device_->info())),
                     "CompileError");
   }
 

@@ -81,7 +81,7 @@ Expected<std::vector<Tensor>> execute(const Graph& model, const Engine& engine, 
   const driver::Compiled& c = *compiled.value();
   if (!engine.device) return runGraph(c.graph, inputs, &catalog);
   Expected<codegen::DeviceRun> run = codegen::runOnDevice(*engine.device, c.graph, c.groups, catalog, inputs,
-                                                           codegen::KernelOptions::forTarget(*engine.target));
+                                                           codegen::KernelOptions::forDevice(*engine.target, engine.device->info()));
   if (!run) return run.error();
   return std::move(run->outputs);
 }

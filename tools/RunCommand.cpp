@@ -126,7 +126,7 @@ double since(Clock::time_point start) { return std::chrono::duration<double>(Clo
 std::optional<Measured> prepare(const RunOptions& o, codegen::Device& device, const Graph& g,
                                 const std::vector<codegen::KernelGroup>& groups, const OpCatalog& catalog,
                                 const Target& target, const std::string& label, bool fused) {
-  codegen::KernelOptions options = codegen::KernelOptions::forTarget(target);
+  codegen::KernelOptions options = codegen::KernelOptions::forDevice(target, device.info());
   if (!fused) options.subBufferAlignment = 0;  // one kernel per op: Concats copy too
   std::optional<std::pair<double, double>> tuning;
   size_t tunedCount = 0, retiled = 0;

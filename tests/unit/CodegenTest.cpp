@@ -61,7 +61,7 @@ void checkTilings(const Graph& g, const Plan& plan, const OpCatalog& catalog, co
   const std::vector<codegen::KernelGroup> groups = codegen::planGroups(plan);
   for (const codegen::GemmTiling& t : tilings) {
     INFO("tiling " << t.rows << "x" << t.width << " local " << t.localRows << " depth " << t.depth << " row panels "
-                   << t.convRowPanels);
+                   << t.convRowPanels << " staged prologue " << t.stagedPrologue);
     Expected<codegen::DeviceRun> run =
         codegen::runOnDevice(device(), g, groups, catalog, inputs, codegen::KernelOptions{.gemm = t, .gemmTilings = {}});
     REQUIRE_MESSAGE(run.ok(), test::why(run));
@@ -667,21 +667,22 @@ g (float[2,6,11,10] x, float[8,6,3,3] w1, float[8,8,3,3] w2, float[8] b2, float[
 }
 
 TEST_CASE("a depthwise conv as the prologue of the 1x1 conv after it matches the interpreter for every tiling") {
-  // The NVIDIA profile's packs (they import cnn/gpu/depthwise), planned for
-  // the CPU device this test runs on.
-  std::unique_ptr<RuleSet> packs = test::loadDefaultPacks("vendor/nvidia/h200.toml");
+  std::unique_ptr<RuleSet> packs = test::loadDefaultPacks();
   Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
   REQUIRE(target.ok());
   // MobileNetV2's block ending (ReLU6 as Clip, the residual add), a
   // stride-2 depthwise conv with bias and a ReLU after the 1x1 conv, a
   // 30-wide map without an activation (ShuffleNet), a 5x5 window on a
-  // 7-wide map (8 lanes) with HardSwish; sizes the panels do not divide.
+  // 7-wide map (8 lanes) with HardSwish; sizes the panels do not divide;
+  // 130 output channels on a 7x7 map, which the CPU form splits among
+  // work-items (each recomputing the panel).
   Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float[1,6,9,10] x, float[6,1,3,3] wd, float[6] bd, float[5,6,1,1] w, float[5] b, float[1,5,9,10] skip,
    float[2,4,13,14] x2, float[4,1,3,3] wd2, float[4] bd2, float[7,4,1,1] w2,
    float[1,3,30,30] x3, float[3,1,3,3] wd3, float[4,3,1,1] w3,
-   float[1,4,7,7] x4, float[4,1,5,5] wd4, float[4] bd4, float[6,4,1,1] w4, float[6] b4)
-  => (float[1,5,9,10] y, float[2,7,7,7] y2, float[1,4,30,30] y3, float[1,6,7,7] y4) {
+   float[1,4,7,7] x4, float[4,1,5,5] wd4, float[4] bd4, float[6,4,1,1] w4, float[6] b4,
+   float[1,9,7,7] x5, float[9,1,3,3] wd5, float[130,9,1,1] w5)
+  => (float[1,5,9,10] y, float[2,7,7,7] y2, float[1,4,30,30] y3, float[1,6,7,7] y4, float[1,130,7,7] y5) {
   lo = Constant <value = float {0.0}> ()
   hi = Constant <value = float {6.0}> ()
   d = Conv <group = 6, pads = [1, 1, 1, 1]> (x, wd, bd)
@@ -696,6 +697,8 @@ g (float[1,6,9,10] x, float[6,1,3,3] wd, float[6] bd, float[5,6,1,1] w, float[5]
   d4 = Conv <group = 4, pads = [2, 2, 2, 2]> (x4, wd4, bd4)
   a4 = HardSwish (d4)
   y4 = Conv (a4, w4, b4)
+  d5 = Conv <group = 9, pads = [1, 1, 1, 1]> (x5, wd5)
+  y5 = Conv (d5, w5)
 }
 )");
   const std::vector<Tensor> inputs = randomInputs(g, 110), reference = test::run(g, inputs);
@@ -703,16 +706,33 @@ g (float[1,6,9,10] x, float[6,1,3,3] wd, float[6] bd, float[5,6,1,1] w, float[5]
   std::map<std::string, int> byRule = groupsByRule(plan);
   CHECK(byRule["depthwise_pointwise_residual"] == 1);
   CHECK(byRule["depthwise_pointwise_activation"] == 1);
-  CHECK(byRule["depthwise_pointwise"] == 2);
-  CHECK(plan.groups.size() == 4);  // each block one kernel
+  CHECK(byRule["depthwise_pointwise"] == 3);
+  CHECK(plan.groups.size() == 5);  // each block one kernel
   // Row-segment panels (8 or 16 lanes) and gathered ones, 4-lane panels
-  // with one row per tile, tiles shrunk for a GPU.
+  // with one row per tile, tiles shrunk for a GPU; the CPU form (each
+  // work-item owns its panel) with each of those.
   codegen::GemmTiling gathered;
   gathered.convRowPanels = false;
-  checkTilings(g, plan, packs->catalog, inputs, reference,
-               {codegen::GemmTiling{}, gathered, codegen::GemmTiling{1, 4, 0, 0},
-                codegen::GemmTiling{12, 16, 16, 256, false, false, 1 << 20}},
-               1e-4f);
+  std::vector<codegen::GemmTiling> tilings = {codegen::GemmTiling{}, gathered, codegen::GemmTiling{1, 4, 0, 0},
+                                              codegen::GemmTiling{12, 16, 16, 256, false, false, 1 << 20}};
+  for (size_t i = 0, staged = tilings.size(); i < staged; ++i) {
+    tilings.push_back(tilings[i]);
+    tilings.back().stagedPrologue = false;
+  }
+  checkTilings(g, plan, packs->catalog, inputs, reference, tilings, 1e-4f);
+  // The CPU form: one work-item per work-group, the panel all of K; M
+  // split in two on the 7x7 map.
+  codegen::GemmTiling own;
+  own.stagedPrologue = false;
+  const NodeRef c5 = *g.producer(*g.findValue("y5"));
+  for (const Group& grp : plan.groups)
+    if (std::find(grp.nodes.begin(), grp.nodes.end(), c5) != grp.nodes.end()) {
+      Expected<codegen::KernelSource> k = codegen::emitGemm(g, grp.nodes, packs->catalog, "k", "k", own);
+      REQUIRE_MESSAGE(k.ok(), test::why(k));
+      CHECK(k->localSize == 1);
+      CHECK(k->localMemBytes == 9 * 8 * sizeof(float));
+      CHECK(k->globalSize == 7 * 2);  // 7 row panels of 8 lanes, 2 splits of the 130 rows
+    }
 }
 
 TEST_CASE("empty products build and launch nothing; an empty K gives the bias") {

@@ -53,6 +53,12 @@ struct GemmTiling {
   /// are input-row segments loaded as vectors; false: W outputs in a row of
   /// the flattened output, gathered (kernel_roofline compares the two).
   bool convRowPanels = true;
+  /// A depthwise prologue (a depthwise conv computing a 1x1 conv's input
+  /// panel) is staged once per work-group of row tiles in local memory;
+  /// false (where local memory is emulated): each work-item computes its
+  /// column panel's rows for all channels itself, then every row tile of
+  /// its share of M from them, without barriers.
+  bool stagedPrologue = true;
 };
 
 /// Whether `members` start with a MatMul or Gemm this family generates.

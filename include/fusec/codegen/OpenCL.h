@@ -20,6 +20,8 @@ struct DeviceInfo {
   int64_t localMemBytes = 0;
   int64_t maxWorkGroupSize = 0;
   int64_t memBaseAlignBytes = 1;  ///< CL_DEVICE_MEM_BASE_ADDR_ALIGN in bytes: where sub-buffers may start
+  int64_t nativeFloatWidth = 1;   ///< CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT: floats per vector register
+  bool cpu = false;               ///< CL_DEVICE_TYPE_CPU (PoCL's pthread device)
 };
 
 /// A device buffer, released with the object.
