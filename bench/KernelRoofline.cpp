@@ -13,7 +13,9 @@
 
 #include "fusec/codegen/Emitters.h"
 #include "fusec/codegen/Executor.h"
+#include "fusec/codegen/Families.h"
 #include "fusec/codegen/Gemm.h"
+#include "fusec/engine/Target.h"
 #include "fusec/grammar/PackLoader.h"
 
 using namespace fusec;
@@ -122,7 +124,17 @@ int main(int argc, char** argv) {
                            {"feed-forward up", 128, 768, 3072},
                            {"feed-forward down", 128, 3072, 768},
                            {"square 1024", 1024, 1024, 1024}};
-  const codegen::GemmTiling tilings[] = {{12, 16, 0, 0}, {8, 16, 8, 128}, {8, 16, 16, 256}, {12, 16, 8, 128}, {12, 16, 16, 256}, {6, 16, 16, 256}};
+  // What fusec runs by default here: the CPU profile's tiling fitted to
+  // this device's vector registers (KernelOptions::forDevice), marked
+  // "(default)".
+  Expected<Target> profile = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
+  if (!profile) {
+    std::fprintf(stderr, "%s\n", profile.error().message.c_str());
+    return 1;
+  }
+  const codegen::GemmTiling fitted = codegen::KernelOptions::forDevice(profile.value(), device.info()).gemm;
+  const codegen::GemmTiling tilings[] = {{12, 16, 0, 0}, {8, 16, 8, 128}, {8, 16, 16, 256}, {12, 16, 8, 128}, {12, 16, 16, 256}, {6, 16, 16, 256},
+                                         fitted};
   // Generates `node`'s kernel with tiling `t`, times it on `buffers` and
   // prints one row: `work` (FLOPs or DRAM bytes) per second, and its share
   // of `roof` (the measured peak or bandwidth). False when it does not generate.
@@ -137,7 +149,7 @@ int main(int argc, char** argv) {
     std::vector<codegen::KernelArg> args;
     for (const codegen::Buffer* b : buffers) args.push_back(codegen::KernelArg::of(*b));
     const double sec = bestTime(device, k->source, k->name, args, k->globalSize, k->localSize);
-    std::printf("%-22s %-16s %-14s %10.3f %10.1f %7.0f%%\n", what, shape, kernel.c_str(), sec * 1e3, work / sec / 1e9,
+    std::printf("%-22s %-16s %-20s %10.3f %10.1f %7.0f%%\n", what, shape, kernel.c_str(), sec * 1e3, work / sec / 1e9,
                 100.0 * work / sec / 1e9 / roof);
     return true;
   };
@@ -147,7 +159,7 @@ int main(int argc, char** argv) {
     return std::string(text);
   };
   std::mt19937 rng(1);
-  if (!bandwidthOnly) std::printf("%-22s %-16s %-14s %10s %10s %8s\n", "gemm", "MxKxN", "tile", "ms", "GFLOP/s", "of peak");
+  if (!bandwidthOnly) std::printf("%-22s %-16s %-20s %10s %10s %8s\n", "gemm", "MxKxN", "tile", "ms", "GFLOP/s", "of peak");
   for (const Shape3& s : bandwidthOnly ? std::vector<Shape3>{} : std::vector<Shape3>(std::begin(shapes), std::end(shapes))) {
     Graph g;
     ValueId a = g.addInput("a", TensorType::of(DType::Float32, {s.M, s.K}));
@@ -162,7 +174,9 @@ int main(int argc, char** argv) {
     std::snprintf(shape, sizeof shape, "%lldx%lldx%lld", static_cast<long long>(s.M), static_cast<long long>(s.K),
                   static_cast<long long>(s.N));
     for (const codegen::GemmTiling& t : tilings)
-      if (!benchRow(g, mm, t, {&da.value(), &db.value(), &dc.value()}, flops, peak, s.what, shape, tile(t))) return 1;
+      if (!benchRow(g, mm, t, {&da.value(), &db.value(), &dc.value()}, flops, peak, s.what, shape,
+                    tile(t) + (&t == std::end(tilings) - 1 ? " (default)" : "")))
+        return 1;
   }
 
   // ResNet-18's convs (batch 1) through the same family: implicit GEMM with
@@ -185,8 +199,8 @@ int main(int argc, char** argv) {
   };
   const codegen::GemmTiling convTilings[] = {{12, 16, 16, 256}, gathered({12, 16, 16, 256}), {12, 16, 16, 128}, {8, 16, 16, 256},
                                              gathered({8, 16, 16, 256}), {8, 16, 8, 128}, gathered({8, 16, 8, 128}),
-                                             {12, 16, 2, 256}, gathered({12, 16, 2, 256})};
-  if (!bandwidthOnly) std::printf("\n%-22s %-16s %-14s %10s %10s %8s\n", "conv", "CxHxW->M", "tile", "ms", "GFLOP/s", "of peak");
+                                             {12, 16, 2, 256}, gathered({12, 16, 2, 256}), fitted};
+  if (!bandwidthOnly) std::printf("\n%-22s %-16s %-20s %10s %10s %8s\n", "conv", "CxHxW->M", "tile", "ms", "GFLOP/s", "of peak");
   for (const ConvShape& s : bandwidthOnly ? std::vector<ConvShape>{} : std::vector<ConvShape>(std::begin(convs), std::end(convs))) {
     const int64_t pad = s.R / 2, out = (s.H + 2 * pad - s.R) / s.stride + 1;
     Graph g;
@@ -205,7 +219,9 @@ int main(int argc, char** argv) {
     std::snprintf(shape, sizeof shape, "%lldx%lldx%lld->%lld", static_cast<long long>(s.C), static_cast<long long>(s.H),
                   static_cast<long long>(s.H), static_cast<long long>(s.M));
     for (const codegen::GemmTiling& t : convTilings)
-      if (!benchRow(g, conv, t, {&dx.value(), &dw.value(), &dy.value()}, flops, peak, s.what, shape, tile(t))) return 1;
+      if (!benchRow(g, conv, t, {&dx.value(), &dw.value(), &dy.value()}, flops, peak, s.what, shape,
+                    tile(t) + (&t == std::end(convTilings) - 1 ? " (default)" : "")))
+        return 1;
   }
 
   // BERT-base self-attention (12 heads, 128 tokens, head size 64), batch
@@ -248,9 +264,9 @@ int main(int argc, char** argv) {
                            time(codegen::emitRowReduce(g, {nodes[1], nodes[2], nodes[3]}, ops->catalog, "bench_softmax", "bench")) +
                            time(codegen::emitGemm(g, {nodes[4]}, ops->catalog, "bench_context", "bench"));
     if (fused < 0 || unfused < 0) return 1;
-    std::printf("\n%-22s %-16s %-14s %10s %10s %8s\n", "attention", "heads x S x D", "kernel", "ms", "GFLOP/s", "of peak");
+    std::printf("\n%-22s %-16s %-20s %10s %10s %8s\n", "attention", "heads x S x D", "kernel", "ms", "GFLOP/s", "of peak");
     for (const auto& [kernel, sec] : {std::pair<const char*, double>{"attention", fused}, {"gemm+softmax+gemm", unfused}})
-      std::printf("%-22s %-16s %-14s %10.3f %10.1f %7.0f%%\n", "bert-base layer", "12x128x64", kernel, sec * 1e3,
+      std::printf("%-22s %-16s %-20s %10.3f %10.1f %7.0f%%\n", "bert-base layer", "12x128x64", kernel, sec * 1e3,
                   flops / sec / 1e9, 100.0 * flops / sec / 1e9 / peak);
   }
 
@@ -268,7 +284,7 @@ int main(int argc, char** argv) {
                                       {"mbv2 block 14", 576, 14, 2},   {"mbv2 block 16", 960, 7, 1},
                                       {"effnet-b0 5x5 s2", 144, 56, 2, 5}, {"effnet-b0 5x5", 240, 28, 1, 5},
                                       {"effnet-b0 5x5", 672, 14, 1, 5},  {"effnet-b0 5x5", 1152, 7, 1, 5}};
-  std::printf("\n%-22s %-16s %-14s %10s %10s %8s\n", "depthwise conv", "CxHxW/stride", "kernel", "ms", "GB/s",
+  std::printf("\n%-22s %-16s %-20s %10s %10s %8s\n", "depthwise conv", "CxHxW/stride", "kernel", "ms", "GB/s",
               "of DRAM");
   for (const DepthwiseShape& s : depthwise) {
     const int64_t pad = s.K / 2, out = (s.H + 2 * pad - s.K) / s.stride + 1;
@@ -314,7 +330,7 @@ int main(int argc, char** argv) {
                                  {"mbv2 classifier", 1280, 1000},
                                  {"resnet fc", 512, 1000},
                                  {"bert ff (1 token)", 768, 3072}};
-  std::printf("\n%-22s %-16s %-14s %10s %10s %8s\n", "gemv (Linear, batch 1)", "KxN", "kernel", "ms", "GB/s", "of DRAM");
+  std::printf("\n%-22s %-16s %-20s %10s %10s %8s\n", "gemv (Linear, batch 1)", "KxN", "kernel", "ms", "GB/s", "of DRAM");
   for (const LinearShape& s : linears) {
     Graph g;
     ValueId a = g.addInput("a", TensorType::of(DType::Float32, {1, s.K}));
@@ -346,7 +362,7 @@ int main(int argc, char** argv) {
   };
   const PoolShape pools[] = {{"effnet-b0 SE", 96, 112}, {"effnet-b0 SE", 240, 28}, {"effnet-b0 SE", 672, 14},
                              {"effnet-b0 SE", 1152, 7}, {"resnet head", 512, 7}, {"mbv2 head", 1280, 7}};
-  std::printf("\n%-22s %-16s %-14s %10s %10s %8s\n", "global average pool", "CxHxW", "kernel", "ms", "GB/s", "of DRAM");
+  std::printf("\n%-22s %-16s %-20s %10s %10s %8s\n", "global average pool", "CxHxW", "kernel", "ms", "GB/s", "of DRAM");
   for (const PoolShape& s : pools) {
     Graph g;
     ValueId x = g.addInput("x", TensorType::of(DType::Float32, {1, s.C, s.H, s.H}));
@@ -367,7 +383,7 @@ int main(int argc, char** argv) {
       }
       const double sec = bestTime(device, k->source, k->name, {codegen::KernelArg::of(dx.value()), codegen::KernelArg::of(dy.value())},
                                   k->globalSize, k->localSize);
-      std::printf("%-22s %-16s %-14s %10.3f %10.1f %7.0f%%\n", s.what, shape, perWorkItem ? "row per item" : "group per row",
+      std::printf("%-22s %-16s %-20s %10.3f %10.1f %7.0f%%\n", s.what, shape, perWorkItem ? "row per item" : "group per row",
                   sec * 1e3, bytes / sec / 1e9, 100.0 * bytes / sec / 1e9 / triad);
     }
   }

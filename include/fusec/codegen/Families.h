@@ -74,8 +74,10 @@ struct KernelOptions {
   /// with AVX2's 8 floats, 32 with AVX-512's 16): a tile takes at most 3/4
   /// of them, so the 12x16 tiles (12 AVX-512 registers) become 6x16 where a
   /// float16 is two registers. kernel_roofline on an AVX2 PoCL device
-  /// (measured peak 101 GFLOP/s): BERT-base's GEMMs 42-63 % of peak in 12x16
-  /// tiles (spilled), 101-114 % in 6x16; ResNet's 3x3 convs 39-56 % -> ...
+  /// (measured peak 101-103 GFLOP/s): BERT-base's GEMMs 41-63 % of peak in
+  /// 12x16 tiles (spilled), 82-117 % in 6x16; ResNet-18's 3x3 convs 37-58 %
+  /// -> 66-92 %; whole models (device time): ResNet-18 51 -> 40 ms with the
+  /// stem's panel shared (GemmTiling::shallowDepth), MobileNetV2 20 -> 17.
   static KernelOptions forDevice(const Target& target, const DeviceInfo& device);
 };
 
