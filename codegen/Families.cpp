@@ -28,9 +28,11 @@ FunctionFamily::EmitFn plain(Expected<KernelSource> (*emit)(const Graph&, const 
 FunctionFamily::EmitFn gemm(bool conv) {
   return [conv](const Graph& g, const Group& group, const OpCatalog& catalog, const std::string& name,
                 const std::string& comment, const KernelOptions& options) {
-    Expected<KernelSource> k = emitGemm(g, group, catalog, name, comment, options.gemmFor(g.node(group.front())));
+    const NodeRef head = gemmHead(g, group);
+    Expected<KernelSource> k = emitGemm(g, group, catalog, name, comment, options.gemmFor(g.node(head)));
     const auto convs = std::count_if(group.begin(), group.end(), [&](NodeRef n) { return g.node(n).op == "Conv"; });
-    if (conv && !k && k.error().unsupported && convs == 1) return emitPool(g, group, catalog, name, comment);
+    if (conv && !k && k.error().unsupported && convs == 1 && head == group.front())
+      return emitPool(g, group, catalog, name, comment);
     return k;
   };
 }
@@ -68,12 +70,16 @@ std::vector<FunctionFamily::Spec> specs() {
        [](const Graph& g, const Group& grp, const OpCatalog&) { return isAttentionGroup(g, grp); }, plain(emitAttention)},
       {"gemm_epilogue", "a MatMul or Gemm (float32, static shapes) followed by elementwise ops on its result",
        "it does not start with a MatMul or Gemm",
-       [](const Graph& g, const Group& grp, const OpCatalog&) { return isGemmGroup(g, grp) && !headIs(g, grp, "Conv"); },
+       [](const Graph& g, const Group& grp, const OpCatalog&) {
+         return isGemmGroup(g, grp) && g.node(gemmHead(g, grp)).op != "Conv";
+       },
        gemm(false)},
       {"conv_epilogue", "a Conv (any groups, strides, dilations and pads; tiled as an implicit GEMM, gathered "
        "directly when it cannot be tiled; depthwise convs computed directly, weights in registers) followed by "
        "elementwise ops on its result", "it does not start with a Conv",
-       [](const Graph& g, const Group& grp, const OpCatalog&) { return isGemmGroup(g, grp) && headIs(g, grp, "Conv"); },
+       [](const Graph& g, const Group& grp, const OpCatalog&) {
+         return isGemmGroup(g, grp) && g.node(gemmHead(g, grp)).op == "Conv";
+       },
        gemm(true)},
       {"pool_epilogue", "MaxPool, AveragePool, ConvTranspose or inference BatchNormalization (float32) followed by "
        "elementwise ops on its result", "it does not start with a pooling op, ConvTranspose or BatchNormalization",

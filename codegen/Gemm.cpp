@@ -145,9 +145,23 @@ std::string batchOffset(const Shape& operandBatch, const Shape& batch, int64_t m
 
 }  // namespace
 
+/// A Mul whose result only the group's second member, a Conv, reads as its
+/// image: a per-channel scale of the conv's input (ChannelScale below).
+static bool scalesConvInput(const Graph& g, const std::vector<NodeRef>& members) {
+  if (members.size() < 2) return false;
+  const NodeData& m = g.node(members[0]);
+  const NodeData& c = g.node(members[1]);
+  return m.domain.empty() && m.op == "Mul" && c.domain.empty() && c.op == "Conv" && !c.inputs.empty() &&
+         c.inputs[0] == m.outputs[0];
+}
+
+NodeRef gemmHead(const Graph& g, const std::vector<NodeRef>& members) {
+  return scalesConvInput(g, members) ? members[1] : members.front();
+}
+
 bool isGemmGroup(const Graph& g, const std::vector<NodeRef>& members) {
   if (members.empty()) return false;
-  const NodeData& d = g.node(members.front());
+  const NodeData& d = g.node(gemmHead(g, members));
   return d.domain.empty() && (d.op == "MatMul" || d.op == "Gemm" || d.op == "Conv");
 }
 
@@ -593,6 +607,40 @@ struct DepthwisePrologue {
   Geometry geo;                    ///< the depthwise conv's
 };
 
+/// Squeeze-and-excitation's scale as the prologue of the conv that reads it
+/// (EfficientNet's and MobileNetV3's 1x1 projections): Conv(x * s) with s
+/// one factor per image and channel ([N, C, 1, 1], or [1, C, 1, 1]). Each
+/// of B's rows (a channel's values at the panel's window positions, zero
+/// in the padding) is multiplied by its channel's factor as it is loaded,
+/// so the scaled tensor is never stored.
+struct ChannelScale {
+  NodeRef mul = 0;
+  ValueId x = kNoValue, s = kNoValue;
+  bool perImage = false;  ///< s has one row per image (else one for all)
+};
+
+/// The group's leading Mul as a channel scale of the 1x1 conv after it, or
+/// the reason it is not one.
+Expected<ChannelScale> channelScale(const Graph& g, const std::vector<NodeRef>& members) {
+  const Error refused{"a Mul before a Conv in one group must scale the channels of the conv's 2-D input "
+                      "(x * s, s of shape [N or 1, C, 1, 1], x of the conv's input shape)",
+                      true};
+  const NodeData& m = g.node(members[0]);
+  if (m.inputs.size() != 2 || g.uses(m.outputs[0]).size() != 1 || g.isGraphOutput(m.outputs[0])) return refused;
+  const TensorType& out = g.value(m.outputs[0]).type;
+  if (!out.isStatic() || out.dtype != DType::Float32 || out.staticShape().size() != 4) return refused;
+  const Shape os = out.staticShape();
+  for (size_t i = 0; i < 2; ++i) {
+    const TensorType& xt = g.value(m.inputs[i]).type;
+    const TensorType& st = g.value(m.inputs[1 - i]).type;
+    if (xt != out || !st.isStatic() || st.dtype != DType::Float32 || st.staticShape().size() != 4) continue;
+    const Shape ss = st.staticShape();
+    if ((ss[0] != os[0] && ss[0] != 1) || ss[1] != os[1] || ss[2] != 1 || ss[3] != 1) continue;
+    return ChannelScale{members[0], m.inputs[i], m.inputs[1 - i], ss[0] != 1};
+  }
+  return refused;
+}
+
 /// What a group with two Convs computes.
 struct ConvPair {
   std::optional<Shortcut> shortcut;
@@ -684,7 +732,14 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   if (!pair) return pair.error();
   const std::optional<Shortcut>& sc = pair->shortcut;
   const std::optional<DepthwisePrologue>& dw = pair->prologue;
-  const NodeData& mm = g.node(sc || dw ? pair->main : members.front());
+  std::optional<ChannelScale> cs;
+  if (scalesConvInput(g, members)) {
+    Expected<ChannelScale> found = channelScale(g, members);
+    if (!found) return found.error();
+    if (sc || dw) return Error{"a channel scale joins a conv alone, not a pair of convs", true};
+    cs = found.value();
+  }
+  const NodeData& mm = g.node(sc || dw ? pair->main : gemmHead(g, members));
   const ValueId a = mm.inputs[0], b = mm.inputs[1], p = mm.outputs[0];
   for (ValueId v : {a, b, p}) {
     const TensorType& t = g.value(v).type;
@@ -694,10 +749,10 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   Expected<Geometry> geo = geometry(g, mm);
   if (!geo) return geo.error();
   // Depthwise: one input channel per group, and more than one group.
-  if (!sc && !dw && tiling.directDepthwise && geo->conv && geo->groups > 1 && geo->K == geo->KH * geo->KW && geo->KH * geo->KW <= 64)
+  if (!sc && !dw && !cs && tiling.directDepthwise && geo->conv && geo->groups > 1 && geo->K == geo->KH * geo->KW && geo->KH * geo->KW <= 64)
     return emitDepthwise(g, members, catalog, name, comment, geo.value(), depthwiseWidth(geo.value()),
                          tiling.depthwiseRowGather);
-  if (!sc && !dw && tiling.gemv && isGemv(geo.value()))
+  if (!sc && !dw && !cs && tiling.gemv && isGemv(geo.value()))
     return emitGemv(g, members, catalog, name, comment, geo.value(), tiling.gemvSplitK);
   const int64_t M = geo->M, N = geo->N, K = geo->K;
   const Shape ps = g.value(p).type.staticShape();
@@ -725,7 +780,13 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   // operands follow the conv's.
   std::vector<NodeRef> headed = members;
   std::vector<ValueId> operands = headOperands(mm, geo.value());
-  size_t shortcutAt = 0;
+  size_t shortcutAt = 0, scaleAt = 0;
+  if (cs) {  // the image is the Mul's operand, its scale follows the conv's operands
+    headed.erase(std::find(headed.begin(), headed.end(), cs->mul));
+    operands[0] = cs->x;
+    scaleAt = operands.size();
+    operands.push_back(cs->s);
+  }
   if (sc) {
     headed = {sc->add};
     for (NodeRef n : members)
@@ -1042,7 +1103,7 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
     src << "  const __global float* a" << r << " = a + min(m0 + " << r << ", M - 1) * " << geo->am << ";\n";
   for (int r = 0; r < TM; ++r) src << "  " << vec << " acc" << r << " = (" << vec << ")(0.0f);\n";
   // B's row `k` of the panel as a vector.
-  auto bRow = [&](const std::string& k, bool vectorLoad) {
+  auto bRowPlain = [&](const std::string& k, bool vectorLoad) -> std::string {
     if (rowPanels) return "fusec_im2row(b, " + k + ", oy, ox0)";
     if (geo->im2col) return "fusec_im2col(b, " + k + ", iy0, ix0)";
     if (vectorLoad) return "vload" + std::to_string(W) + "(0, b + " + k + " * " + std::to_string(geo->bk) + " + n0)";
@@ -1051,6 +1112,16 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
       v += (j ? ", " : "") + std::string("b[") + k + " * " + std::to_string(geo->bk) + " + min(n0 + " + std::to_string(j) +
            ", N - 1) * " + std::to_string(geo->bn) + "]";
     return v + ")";
+  };
+  auto bRow = [&](const std::string& k, bool vectorLoad) {
+    if (cs) {  // row k is channel k / taps of the group's channels
+      const int64_t taps = geo->KH * geo->KW, perGroup = geo->conv ? K / taps : K;
+      std::string channel = taps == 1 ? "(" + k + ")" : "(" + k + ") / " + std::to_string(taps);
+      if (geo->groups > 1) channel = "b1 * " + std::to_string(perGroup) + " + " + channel;
+      if (cs->perImage) channel = "b0 * " + std::to_string(perGroup * geo->groups) + " + " + channel;
+      return "(" + bRowPlain(k, vectorLoad) + ") * in" + std::to_string(scaleAt) + "[" + channel + "]";
+    }
+    return bRowPlain(k, vectorLoad);
   };
   auto fmas = [&](const std::string& indent, const std::string& k) {
     for (int r = 0; r < TM; ++r)

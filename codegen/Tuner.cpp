@@ -65,7 +65,7 @@ Expected<std::vector<TunedKernel>> tuneKernels(Device& device, const Graph& g, c
   for (const KernelGroup& group : groups) {
     if (!isGemmGroup(g, group.nodes)) continue;
     if (tuning.progress) tuning.progress(visited++, total);
-    const NodeData& head = g.node(group.nodes.front());
+    const NodeData& head = g.node(gemmHead(g, group.nodes));
     const std::string name = "fusec_tune";  // one name: a candidate's source depends on its tiling alone
     Expected<KernelSource> base = emitGemm(g, group.nodes, catalog, name, "tuning", options.gemm);
     if (!base) continue;  // the direct-gather fallback (3-D convs) has no tiling

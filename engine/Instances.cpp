@@ -165,10 +165,16 @@ class Generator {
     const double r = std::uniform_real_distribution<double>(0, 1)(rng_);
     if (ref.empty() || r < 0.45) return ref;
     if (r < 0.6) return Shape(ref.end() - between(rng_, 1, static_cast<int64_t>(ref.size())), ref.end());
-    if (r < 0.8) {
+    if (r < 0.72 || (r < 0.82 && ref.size() < 3)) {
       Shape s = ref;
       for (int64_t& d : s)
         if (chance(rng_, 0.5)) d = 1;
+      return s;
+    }
+    if (r < 0.82) {  // one factor per channel (dim 1), per image or for all: a BatchNorm's, an SE block's scale
+      Shape s(ref.size(), 1);
+      s[1] = ref[1];
+      if (chance(rng_, 0.5)) s[0] = ref[0];
       return s;
     }
     if (r < 0.9) return Shape{};

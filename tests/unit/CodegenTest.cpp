@@ -735,6 +735,73 @@ g (float[1,6,9,10] x, float[6,1,3,3] wd, float[6] bd, float[5,6,1,1] w, float[5]
     }
 }
 
+TEST_CASE("a channel scale (squeeze-and-excitation) is the prologue of the conv after it and matches the interpreter") {
+  std::unique_ptr<RuleSet> packs = test::loadDefaultPacks();
+  Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
+  REQUIRE(target.ok());
+  // EfficientNet's block ending (the scale first in the Mul, one per image,
+  // then the 1x1 projection and the residual add), one scale for all
+  // images before a 1x1 conv, and the SE block's own 1x1 conv on one pixel,
+  // which the rules leave alone. Then, grouped by hand, the same prologue
+  // before a padded, strided, grouped 3x3 conv (rows are channel x taps).
+  Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[2,6,9,10] x, float[2,6,1,1] s, float[5,6,1,1] w, float[5] b, float[2,5,9,10] skip,
+   float[1,4,7,7] x2, float[1,4,1,1] s2, float[3,4,1,1] w2,
+   float[1,4,1,1] x3, float[1,4,1,1] s3, float[3,4,1,1] w3,
+   float[2,4,8,9] x4, float[1,4,1,1] s4, float[6,2,3,3] w4, float[6] b4)
+  => (float[2,5,9,10] y, float[1,3,7,7] y2, float[1,3,1,1] y3, float[2,6,4,5] y4) {
+  m = Mul (s, x)
+  c = Conv (m, w, b)
+  y = Add (c, skip)
+  m2 = Mul (x2, s2)
+  y2 = Conv (m2, w2)
+  m3 = Mul (x3, s3)
+  y3 = Conv (m3, w3)
+  m4 = Mul (x4, s4)
+  y4 = Conv <group = 2, strides = [2, 2], pads = [1, 1, 1, 1]> (m4, w4, b4)
+}
+)");
+  const std::vector<Tensor> inputs = randomInputs(g, 140), reference = test::run(g, inputs);
+  Plan plan = planFusion(g, *packs, target.value(), codegen::kernelFamilies());
+  std::map<std::string, int> byRule = groupsByRule(plan);
+  CHECK(byRule["channel_scale_conv_residual"] == 1);
+  CHECK(byRule["channel_scale_conv"] == 1);  // y2's (the rules take 1x1 ungrouped convs)
+  const NodeRef m3 = *g.producer(*g.findValue("m3"));
+  for (const Group& grp : plan.groups)
+    if (std::find(grp.nodes.begin(), grp.nodes.end(), m3) != grp.nodes.end()) CHECK(grp.nodes.size() == 1);
+  const std::vector<codegen::GemmTiling> tilings = {codegen::GemmTiling{}, codegen::GemmTiling{1, 4, 0, 0},
+                                                    codegen::GemmTiling{5, 8, 3, 7},
+                                                    codegen::GemmTiling{12, 16, 16, 256, false, false, 1 << 20},
+                                                    codegen::GemmTiling{4, 8, 0, 256, true, true, 0, true, 0, 2, false}};
+  checkTilings(g, plan, packs->catalog, inputs, reference, tilings, 1e-4f);
+  // The grouped 3x3 conv with its scale as one kernel, the rest one kernel per op.
+  std::vector<codegen::KernelGroup> byHand;
+  const NodeRef m4 = *g.producer(*g.findValue("m4")), c4 = *g.producer(*g.findValue("y4"));
+  Expected<std::vector<NodeRef>> order = g.topologicalOrder();
+  REQUIRE(order.ok());
+  for (NodeRef n : order.value())
+    if (n == m4) byHand.emplace_back(std::vector<NodeRef>{m4, c4});
+    else if (n != c4) byHand.emplace_back(std::vector<NodeRef>{n});
+  for (const codegen::GemmTiling& t : tilings) {
+    Expected<codegen::DeviceRun> run =
+        codegen::runOnDevice(device(), g, byHand, packs->catalog, inputs, codegen::KernelOptions{.gemm = t, .gemmTilings = {}});
+    REQUIRE_MESSAGE(run.ok(), test::why(run));
+    test::checkClose(run->outputs[3], reference[3], 1e-4f);
+  }
+  // A Mul that is no channel scale (s per pixel) is refused with the reason.
+  Graph bad = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[1,4,5,5] x, float[1,4,5,5] s, float[3,4,1,1] w) => (float[1,3,5,5] y) {
+  m = Mul (x, s)
+  y = Conv (m, w)
+}
+)");
+  Expected<std::vector<NodeRef>> badOrder = bad.topologicalOrder();
+  REQUIRE(badOrder.ok());
+  Expected<codegen::KernelSource> refused = codegen::emitGemm(bad, badOrder.value(), packs->catalog, "k", "k");
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message.find("scale the channels") != std::string::npos);
+}
+
 TEST_CASE("empty products build and launch nothing; an empty K gives the bias") {
   std::unique_ptr<RuleSet> packs = test::loadDefaultPacks();
   Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");

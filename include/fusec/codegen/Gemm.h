@@ -61,8 +61,13 @@ struct GemmTiling {
   bool stagedPrologue = true;
 };
 
-/// Whether `members` start with a MatMul or Gemm this family generates.
+/// Whether `members` start with a MatMul, Gemm or Conv this family
+/// generates (after a Mul scaling the conv's input channels, its prologue).
 bool isGemmGroup(const Graph& g, const std::vector<NodeRef>& members);
+
+/// The MatMul, Gemm or Conv whose product the group's kernel tiles: the
+/// first member, or the second after a channel-scale Mul.
+NodeRef gemmHead(const Graph& g, const std::vector<NodeRef>& members);
 
 Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
                                 const std::string& name, const std::string& comment, const GemmTiling& tiling = {});
