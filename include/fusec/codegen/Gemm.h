@@ -18,8 +18,9 @@ namespace fusec::codegen {
 /// With `localRows` > 0, that many work-items form a work-group sharing
 /// one column panel of B, staged in local memory `depth` rows at a time.
 /// The defaults were the best of those tried by `build/bench/kernel_roofline`
-/// on the build machine's PoCL (40-51 % of the measured FMA peak on the
-/// BERT-base layer's shapes).
+/// on an AVX-512 build machine's PoCL (40-51 % of the measured FMA peak on
+/// the BERT-base layer's shapes); KernelOptions::forDevice fits `rows` to
+/// the vector registers of the CPU the kernels run on (6 with AVX2).
 struct GemmTiling {
   int rows = 12;
   int width = 16;
