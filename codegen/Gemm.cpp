@@ -1069,22 +1069,36 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
     }
     return out;
   };
+  // A tile of TM rows from m0: A's row pointers and the accumulators (rows
+  // past M and columns past N are clamped: they compute duplicates that
+  // are never stored, so the hot loop has no branches), the FMAs of B's
+  // row `k` held in `bv`, and the epilogue storing each row.
+  auto tileStart = [&](const std::string& indent) {
+    for (int r = 0; r < TM; ++r)
+      src << indent << "const __global float* a" << r << " = a + min(m0 + " << r << ", M - 1) * " << geo->am << ";\n";
+    for (int r = 0; r < TM; ++r) src << indent << vec << " acc" << r << " = (" << vec << ")(0.0f);\n";
+  };
+  auto fmas = [&](const std::string& indent, const std::string& k) {
+    for (int r = 0; r < TM; ++r)
+      src << indent << "acc" << r << " = fma((" << vec << ")(a" << r << "[" << k << " * " << geo->ak << "]), bv, acc" << r
+          << ");\n";
+  };
+  auto tileStores = [&](const std::string& indent) {
+    for (int r = 0; r < TM; ++r)
+      src << indent << "{ const int m = m0 + " << r << "; FUSEC_EPILOGUE(acc" << r << ", bt * " << M * N
+          << " + m * N + n0, m < M ? valid : 0) }\n";
+  };
   if (ownPanel) {
     src << ek->laneMacro(e, W, prologue);
     src << "  __local " << vec << " panel[K];\n";
     src << "  for (int k = 0; k < K; ++k) FUSEC_BROW(k, panel[k])\n";
     src << "  const int mEnd = min(M, (split + 1) * " << splitTiles * TM << ");\n";
     src << "  for (int m0 = split * " << splitTiles * TM << "; m0 < mEnd; m0 += " << TM << ") {\n";
-    for (int r = 0; r < TM; ++r)
-      src << "    const __global float* a" << r << " = a + min(m0 + " << r << ", M - 1) * " << geo->am << ";\n";
-    for (int r = 0; r < TM; ++r) src << "    " << vec << " acc" << r << " = (" << vec << ")(0.0f);\n";
+    tileStart("    ");
     src << "    for (int k = 0; k < K; ++k) {\n      const " << vec << " bv = panel[k];\n";
-    for (int r = 0; r < TM; ++r)
-      src << "      acc" << r << " = fma((" << vec << ")(a" << r << "[k * " << geo->ak << "]), bv, acc" << r << ");\n";
+    fmas("      ", "k");
     src << "    }\n";
-    for (int r = 0; r < TM; ++r)
-      src << "    { const int m = m0 + " << r << "; FUSEC_EPILOGUE(acc" << r << ", bt * " << M * N
-          << " + m * N + n0, m < M ? valid : 0) }\n";
+    tileStores("    ");
     src << "  }\n#undef FUSEC_EPILOGUE\n}\n";
     k.source = src.str();
     return k;
@@ -1097,11 +1111,7 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
     src << "  const int" << W << " iy0 = (col / " << geo->OW << ") * " << geo->SH << " - " << geo->PH << ", ix0 = (col % "
         << geo->OW << ") * " << geo->SW << " - " << geo->PW << ";\n";
   }
-  // Rows past M and columns past N are clamped: they compute duplicates
-  // that are never stored, so the hot loop has no branches.
-  for (int r = 0; r < TM; ++r)
-    src << "  const __global float* a" << r << " = a + min(m0 + " << r << ", M - 1) * " << geo->am << ";\n";
-  for (int r = 0; r < TM; ++r) src << "  " << vec << " acc" << r << " = (" << vec << ")(0.0f);\n";
+  tileStart("  ");
   // B's row `k` of the panel as a vector.
   auto bRowPlain = [&](const std::string& k, bool vectorLoad) -> std::string {
     if (rowPanels) return "fusec_im2row(b, " + k + ", oy, ox0)";
@@ -1122,11 +1132,6 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
       return "(" + bRowPlain(k, vectorLoad) + ") * in" + std::to_string(scaleAt) + "[" + channel + "]";
     }
     return bRowPlain(k, vectorLoad);
-  };
-  auto fmas = [&](const std::string& indent, const std::string& k) {
-    for (int r = 0; r < TM; ++r)
-      src << indent << "acc" << r << " = fma((" << vec << ")(a" << r << "[" << k << " * " << geo->ak << "]), bv, acc" << r
-          << ");\n";
   };
   // Full panels load B by vectors where its columns are contiguous; the
   // last, partial panel gathers.
@@ -1214,8 +1219,7 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
     }
   }
   src << ek->laneMacro(e, W, prologue);
-  for (int r = 0; r < TM; ++r)
-    src << "  { const int m = m0 + " << r << "; FUSEC_EPILOGUE(acc" << r << ", bt * " << M * N << " + m * N + n0, m < M ? valid : 0) }\n";
+  tileStores("  ");
   src << "#undef FUSEC_EPILOGUE\n}\n";
   k.source = src.str();
   return k;
