@@ -77,8 +77,8 @@ std::vector<FunctionFamily::Spec> specs() {
       {"conv_epilogue", "a Conv (any groups, strides, dilations and pads; tiled as an implicit GEMM, gathered "
        "directly when it cannot be tiled; depthwise convs computed directly, weights in registers) followed by "
        "elementwise ops on its result; before it, a per-channel scale of its input (Mul by [N, C, 1, 1]), or a "
-       "depthwise conv and elementwise ops computing a 1x1 conv's input; beside it, a 1x1 projection shortcut "
-       "added to its result", "it does not start with a Conv",
+       "depthwise conv (on a CPU also a dense one) and elementwise ops computing a 1x1 conv's input; beside it, a "
+       "1x1 projection shortcut added to its result", "it does not start with a Conv",
        [](const Graph& g, const Group& grp, const OpCatalog&) {
          return isGemmGroup(g, grp) && g.node(gemmHead(g, grp)).op == "Conv";
        },

@@ -595,16 +595,20 @@ std::optional<Shortcut> asShortcut(const Graph& g, NodeRef n) {
   return s;
 }
 
-/// A depthwise Conv and the elementwise ops after it (an activation) as the
-/// prologue of the 1x1 Conv that reads them, as MobileNetV2's inverted
-/// residual block ends: the 1x1 conv's B rows (one per channel) are the
-/// depthwise conv's output rows, computed as the panel is staged in local
-/// memory and never stored.
-struct DepthwisePrologue {
-  NodeRef conv = 0;                ///< the depthwise Conv
+/// A Conv and the elementwise ops after it (an activation) as the prologue
+/// of the 1x1 Conv that reads them: the 1x1 conv's B rows (one per channel)
+/// are the first conv's output rows, computed as the panel is staged in
+/// local memory and never stored. A depthwise conv (MobileNetV2's inverted
+/// residual block) computes each row from one input channel; a dense conv
+/// (`dense`, one group: ResNet-50's bottleneck 3x3 -> 1x1) is a GEMM of its
+/// own whose result is the panel, built only where each work-item owns its
+/// panel (GemmTiling::stagedPrologue false), so it is computed once.
+struct ConvPrologue {
+  NodeRef conv = 0;                ///< the prologue's Conv
   std::vector<NodeRef> members;    ///< it, then the elementwise ops up to the 1x1 conv's input
   ValueId x = kNoValue, w = kNoValue, bias = kNoValue;
-  Geometry geo;                    ///< the depthwise conv's
+  Geometry geo;                    ///< the prologue conv's
+  bool dense = false;              ///< one group (else depthwise)
 };
 
 /// Squeeze-and-excitation's scale as the prologue of the conv that reads it
@@ -644,7 +648,7 @@ Expected<ChannelScale> channelScale(const Graph& g, const std::vector<NodeRef>& 
 /// What a group with two Convs computes.
 struct ConvPair {
   std::optional<Shortcut> shortcut;
-  std::optional<DepthwisePrologue> prologue;
+  std::optional<ConvPrologue> prologue;
   NodeRef main = 0;  ///< the Conv whose product the kernel tiles
 };
 
@@ -658,8 +662,8 @@ Expected<ConvPair> convPair(const Graph& g, const std::vector<NodeRef>& members)
   ConvPair pair;
   if (convs.size() <= 1) return pair;
   const Error refused{"a group with two Convs builds only a conv plus a 1x1 projection shortcut (ungrouped, "
-                      "unpadded, the same result shape), each read only by one Add of both, or a depthwise conv "
-                      "and elementwise ops on it read only by a 1x1 ungrouped conv",
+                      "unpadded, the same result shape), each read only by one Add of both, or a depthwise or "
+                      "ungrouped 2-D conv and elementwise ops on it read only by a 1x1 ungrouped conv",
                       true};
   if (convs.size() > 2) return refused;
   const ValueId r0 = g.node(convs[0]).outputs[0], r1 = g.node(convs[1]).outputs[0];
@@ -704,18 +708,20 @@ Expected<ConvPair> convPair(const Graph& g, const std::vector<NodeRef>& members)
     Expected<Geometry> dg = convGeometry(g, dd);
     if (!pg || !dg || pg->im2col || pg->groups != 1) return refused;
     const Shape xs = g.value(dd.inputs[0]).type.staticShape();
-    // Depthwise: one input channel and one output channel per group, 2-D.
-    if (xs.size() != 4 || dg->groups != xs[1] || dg->M != 1 || dg->K != dg->KH * dg->KW || dg->KH * dg->KW > 49)
-      return refused;
+    // Depthwise: one input channel and one output channel per group, 2-D;
+    // or dense: one group, 2-D.
+    const bool depthwise = dg->groups == xs[1] && dg->M == 1 && dg->K == dg->KH * dg->KW && dg->KH * dg->KW <= 49;
+    if (xs.size() != 4 || (!depthwise && dg->groups != 1)) return refused;
     for (NodeRef n : chain)
       if (n != dw && g.value(g.node(n).outputs[0]).type != g.value(dd.outputs[0]).type) return refused;
-    DepthwisePrologue d;
+    ConvPrologue d;
     d.conv = dw;
     d.members = chain;
     d.x = dd.inputs[0];
     d.w = dd.inputs[1];
     d.bias = dg->c;
     d.geo = dg.value();
+    d.dense = !depthwise;
     pair.main = pw;
     pair.prologue = std::move(d);
     return pair;
@@ -731,13 +737,23 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   Expected<ConvPair> pair = convPair(g, members);
   if (!pair) return pair.error();
   const std::optional<Shortcut>& sc = pair->shortcut;
-  const std::optional<DepthwisePrologue>& dw = pair->prologue;
+  const std::optional<ConvPrologue>& dw = pair->prologue;
   std::optional<ChannelScale> cs;
   if (scalesConvInput(g, members)) {
     Expected<ChannelScale> found = channelScale(g, members);
     if (!found) return found.error();
     if (sc || dw) return Error{"a channel scale joins a conv alone, not a pair of convs", true};
     cs = found.value();
+  }
+  if (dw && dw->dense) {
+    if (tiling.stagedPrologue)
+      return Error{"a dense conv computing a 1x1 conv's input is built only where each work-item computes its own "
+                   "panel (local memory emulated, as on a CPU); staged for a work-group, each of its rows would be "
+                   "one work-item's dot product of the whole window",
+                   true};
+    for (ValueId v : {dw->x, dw->w})
+      if (!g.value(v).type.isStatic() || g.value(v).type.dtype != DType::Float32)
+        return Error{"the prologue conv's `" + g.value(v).name + "` (not float with a static shape) has no kernel path", true};
   }
   const NodeData& mm = g.node(sc || dw ? pair->main : gemmHead(g, members));
   const ValueId a = mm.inputs[0], b = mm.inputs[1], p = mm.outputs[0];
@@ -873,7 +889,9 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   // panel element against M / splits for the 1x1 conv.
   const bool ownPanel = dw && !tiling.stagedPrologue;
   int64_t splits = 1, splitTiles = MT;
-  if (ownPanel) {
+  // A dense prologue's panel costs its conv's whole window per element:
+  // never recomputed, so never split (7x7 maps have 7 panels per image).
+  if (ownPanel && !dw->dense) {
     constexpr int64_t kWantedGroups = 16, kMinSplitRows = 64;
     splits = std::clamp<int64_t>((kWantedGroups + NT * batches - 1) / (NT * batches), 1,
                                  std::max<int64_t>(1, M / kMinSplitRows));
@@ -892,6 +910,8 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
                                   : tiling.localRows;
   const int64_t RB = localRows > 0 ? (MT + localRows - 1) / localRows : MT;
   const int64_t L = (MT + RB - 1) / RB, KB = std::max<int64_t>(1, std::min<int64_t>(tiling.depth, K));
+  // A dense prologue's window rows are gathered this many at a time.
+  const int64_t KB1 = dw && dw->dense ? std::max<int64_t>(1, std::min<int64_t>(tiling.depth, dw->geo.K)) : 0;
   const bool staged = localRows > 0;
   k.globalSize = static_cast<size_t>((ownPanel ? splits : staged ? RB * L : MT) * NT * batches);
   if (staged) {
@@ -899,7 +919,8 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
     k.localMemBytes = static_cast<size_t>(KB) * static_cast<size_t>(W) * sizeof(float);
   } else if (ownPanel) {
     k.localSize = 1;
-    k.localMemBytes = static_cast<size_t>(K) * static_cast<size_t>(W) * sizeof(float);
+    k.localMemBytes = static_cast<size_t>(K + KB1) *
+                      static_cast<size_t>(W) * sizeof(float);
   }
   const std::string vec = "float" + std::to_string(W);
   // B's columns are contiguous for a plain B and strided for a transposed one.
@@ -918,8 +939,8 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
     src << ",\n// one work-item per work-group computes its column panel of B, all " << K << " rows, in local memory, then "
         << splitTiles << " row tiles from it";
   if (dw)
-    src << ",\n// B's rows are the depthwise conv's output channels (" << dw->geo.KH << "x" << dw->geo.KW << ", stride " << dw->geo.SH
-        << "x" << dw->geo.SW << ") and the ops after it, computed as the panel is staged";
+    src << ",\n// B's rows are the " << (dw->dense ? "" : "depthwise ") << "conv's output channels (" << dw->geo.KH << "x"
+        << dw->geo.KW << ", stride " << dw->geo.SH << "x" << dw->geo.SW << ") and the ops after it, computed as the panel is staged";
   src << ".\n" << detail::Emitter::prelude();
   // Each vector helper once: the prologue's and the epilogue's are the same functions at the same width.
   if (prologueHelpers.find(ek->vectorHelpers) != std::string::npos) src << prologueHelpers;
@@ -927,7 +948,9 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   else src << prologueHelpers << ek->vectorHelpers;
   src << "#define M " << M << "\n#define N " << N << "\n#define K " << K << "  // within this program only\n";
   static const char* kLanes = "0123456789abcdef";
-  if (rowPanels && !dw) {
+  // The windowed input's rows: the conv's own, or a dense prologue's.
+  const bool windowRows = dw ? dw->dense : geo->im2col;
+  if (rowPanels && windowRows) {
     const std::string iv = "int" + std::to_string(W), w = std::to_string(W);
     const int64_t reach = rg.SW * (W - 1) + (rg.SW == 2 ? 1 : 0);  // the last column a load touches
     src << "// Row k = (channel, ky, kx) of the window matrix for the panel's W outputs ox0.. of output row oy:\n";
@@ -951,16 +974,16 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
     src << "  return select((" << vec << ")(0.0f), (" << vec << ")(";
     for (int j = 0; j < W; ++j) src << (j ? ", " : "") << "row[at.s" << kLanes[j] << "]";
     src << "), inside);\n}\n";
-  } else if (geo->im2col) {
+  } else if (windowRows) {
     const std::string iv = "int" + std::to_string(W);
     src << "// Row k = (channel, ky, kx) of the window matrix at the lanes' window origins; zero in the padding.\n";
     src << "inline " << vec << " fusec_im2col(const __global float* b, const int k, const " << iv << " iy0, const " << iv
         << " ix0) {\n";
-    src << "  const int ci = k / " << geo->KH * geo->KW << ", ky = (k / " << geo->KW << ") % " << geo->KH << ", kx = k % "
-        << geo->KW << ";\n";
-    src << "  const " << iv << " iy = iy0 + ky * " << geo->DH << ", ix = ix0 + kx * " << geo->DW << ";\n";
-    src << "  const " << iv << " inside = (iy >= 0) & (iy < " << geo->H << ") & (ix >= 0) & (ix < " << geo->Wd << ");\n";
-    src << "  const " << iv << " off = select((" << iv << ")(0), ci * " << geo->H * geo->Wd << " + iy * " << geo->Wd
+    src << "  const int ci = k / " << rg.KH * rg.KW << ", ky = (k / " << rg.KW << ") % " << rg.KH << ", kx = k % "
+        << rg.KW << ";\n";
+    src << "  const " << iv << " iy = iy0 + ky * " << rg.DH << ", ix = ix0 + kx * " << rg.DW << ";\n";
+    src << "  const " << iv << " inside = (iy >= 0) & (iy < " << rg.H << ") & (ix >= 0) & (ix < " << rg.Wd << ");\n";
+    src << "  const " << iv << " off = select((" << iv << ")(0), ci * " << rg.H * rg.Wd << " + iy * " << rg.Wd
         << " + ix, inside);\n";
     src << "  const " << vec << " v = (" << vec << ")(";
     for (int j = 0; j < W; ++j) src << (j ? ", " : "") << "b[off.s" << kLanes[j] << "]";
@@ -998,11 +1021,35 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   const Shape bst = stridesOf(geo->batch);
   for (size_t d = 0; d < geo->batch.size(); ++d)
     src << "  const int b" << d << " = (bt / " << bst[d] << ") % " << geo->batch[d] << ";\n";
-  if (dw) {
+  // Each lane's window origin in the input plane of `wg`'s conv (columns
+  // past N clamped), where B's rows are gathered.
+  auto windowOrigins = [&](const Geometry& wg) {
+    src << "  const int" << W << " lane = (int" << W << ")(";
+    for (int j = 0; j < W; ++j) src << (j ? ", " : "") << j;
+    src << ");\n  const int" << W << " col = min((int" << W << ")(n0) + lane, N - 1);\n";
+    src << "  const int" << W << " iy0 = (col / " << wg.OW << ") * " << wg.SH << " - " << wg.PH << ", ix0 = (col % "
+        << wg.OW << ") * " << wg.SW << " - " << wg.PW << ";\n";
+  };
+  if (dw && dw->dense) {
+    // in0 is the prologue conv's image, in1 the 1x1 conv's weights; the
+    // panel holds the prologue conv's sums (the ownPanel code below
+    // computes them), finished here by its bias and the ops after it.
+    const Geometry& d = dw->geo;
+    src << "  const __global float* a = in1;\n";
+    src << "  const __global float* b = in0 + b0 * " << d.bImage << ";\n";
+    if (!rowPanels) windowOrigins(d);
+    std::string m = "const int ci = (K_);\n";
+    m += vec + " dwv = panel[ci]" + (dw->bias != kNoValue ? " + (" + vec + ")(in" + std::to_string(dwAt + 1) + "[ci])" : "") + ";\n";
+    m += "const int i = (b0 * " + std::to_string(K) + " + ci) * " + std::to_string(N) + " + n0;\n";
+    m += detail::Emitter::coordinates(dwShape, "i", "");
+    m += prologueBody;
+    m += "OUT_ = " + prologueResult + ";\n";
+    src << detail::macro("FUSEC_BROW(K_, OUT_)", "{\n" + m + "}");
+  } else if (dw) {
     // in0 is the depthwise conv's image, in1 the 1x1 conv's weights.
     const Geometry& d = dw->geo;
     src << "  const __global float* a = in1;\n";
-    src << "  const __global float* b = in0 + b0 * " << K * d.H * d.Wd << ";\n";
+    src << "  const __global float* b = in0 + b0 * " << d.bImage << ";\n";
     if (!rowPanels) {  // each lane's window origin, gathered
       src << "  const int" << W << " dcol = min((int" << W << ")(n0) + (int" << W << ")(";
       for (int j = 0; j < W; ++j) src << (j ? ", " : "") << j;
@@ -1091,6 +1138,31 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   if (ownPanel) {
     src << ek->laneMacro(e, W, prologue);
     src << "  __local " << vec << " panel[K];\n";
+    if (dw->dense) {
+      // The prologue conv as a GEMM of its own: its K output channels by
+      // the panel's W columns, its window rows gathered KB1 at a time into
+      // local memory, the sums accumulating in the panel.
+      const Geometry& d = dw->geo;
+      const int TP = static_cast<int>(std::min<int64_t>(TM, K));
+      const std::string w = "in" + std::to_string(dwAt);
+      src << "  // The prologue conv: " << K << " output channels x " << W << " columns, " << d.K << " window rows, "
+          << TP << " channels at a time.\n";
+      src << "  __local " << vec << " wrows[" << KB1 << "];\n";
+      src << "  for (int k0 = 0; k0 < " << d.K << "; k0 += " << KB1 << ") {\n";
+      src << "    const int kn = min(" << KB1 << ", " << d.K << " - k0);\n";
+      src << "    for (int kk = 0; kk < kn; ++kk) wrows[kk] = "
+          << (rowPanels ? "fusec_im2row(b, k0 + kk, oy, ox0)" : "fusec_im2col(b, k0 + kk, iy0, ix0)") << ";\n";
+      src << "    for (int c0 = 0; c0 < K; c0 += " << TP << ") {\n";
+      for (int r = 0; r < TP; ++r)
+        src << "      const __global float* w" << r << " = " << w << " + min(c0 + " << r << ", K - 1) * " << d.K
+            << " + k0;\n      " << vec << " s" << r << " = k0 == 0 ? (" << vec << ")(0.0f) : panel[min(c0 + " << r
+            << ", K - 1)];\n";
+      src << "      for (int kk = 0; kk < kn; ++kk) {\n        const " << vec << " bv = wrows[kk];\n";
+      for (int r = 0; r < TP; ++r) src << "        s" << r << " = fma((" << vec << ")(w" << r << "[kk]), bv, s" << r << ");\n";
+      src << "      }\n";
+      for (int r = 0; r < TP; ++r) src << "      if (c0 + " << r << " < K) panel[c0 + " << r << "] = s" << r << ";\n";
+      src << "    }\n  }\n";
+    }
     src << "  for (int k = 0; k < K; ++k) FUSEC_BROW(k, panel[k])\n";
     src << "  const int mEnd = min(M, (split + 1) * " << splitTiles * TM << ");\n";
     src << "  for (int m0 = split * " << splitTiles * TM << "; m0 < mEnd; m0 += " << TM << ") {\n";
@@ -1103,14 +1175,7 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
     k.source = src.str();
     return k;
   }
-  if (geo->im2col && !rowPanels) {
-    // Each lane's window origin in the input plane (columns past N clamped).
-    src << "  const int" << W << " lane = (int" << W << ")(";
-    for (int j = 0; j < W; ++j) src << (j ? ", " : "") << j;
-    src << ");\n  const int" << W << " col = min((int" << W << ")(n0) + lane, N - 1);\n";
-    src << "  const int" << W << " iy0 = (col / " << geo->OW << ") * " << geo->SH << " - " << geo->PH << ", ix0 = (col % "
-        << geo->OW << ") * " << geo->SW << " - " << geo->PW << ";\n";
-  }
+  if (geo->im2col && !rowPanels) windowOrigins(geo.value());
   tileStart("  ");
   // B's row `k` of the panel as a vector.
   auto bRowPlain = [&](const std::string& k, bool vectorLoad) -> std::string {

@@ -735,6 +735,69 @@ g (float[1,6,9,10] x, float[6,1,3,3] wd, float[6] bd, float[5,6,1,1] w, float[5]
     }
 }
 
+TEST_CASE("a dense conv as the prologue of the 1x1 conv after it matches the interpreter on a CPU target") {
+  std::unique_ptr<RuleSet> packs = test::loadDefaultPacks();
+  Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
+  REQUIRE(target.ok());
+  // ResNet-50's bottleneck from its 3x3 conv on (3x3 + bias -> ReLU -> 1x1
+  // + bias -> + x -> ReLU); the stride-2 block's on two images and a 7-wide
+  // map (8 lanes), without biases; 20 channels between the convs (not a
+  // multiple of the tile's rows) on a 30-wide map.
+  Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[1,6,9,10] x, float[5,6,3,3] wd, float[5] bd, float[7,5,1,1] w, float[7] b, float[1,7,9,10] skip,
+   float[2,4,13,14] x2, float[6,4,3,3] wd2, float[5,6,1,1] w2, float[2,5,7,7] skip2,
+   float[1,3,30,30] x3, float[20,3,3,3] wd3, float[4,20,1,1] w3, float[1,4,30,30] skip3)
+  => (float[1,7,9,10] y, float[2,5,7,7] y2, float[1,4,30,30] y3) {
+  d = Conv <pads = [1, 1, 1, 1]> (x, wd, bd)
+  a = Relu (d)
+  c = Conv (a, w, b)
+  r = Add (c, skip)
+  y = Relu (r)
+  d2 = Conv <strides = [2, 2], pads = [1, 1, 1, 1]> (x2, wd2)
+  a2 = Relu (d2)
+  c2 = Conv (a2, w2)
+  r2 = Add (skip2, c2)
+  y2 = Relu (r2)
+  d3 = Conv <pads = [1, 1, 1, 1]> (x3, wd3)
+  a3 = Relu (d3)
+  c3 = Conv (a3, w3)
+  r3 = Add (c3, skip3)
+  y3 = Relu (r3)
+}
+)");
+  const std::vector<Tensor> inputs = randomInputs(g, 120), reference = test::run(g, inputs);
+  Plan plan = planFusion(g, *packs, target.value(), codegen::kernelFamilies());
+  CHECK(groupsByRule(plan)["conv_pointwise_residual_activation"] == 3);
+  CHECK(plan.groups.size() == 3);  // each block one kernel
+  // The CPU form only (each work-item owns its panel): row-segment and
+  // gathered panels, 4-lane panels with one row per tile, the prologue's
+  // window staged 7 rows at a time (its sums carried across blocks in the
+  // panel).
+  std::vector<codegen::GemmTiling> tilings = {codegen::GemmTiling{}, codegen::GemmTiling{}, codegen::GemmTiling{1, 4, 0, 0},
+                                              codegen::GemmTiling{5, 8, 3, 7}, codegen::GemmTiling{6, 16, 16, 128}};
+  tilings[1].convRowPanels = false;
+  for (codegen::GemmTiling& t : tilings) t.stagedPrologue = false;
+  checkTilings(g, plan, packs->catalog, inputs, reference, tilings, 1e-4f);
+  // One work-item per panel, never split; the panel and the window's rows
+  // in local memory. Staged for a GPU's work-group it is refused.
+  const NodeRef d2 = *g.producer(*g.findValue("d2"));
+  for (const Group& grp : plan.groups)
+    if (std::find(grp.nodes.begin(), grp.nodes.end(), d2) != grp.nodes.end()) {
+      Expected<codegen::KernelSource> k = codegen::emitGemm(g, grp.nodes, packs->catalog, "k", "k", tilings[0]);
+      REQUIRE_MESSAGE(k.ok(), test::why(k));
+      CHECK(k->localSize == 1);
+      CHECK(k->globalSize == 2 * 7);  // 7 row panels of 8 lanes per image
+      CHECK(k->localMemBytes == (6 + 36) * 8 * sizeof(float));
+      Expected<codegen::KernelSource> staged = codegen::emitGemm(g, grp.nodes, packs->catalog, "k", "k");
+      REQUIRE_FALSE(staged.ok());
+      CHECK(staged.error().message.find("computes its own panel") != std::string::npos);
+    }
+  // A GPU profile (no `cpu` feature) leaves the convs apart.
+  Expected<Target> gpu = loadTarget(grammar::defaultRulesDir() + "/vendor/nvidia/h200.toml");
+  REQUIRE(gpu.ok());
+  CHECK(groupsByRule(planFusion(g, *packs, gpu.value(), codegen::kernelFamilies()))["conv_pointwise_residual_activation"] == 0);
+}
+
 TEST_CASE("a channel scale (squeeze-and-excitation) is the prologue of the conv after it and matches the interpreter") {
   std::unique_ptr<RuleSet> packs = test::loadDefaultPacks();
   Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
