@@ -887,23 +887,26 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   // product has few column panels (7x7 maps) M is split among work-items,
   // each recomputing the panel: the depthwise conv costs KH x KW FMAs per
   // panel element against M / splits for the 1x1 conv.
-  const bool ownPanel = dw && !tiling.stagedPrologue;
+  //
+  // A short panel (tiling.shallowDepth) is shared by two work-items only,
+  // unless its rows are a gathered window at least 64 deep, costly enough
+  // to stage for the whole group: ResNet's 7x7 stem (K = 147) took 6.4 ms
+  // in pairs and 2.8 ms shared by 16 on an AVX2 PoCL device; MobileNetV2's
+  // 3x3 stem (K = 27) 0.85 ms in pairs, 1.2 ms shared. With
+  // shallowLocalRows 1 a work-item owns such a panel as it owns a
+  // prologue's: it loads it once, then every row tile of its share of M.
+  const bool shallow = K <= tiling.shallowDepth && !(geo->im2col && K >= 64);
+  const bool ownPanel = dw ? !tiling.stagedPrologue : shallow && tiling.shallowLocalRows == 1 && !sc;
   int64_t splits = 1, splitTiles = MT;
   // A dense prologue's panel costs its conv's whole window per element:
   // never recomputed, so never split (7x7 maps have 7 panels per image).
-  if (ownPanel && !dw->dense) {
+  if (ownPanel && !(dw && dw->dense)) {
     constexpr int64_t kWantedGroups = 16, kMinSplitRows = 64;
     splits = std::clamp<int64_t>((kWantedGroups + NT * batches - 1) / (NT * batches), 1,
                                  std::max<int64_t>(1, M / kMinSplitRows));
     splitTiles = (MT + splits - 1) / splits;
     splits = (MT + splitTiles - 1) / splitTiles;
   }
-  // A short panel (tiling.shallowDepth) is shared by two work-items only,
-  // unless its rows are a gathered window at least 64 deep, costly enough
-  // to stage for the whole group: ResNet's 7x7 stem (K = 147) took 6.4 ms
-  // in pairs and 2.8 ms shared by 16 on an AVX2 PoCL device; MobileNetV2's
-  // 3x3 stem (K = 27) 0.85 ms in pairs, 1.2 ms shared.
-  const bool shallow = K <= tiling.shallowDepth && !(geo->im2col && K >= 64);
   const int localRows = ownPanel ? 0
                         : dw     ? static_cast<int>(std::min<int64_t>(MT, 64))
                         : shallow ? tiling.shallowLocalRows
@@ -1135,48 +1138,7 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
       src << indent << "{ const int m = m0 + " << r << "; FUSEC_EPILOGUE(acc" << r << ", bt * " << M * N
           << " + m * N + n0, m < M ? valid : 0) }\n";
   };
-  if (ownPanel) {
-    src << ek->laneMacro(e, W, prologue);
-    src << "  __local " << vec << " panel[K];\n";
-    if (dw->dense) {
-      // The prologue conv as a GEMM of its own: its K output channels by
-      // the panel's W columns, its window rows gathered KB1 at a time into
-      // local memory, the sums accumulating in the panel.
-      const Geometry& d = dw->geo;
-      const int TP = static_cast<int>(std::min<int64_t>(TM, K));
-      const std::string w = "in" + std::to_string(dwAt);
-      src << "  // The prologue conv: " << K << " output channels x " << W << " columns, " << d.K << " window rows, "
-          << TP << " channels at a time.\n";
-      src << "  __local " << vec << " wrows[" << KB1 << "];\n";
-      src << "  for (int k0 = 0; k0 < " << d.K << "; k0 += " << KB1 << ") {\n";
-      src << "    const int kn = min(" << KB1 << ", " << d.K << " - k0);\n";
-      src << "    for (int kk = 0; kk < kn; ++kk) wrows[kk] = "
-          << (rowPanels ? "fusec_im2row(b, k0 + kk, oy, ox0)" : "fusec_im2col(b, k0 + kk, iy0, ix0)") << ";\n";
-      src << "    for (int c0 = 0; c0 < K; c0 += " << TP << ") {\n";
-      for (int r = 0; r < TP; ++r)
-        src << "      const __global float* w" << r << " = " << w << " + min(c0 + " << r << ", K - 1) * " << d.K
-            << " + k0;\n      " << vec << " s" << r << " = k0 == 0 ? (" << vec << ")(0.0f) : panel[min(c0 + " << r
-            << ", K - 1)];\n";
-      src << "      for (int kk = 0; kk < kn; ++kk) {\n        const " << vec << " bv = wrows[kk];\n";
-      for (int r = 0; r < TP; ++r) src << "        s" << r << " = fma((" << vec << ")(w" << r << "[kk]), bv, s" << r << ");\n";
-      src << "      }\n";
-      for (int r = 0; r < TP; ++r) src << "      if (c0 + " << r << " < K) panel[c0 + " << r << "] = s" << r << ";\n";
-      src << "    }\n  }\n";
-    }
-    src << "  for (int k = 0; k < K; ++k) FUSEC_BROW(k, panel[k])\n";
-    src << "  const int mEnd = min(M, (split + 1) * " << splitTiles * TM << ");\n";
-    src << "  for (int m0 = split * " << splitTiles * TM << "; m0 < mEnd; m0 += " << TM << ") {\n";
-    tileStart("    ");
-    src << "    for (int k = 0; k < K; ++k) {\n      const " << vec << " bv = panel[k];\n";
-    fmas("      ", "k");
-    src << "    }\n";
-    tileStores("    ");
-    src << "  }\n#undef FUSEC_EPILOGUE\n}\n";
-    k.source = src.str();
-    return k;
-  }
   if (geo->im2col && !rowPanels) windowOrigins(geo.value());
-  tileStart("  ");
   // B's row `k` of the panel as a vector.
   auto bRowPlain = [&](const std::string& k, bool vectorLoad) -> std::string {
     if (rowPanels) return "fusec_im2row(b, " + k + ", oy, ox0)";
@@ -1213,6 +1175,51 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
       body(false);
     }
   };
+  if (ownPanel) {
+    src << ek->laneMacro(e, W, prologue);
+    src << "  __local " << vec << " panel[K];\n";
+    if (dw && dw->dense) {
+      // The prologue conv as a GEMM of its own: its K output channels by
+      // the panel's W columns, its window rows gathered KB1 at a time into
+      // local memory, the sums accumulating in the panel.
+      const Geometry& d = dw->geo;
+      const int TP = static_cast<int>(std::min<int64_t>(TM, K));
+      const std::string w = "in" + std::to_string(dwAt);
+      src << "  // The prologue conv: " << K << " output channels x " << W << " columns, " << d.K << " window rows, "
+          << TP << " channels at a time.\n";
+      src << "  __local " << vec << " wrows[" << KB1 << "];\n";
+      src << "  for (int k0 = 0; k0 < " << d.K << "; k0 += " << KB1 << ") {\n";
+      src << "    const int kn = min(" << KB1 << ", " << d.K << " - k0);\n";
+      src << "    for (int kk = 0; kk < kn; ++kk) wrows[kk] = "
+          << (rowPanels ? "fusec_im2row(b, k0 + kk, oy, ox0)" : "fusec_im2col(b, k0 + kk, iy0, ix0)") << ";\n";
+      src << "    for (int c0 = 0; c0 < K; c0 += " << TP << ") {\n";
+      for (int r = 0; r < TP; ++r)
+        src << "      const __global float* w" << r << " = " << w << " + min(c0 + " << r << ", K - 1) * " << d.K
+            << " + k0;\n      " << vec << " s" << r << " = k0 == 0 ? (" << vec << ")(0.0f) : panel[min(c0 + " << r
+            << ", K - 1)];\n";
+      src << "      for (int kk = 0; kk < kn; ++kk) {\n        const " << vec << " bv = wrows[kk];\n";
+      for (int r = 0; r < TP; ++r) src << "        s" << r << " = fma((" << vec << ")(w" << r << "[kk]), bv, s" << r << ");\n";
+      src << "      }\n";
+      for (int r = 0; r < TP; ++r) src << "      if (c0 + " << r << " < K) panel[c0 + " << r << "] = s" << r << ";\n";
+      src << "    }\n  }\n";
+    }
+    if (dw) {
+      src << "  for (int k = 0; k < K; ++k) FUSEC_BROW(k, panel[k])\n";
+    } else {
+      panelCases([&](bool vectorLoad) { src << "  for (int k = 0; k < K; ++k) panel[k] = " << bRow("k", vectorLoad) << ";\n"; });
+    }
+    src << "  const int mEnd = min(M, (split + 1) * " << splitTiles * TM << ");\n";
+    src << "  for (int m0 = split * " << splitTiles * TM << "; m0 < mEnd; m0 += " << TM << ") {\n";
+    tileStart("    ");
+    src << "    for (int k = 0; k < K; ++k) {\n      const " << vec << " bv = panel[k];\n";
+    fmas("      ", "k");
+    src << "    }\n";
+    tileStores("    ");
+    src << "  }\n#undef FUSEC_EPILOGUE\n}\n";
+    k.source = src.str();
+    return k;
+  }
+  tileStart("  ");
   if (staged) {
     src << "  __local " << vec << " panel[" << KB << "];\n";
     src << "  for (int k0 = 0; k0 < K; k0 += " << KB << ") {\n";

@@ -46,6 +46,9 @@ struct GemmTiling {
   /// (PoCL on a CPU), a wide work-group with barriers costs more than a
   /// short panel's reuse saves: MobileNetV2's 1x1 convs (K 16-192) ran 2-6x
   /// slower in groups of 8-16 than in pairs. KernelOptions::forTarget sets it.
+  /// shallowLocalRows 1: one work-item owns the panel (loads it once into
+  /// local memory, then computes every row tile of its share of M from it,
+  /// without barriers), as it owns a prologue's panel (stagedPrologue).
   int64_t shallowDepth = 0;
   int shallowLocalRows = 2;
   bool gemvSplitK = true;
