@@ -44,6 +44,19 @@ const std::vector<GemmTiling>& gemmCandidates() {
   return kCandidates;
 }
 
+/// `shape`'s tile (rows, width, work-items per panel, panel depth) with
+/// `base`'s other choices, which come from the target (panels owned by one
+/// work-item, the GEMV and depthwise forms): a candidate tried on a CPU is
+/// still a CPU kernel, and a tiling read back from the cache builds the
+/// same groups the plan was checked with.
+static GemmTiling withTile(GemmTiling base, const GemmTiling& shape) {
+  base.rows = shape.rows;
+  base.width = shape.width;
+  base.localRows = shape.localRows;
+  base.depth = shape.depth;
+  return base;
+}
+
 size_t chooseTiling(const std::vector<double>& best, double margin) {
   // Another tiling must win clearly: the default stays within the noise.
   size_t chosen = 0;
@@ -76,7 +89,7 @@ Expected<std::vector<TunedKernel>> tuneKernels(Device& device, const Graph& g, c
         cacheFolder / (hashHex(base->source + "\n" + candidates + "\n" + device.info().name + "\n" + device.info().version) + ".txt");
     if (tuning.useCache) {
       std::ifstream in(cached);
-      GemmTiling t;
+      GemmTiling t = options.gemm;
       if (in >> t.rows >> t.width >> t.localRows >> t.depth >> t.shallowDepth >> t.shallowLocalRows >> result.defaultSeconds >>
           result.tunedSeconds) {
         result.tiling = t;
@@ -104,8 +117,8 @@ Expected<std::vector<TunedKernel>> tuneKernels(Device& device, const Graph& g, c
     for (const Buffer& b : buffers) args.push_back(KernelArg::of(b));
     // The default first, so it is measured even where it is no candidate.
     std::vector<GemmTiling> tried = {options.gemm};
-    for (const GemmTiling& t : gemmCandidates())
-      if (describe(t) != describe(options.gemm)) tried.push_back(t);
+    for (const GemmTiling& c : gemmCandidates())
+      if (const GemmTiling t = withTile(options.gemm, c); describe(t) != describe(options.gemm)) tried.push_back(t);
     std::vector<GemmTiling> tilings;  // those that generate; the default does (base)
     std::vector<void*> handles;
     std::vector<KernelSource> kernels;

@@ -1237,7 +1237,12 @@ TEST_CASE("tuned tilings compute what the default does, and are cached per machi
   const std::filesystem::path tuning = std::filesystem::path(cache) / "tuning";
   std::error_code ec;
   std::filesystem::remove_all(tuning, ec);
-  codegen::KernelOptions first, second;
+  // With a CPU target's options: the candidates and the cached tilings keep
+  // its choices (panels owned by one work-item, GEMV rows per work-item),
+  // only the tile changes.
+  Expected<Target> cpu = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
+  REQUIRE(cpu.ok());
+  codegen::KernelOptions first = codegen::KernelOptions::forTarget(cpu.value()), second = first;
   REQUIRE(codegen::tuneKernels(device(), g, groups, ops->catalog, first, {.launches = 1, .margin = 0.9, .useCache = true, .progress = {}}).ok());
   CHECK(std::distance(std::filesystem::directory_iterator(tuning), std::filesystem::directory_iterator()) == 2);
   Expected<std::vector<codegen::TunedKernel>> again = codegen::tuneKernels(device(), g, groups, ops->catalog, second, {.launches = 1, .margin = 0.9, .useCache = true, .progress = {}});
@@ -1248,6 +1253,12 @@ TEST_CASE("tuned tilings compute what the default does, and are cached per machi
     CHECK(second.gemmTilings.at(node).rows == t.rows);
     CHECK(second.gemmTilings.at(node).depth == t.depth);
     CHECK(second.gemmTilings.at(node).localRows == t.localRows);
+    for (const codegen::GemmTiling* tiling : {&t, static_cast<const codegen::GemmTiling*>(&second.gemmTilings.at(node))}) {
+      CHECK_FALSE(tiling->stagedPrologue);
+      CHECK_FALSE(tiling->gemvSplitK);
+      CHECK(tiling->shallowDepth == first.gemm.shallowDepth);
+      CHECK(tiling->shallowLocalRows == 1);
+    }
   }
 }
 
