@@ -900,9 +900,11 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   // to stage for the whole group: ResNet's 7x7 stem (K = 147) took 6.4 ms
   // in pairs and 2.8 ms shared by 16 on an AVX2 PoCL device; MobileNetV2's
   // 3x3 stem (K = 27) 0.85 ms in pairs, 1.2 ms shared. With
-  // shallowLocalRows 1 a work-item owns such a panel as it owns a
-  // prologue's: it loads it once, then every row tile of its share of M.
-  const bool shallow = K <= tiling.shallowDepth && !(geo->im2col && K >= 64);
+  // shallowLocalRows 1 a work-item owns such a panel, gathered or not, as
+  // it owns a prologue's: it loads it once, then every row tile of its
+  // share of M, without barriers. A projection shortcut's rows are staged
+  // apart (tiling.localRows).
+  const bool shallow = K <= tiling.shallowDepth && (tiling.shallowLocalRows == 1 || !(geo->im2col && K >= 64));
   const bool ownPanel = dw ? !tiling.stagedPrologue : shallow && tiling.shallowLocalRows == 1 && !sc;
   int64_t splits = 1, splitTiles = MT;
   // A dense prologue's panel costs its conv's whole window per element:
@@ -916,7 +918,7 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   }
   const int localRows = ownPanel ? 0
                         : dw     ? static_cast<int>(std::min<int64_t>(MT, 64))
-                        : shallow ? tiling.shallowLocalRows
+                        : shallow && tiling.shallowLocalRows > 1 ? tiling.shallowLocalRows
                                   : tiling.localRows;
   const int64_t RB = localRows > 0 ? (MT + localRows - 1) / localRows : MT;
   const int64_t L = (MT + RB - 1) / RB, KB = std::max<int64_t>(1, std::min<int64_t>(tiling.depth, K));

@@ -586,14 +586,15 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
   // rows (`wide`, `wide2` at stride 2) as input-row segments at widths 8 and
   // 4 and gathered at 16, with short products (K <= 13) staged by
   // threes or each panel owned by one work-item (also all products with
-  // K <= 256, gathered), and matrix-vector products a row pair per work-item (K = 130: a
+  // K <= 256 with gathered panels, and all products), and matrix-vector products a row pair per work-item (K = 130: a
   // tail past the last 16, 37 rows: a pair past the last); every kernel is
   // valid SPIR-V.
   for (codegen::GemmTiling t : {codegen::GemmTiling{1, 4, 0, 0}, codegen::GemmTiling{5, 8, 3, 7, true, true, 0, false},
                                 codegen::GemmTiling{12, 16, 16, 256, false, false, 1 << 20},
                                 codegen::GemmTiling{12, 16, 16, 256, true, true, 0, true, 13, 3, false},
                                 codegen::GemmTiling{12, 16, 16, 256, true, true, 0, true, 13, 1, false},
-                                codegen::GemmTiling{6, 16, 16, 128, true, true, 0, true, 256, 1, false, false}}) {
+                                codegen::GemmTiling{6, 16, 16, 128, true, true, 0, true, 256, 1, false, false},
+                                codegen::GemmTiling{6, 16, 16, 128, true, true, 0, true, 1 << 20, 1, false}}) {
     INFO("tiling " << t.rows << "x" << t.width << " local " << t.localRows << " depth " << t.depth << " shallow "
                    << t.shallowDepth << "/" << t.shallowLocalRows);
     Expected<codegen::DeviceRun> tiled = codegen::runOnDevice(device(), g, groups, core->catalog, inputs, codegen::KernelOptions{.gemm = t, .gemmTilings = {}});
@@ -660,7 +661,7 @@ g (float[2,6,11,10] x, float[8,6,3,3] w1, float[8,8,3,3] w2, float[8] b2, float[
                {codegen::GemmTiling{}, codegen::GemmTiling{1, 4, 0, 0}, codegen::GemmTiling{5, 8, 3, 7},
                 codegen::GemmTiling{12, 16, 16, 256, false, false, 1 << 20},
                 codegen::GemmTiling{4, 8, 0, 256, true, true, 0, true, 0, 2, false},
-                codegen::GemmTiling{6, 16, 16, 128, true, true, 0, true, 256, 1, false, true, false}},
+                codegen::GemmTiling{6, 16, 16, 128, true, true, 0, true, 1 << 20, 1, false, true, false}},
                1e-4f);
   // The refusal names what the family builds.
   const NodeRef cp = *g.producer(*g.findValue("cp")), dp = *g.producer(*g.findValue("dp"));
@@ -840,7 +841,7 @@ g (float[2,6,9,10] x, float[2,6,1,1] s, float[5,6,1,1] w, float[5] b, float[2,5,
                                                     codegen::GemmTiling{5, 8, 3, 7},
                                                     codegen::GemmTiling{12, 16, 16, 256, false, false, 1 << 20},
                                                     codegen::GemmTiling{4, 8, 0, 256, true, true, 0, true, 0, 2, false},
-                                                    codegen::GemmTiling{6, 16, 16, 128, true, true, 0, true, 256, 1, false, true, false}};
+                                                    codegen::GemmTiling{6, 16, 16, 128, true, true, 0, true, 1 << 20, 1, false, true, false}};
   checkTilings(g, plan, packs->catalog, inputs, reference, tilings, 1e-4f);
   // The grouped 3x3 conv with its scale as one kernel, the rest one kernel per op.
   std::vector<codegen::KernelGroup> byHand;

@@ -47,12 +47,19 @@ struct KernelOptions {
   /// share B's panel between two work-items only (GemmTiling::shallowDepth:
   /// the GEMM kernels of MobileNetV2 and EfficientNet-B0 took 8.8 and 8.9 ms
   /// with groups of 16, 3.8 and 4.4 ms so, in one `fusec run --tune` pass),
-  /// and since then are owned by one work-item (shallowLocalRows 1), which
-  /// loads the panel once for all its row tiles without a barrier: device
-  /// time on an AVX2 PoCL device, two alternating runs each, MobileNetV2
-  /// 14.7 / 12.9 -> 9.4 / 8.5 ms, EfficientNet-B0 32.3 / 31.3 -> 19.4 /
-  /// 16.4, MobileNetV3-small 7.4 / 5.8 -> 2.3 / 3.8, ShuffleNetV2 12.2 ->
-  /// 8.2; ResNet-18, ResNet-50, SqueezeNet unchanged within noise);
+  /// and since then, on a CPU (the `cpu` feature), are owned by one
+  /// work-item (shallowLocalRows 1), which loads the panel once for all its
+  /// row tiles without a barrier: device time on an AVX2 PoCL device, two
+  /// alternating runs each, MobileNetV2 14.7 / 12.9 -> 9.4 / 8.5 ms,
+  /// EfficientNet-B0 32.3 / 31.3 -> 19.4 / 16.4, MobileNetV3-small 7.4 /
+  /// 5.8 -> 2.3 / 3.8, ShuffleNetV2 12.2 -> 8.2. Owned panels then paid at
+  /// any depth that fits half the local memory (shallowDepth 8192 on PoCL),
+  /// gathered windows included, against groups of 16 staging 128 rows at a
+  /// time: ResNet-18 49.5 / 49.4 -> 39.6 / 42.2 ms, ResNet-50 114.8 /
+  /// 101.3 -> 100.6 / 92.1, BERT layer 23.4 / 23.2 -> 20.7 / 22.5,
+  /// DenseNet-121 113 -> 90, SqueezeNet 11.5 -> 9.1, EfficientNet-B0 22.7
+  /// -> 20.2; ResNet-50's stride-2 projection (K = 256, gathered) 8.5 ->
+  /// 1.8 ms);
   /// on other devices they shrink until a product has 64 work-items per
   /// compute unit. Panels are staged 128 rows deep, not 256: PoCL runs a
   /// work-group's work-items one after another between barriers, so one
@@ -69,7 +76,13 @@ struct KernelOptions {
     o.rowReducePerWorkItem = !realLocalMemory;
     if (!realLocalMemory) o.gemm.shallowDepth = 256;
     if (!realLocalMemory) o.gemm.depth = 128;
-    if (!realLocalMemory) o.gemm.shallowLocalRows = 1;
+    if (target.has("cpu")) {
+      o.gemm.shallowLocalRows = 1;
+      // Owned panels up to half the local memory at 16 lanes (8192 rows
+      // in PoCL's 1 MiB).
+      if (target.localMemBytes > 0)
+        o.gemm.shallowDepth = std::max<int64_t>(256, target.localMemBytes / (2 * 16 * static_cast<int64_t>(sizeof(float))));
+    }
     o.gemm.stagedPrologue = realLocalMemory;
     if (realLocalMemory) o.gemm.minWorkItems = 64 * target.computeUnits;
     o.subBufferAlignment = static_cast<size_t>(target.memBaseAlignBytes);
