@@ -737,25 +737,25 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   Expected<ConvPair> pair = convPair(g, members);
   if (!pair) return pair.error();
   const std::optional<Shortcut>& sc = pair->shortcut;
-  const std::optional<ConvPrologue>& dw = pair->prologue;
+  const std::optional<ConvPrologue>& pro = pair->prologue;
   std::optional<ChannelScale> cs;
   if (scalesConvInput(g, members)) {
     Expected<ChannelScale> found = channelScale(g, members);
     if (!found) return found.error();
-    if (sc || dw) return Error{"a channel scale joins a conv alone, not a pair of convs", true};
+    if (sc || pro) return Error{"a channel scale joins a conv alone, not a pair of convs", true};
     cs = found.value();
   }
-  if (dw && dw->dense) {
+  if (pro && pro->dense) {
     if (tiling.stagedPrologue)
       return Error{"a dense conv computing a 1x1 conv's input is built only where each work-item computes its own "
                    "panel (local memory emulated, as on a CPU); staged for a work-group, each of its rows would be "
                    "one work-item's dot product of the whole window",
                    true};
-    for (ValueId v : {dw->x, dw->w})
+    for (ValueId v : {pro->x, pro->w})
       if (!g.value(v).type.isStatic() || g.value(v).type.dtype != DType::Float32)
         return Error{"the prologue conv's `" + g.value(v).name + "` (not float with a static shape) has no kernel path", true};
   }
-  const NodeData& mm = g.node(sc || dw ? pair->main : gemmHead(g, members));
+  const NodeData& mm = g.node(sc || pro ? pair->main : gemmHead(g, members));
   const ValueId a = mm.inputs[0], b = mm.inputs[1], p = mm.outputs[0];
   for (ValueId v : {a, b, p}) {
     const TensorType& t = g.value(v).type;
@@ -765,10 +765,10 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   Expected<Geometry> geo = geometry(g, mm);
   if (!geo) return geo.error();
   // Depthwise: one input channel per group, and more than one group.
-  if (!sc && !dw && !cs && tiling.directDepthwise && geo->conv && geo->groups > 1 && geo->K == geo->KH * geo->KW && geo->KH * geo->KW <= 64)
+  if (!sc && !pro && !cs && tiling.directDepthwise && geo->conv && geo->groups > 1 && geo->K == geo->KH * geo->KW && geo->KH * geo->KW <= 64)
     return emitDepthwise(g, members, catalog, name, comment, geo.value(), depthwiseWidth(geo.value()),
                          tiling.depthwiseRowGather);
-  if (!sc && !dw && !cs && tiling.gemv && isGemv(geo.value()))
+  if (!sc && !pro && !cs && tiling.gemv && isGemv(geo.value()))
     return emitGemv(g, members, catalog, name, comment, geo.value(), tiling.gemvSplitK);
   const int64_t M = geo->M, N = geo->N, K = geo->K;
   const Shape ps = g.value(p).type.staticShape();
@@ -776,13 +776,13 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   int TM = static_cast<int>(std::min<int64_t>(tiling.rows, std::max<int64_t>(M, 1))), W = tiling.width;
   // A depthwise prologue's panels are row segments: 8 lanes on rows of 8
   // or fewer (MobileNetV2's 7-wide), else 16.
-  if (dw && (W == 8 || W == 16)) W = dw->geo.OW <= 8 ? 8 : 16;
+  if (pro && (W == 8 || W == 16)) W = pro->geo.OW <= 8 ? 8 : 16;
   // Narrower panels leave registers for more rows: as many accumulators
   // as the tiling's (on 7-wide maps 12x8 where the tiling is 6x16).
   // ResNet-50's three 7x7 bottleneck kernels, three alternating runs on an
   // AVX2 PoCL device: 22.3 / 22.6 / 23.0 -> 17.6 / 19.8 / 22.0 ms;
   // MobileNetV2's four 7x7 blocks 1.58 / 1.59 / 1.47 -> 1.80 / 1.30 / 1.04.
-  if (dw && W < tiling.width)
+  if (pro && W < tiling.width)
     TM = static_cast<int>(std::min<int64_t>({16, int64_t{TM} * tiling.width / W, std::max<int64_t>(M, 1)}));
   if (TM < 1 || TM > 16 || (W != 4 && W != 8 && W != 16)) return Error{"gemm tiling out of range", true};
   // Smaller tiles until the product has the work-items the device needs to
@@ -822,31 +822,31 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   // weights and bias follow the 1x1 conv's operands, then what its
   // elementwise ops read; the prologue computes B's rows, W lanes at once,
   // as the product's epilogue would compute W results.
-  size_t dwAt = 0;
+  size_t proAt = 0;
   std::vector<ValueId> prologueInputs;
   std::string prologueParams, prologueBody, prologueResult, prologueHelpers;
-  Shape dwShape;
-  if (dw) {
+  Shape proShape;
+  if (pro) {
     headed.clear();
     for (NodeRef n : members)
-      if (std::find(dw->members.begin(), dw->members.end(), n) == dw->members.end()) headed.push_back(n);
-    operands[0] = dw->x;
-    dwAt = operands.size();
-    operands.push_back(dw->w);
-    if (dw->bias != kNoValue) operands.push_back(dw->bias);
-    const ValueId dwOut = g.node(dw->conv).outputs[0];
-    dwShape = g.value(dwOut).type.staticShape();
+      if (std::find(pro->members.begin(), pro->members.end(), n) == pro->members.end()) headed.push_back(n);
+    operands[0] = pro->x;
+    proAt = operands.size();
+    operands.push_back(pro->w);
+    if (pro->bias != kNoValue) operands.push_back(pro->bias);
+    const ValueId proOut = g.node(pro->conv).outputs[0];
+    proShape = g.value(proOut).type.staticShape();
     detail::Emitter pe(g, catalog);
     pe.vectorize(W, 2);  // lanes vary along the output's rows and columns
-    Expected<detail::Emitter::Epilogue> pep = pe.epilogue(dw->members, dwOut, "depthwise prologue");
+    Expected<detail::Emitter::Epilogue> pep = pe.epilogue(pro->members, proOut, "depthwise prologue");
     if (!pep) return pep.error();
     if (pep->outputs.size() != 1) return Error{"a depthwise prologue computes one value for the 1x1 conv", true};
-    pe.bind(dwOut, "dwv");
-    if (Status st = pe.emitBody(pep->members, pep->inputs, dwShape, "i", prologueParams, prologueBody, operands.size(), false);
+    pe.bind(proOut, "dwv");
+    if (Status st = pe.emitBody(pep->members, pep->inputs, proShape, "i", prologueParams, prologueBody, operands.size(), false);
         !st)
       return Error{"the depthwise prologue's ops have no vector form: " + st.error().message, true};
     prologueInputs = pep->inputs;
-    prologueResult = pep->outputs[0] == dwOut ? "dwv" : pe.vars().at(pep->outputs[0]);
+    prologueResult = pep->outputs[0] == proOut ? "dwv" : pe.vars().at(pep->outputs[0]);
     prologueHelpers = pe.vectorHelpers();
   }
   detail::Emitter e(g, catalog);
@@ -870,8 +870,8 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   // The windowed input whose rows the panels read: the conv's, or the
   // depthwise prologue's (its panels are row segments at any width that
   // wastes at most a quarter of the lanes).
-  const Geometry& rg = dw ? dw->geo : geo.value();
-  const bool rowPanels = (dw || (geo->im2col && OWT >= 3)) && tiling.convRowPanels && (rg.SW == 1 || rg.SW == 2) &&
+  const Geometry& rg = pro ? pro->geo : geo.value();
+  const bool rowPanels = (pro || (geo->im2col && OWT >= 3)) && tiling.convRowPanels && (rg.SW == 1 || rg.SW == 2) &&
                          4 * (OWT * W - geo->OW) <= OWT * W;
   const int64_t MT = (M + TM - 1) / TM, NT = rowPanels ? OH * OWT : (N + W - 1) / W, batches = shapeNumel(geo->batch);
   // With local memory, a work-group of L work-items takes L row tiles of
@@ -905,11 +905,11 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   // share of M, without barriers. A projection shortcut's rows are staged
   // apart (tiling.localRows).
   const bool shallow = K <= tiling.shallowDepth && (tiling.shallowLocalRows == 1 || !(geo->im2col && K >= 64));
-  const bool ownPanel = dw ? !tiling.stagedPrologue : shallow && tiling.shallowLocalRows == 1 && !sc;
+  const bool ownPanel = pro ? !tiling.stagedPrologue : shallow && tiling.shallowLocalRows == 1 && !sc;
   int64_t splits = 1, splitTiles = MT;
   // A dense prologue's panel costs its conv's whole window per element:
   // never recomputed, so never split (7x7 maps have 7 panels per image).
-  if (ownPanel && !(dw && dw->dense)) {
+  if (ownPanel && !(pro && pro->dense)) {
     constexpr int64_t kWantedGroups = 16, kMinSplitRows = 64;
     splits = std::clamp<int64_t>((kWantedGroups + NT * batches - 1) / (NT * batches), 1,
                                  std::max<int64_t>(1, M / kMinSplitRows));
@@ -917,13 +917,13 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
     splits = (MT + splitTiles - 1) / splitTiles;
   }
   const int localRows = ownPanel ? 0
-                        : dw     ? static_cast<int>(std::min<int64_t>(MT, 64))
+                        : pro     ? static_cast<int>(std::min<int64_t>(MT, 64))
                         : shallow && tiling.shallowLocalRows > 1 ? tiling.shallowLocalRows
                                   : tiling.localRows;
   const int64_t RB = localRows > 0 ? (MT + localRows - 1) / localRows : MT;
   const int64_t L = (MT + RB - 1) / RB, KB = std::max<int64_t>(1, std::min<int64_t>(tiling.depth, K));
   // A dense prologue's window rows are gathered this many at a time.
-  const int64_t KB1 = dw && dw->dense ? std::max<int64_t>(1, std::min<int64_t>(tiling.depth, dw->geo.K)) : 0;
+  const int64_t KB1 = pro && pro->dense ? std::max<int64_t>(1, std::min<int64_t>(tiling.depth, pro->geo.K)) : 0;
   const bool staged = localRows > 0;
   k.globalSize = static_cast<size_t>((ownPanel ? splits : staged ? RB * L : MT) * NT * batches);
   if (staged) {
@@ -950,9 +950,9 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   if (ownPanel)
     src << ",\n// one work-item per work-group computes its column panel of B, all " << K << " rows, in local memory, then "
         << splitTiles << " row tiles from it";
-  if (dw)
-    src << ",\n// B's rows are the " << (dw->dense ? "" : "depthwise ") << "conv's output channels (" << dw->geo.KH << "x"
-        << dw->geo.KW << ", stride " << dw->geo.SH << "x" << dw->geo.SW << ") and the ops after it, computed as the panel is staged";
+  if (pro)
+    src << ",\n// B's rows are the " << (pro->dense ? "" : "depthwise ") << "conv's output channels (" << pro->geo.KH << "x"
+        << pro->geo.KW << ", stride " << pro->geo.SH << "x" << pro->geo.SW << ") and the ops after it, computed as the panel is staged";
   src << ".\n" << detail::Emitter::prelude();
   // Each vector helper once: the prologue's and the epilogue's are the same functions at the same width.
   if (prologueHelpers.find(ek->vectorHelpers) != std::string::npos) src << prologueHelpers;
@@ -961,7 +961,7 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   src << "#define M " << M << "\n#define N " << N << "\n#define K " << K << "  // within this program only\n";
   static const char* kLanes = "0123456789abcdef";
   // The windowed input's rows: the conv's own, or a dense prologue's.
-  const bool windowRows = dw ? dw->dense : geo->im2col;
+  const bool windowRows = pro ? pro->dense : geo->im2col;
   if (rowPanels && windowRows) {
     const std::string iv = "int" + std::to_string(W), w = std::to_string(W);
     const int64_t reach = rg.SW * (W - 1) + (rg.SW == 2 ? 1 : 0);  // the last column a load touches
@@ -1042,24 +1042,24 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
     src << "  const int" << W << " iy0 = (col / " << wg.OW << ") * " << wg.SH << " - " << wg.PH << ", ix0 = (col % "
         << wg.OW << ") * " << wg.SW << " - " << wg.PW << ";\n";
   };
-  if (dw && dw->dense) {
+  if (pro && pro->dense) {
     // in0 is the prologue conv's image, in1 the 1x1 conv's weights; the
     // panel holds the prologue conv's sums (the ownPanel code below
     // computes them), finished here by its bias and the ops after it.
-    const Geometry& d = dw->geo;
+    const Geometry& d = pro->geo;
     src << "  const __global float* a = in1;\n";
     src << "  const __global float* b = in0 + b0 * " << d.bImage << ";\n";
     if (!rowPanels) windowOrigins(d);
     std::string m = "const int ci = (K_);\n";
-    m += vec + " dwv = panel[ci]" + (dw->bias != kNoValue ? " + (" + vec + ")(in" + std::to_string(dwAt + 1) + "[ci])" : "") + ";\n";
+    m += vec + " dwv = panel[ci]" + (pro->bias != kNoValue ? " + (" + vec + ")(in" + std::to_string(proAt + 1) + "[ci])" : "") + ";\n";
     m += "const int i = (b0 * " + std::to_string(K) + " + ci) * " + std::to_string(N) + " + n0;\n";
-    m += detail::Emitter::coordinates(dwShape, "i", "");
+    m += detail::Emitter::coordinates(proShape, "i", "");
     m += prologueBody;
     m += "OUT_ = " + prologueResult + ";\n";
     src << detail::macro("FUSEC_BROW(K_, OUT_)", "{\n" + m + "}");
-  } else if (dw) {
+  } else if (pro) {
     // in0 is the depthwise conv's image, in1 the 1x1 conv's weights.
-    const Geometry& d = dw->geo;
+    const Geometry& d = pro->geo;
     src << "  const __global float* a = in1;\n";
     src << "  const __global float* b = in0 + b0 * " << d.bImage << ";\n";
     if (!rowPanels) {  // each lane's window origin, gathered
@@ -1079,8 +1079,8 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
     }
     std::string m = "const int ci = (K_);\n";
     m += "const __global float* plane = b + ci * " + std::to_string(d.H * d.Wd) + ";\n";
-    m += "const __global float* wt = in" + std::to_string(dwAt) + " + ci * " + std::to_string(d.KH * d.KW) + ";\n";
-    m += vec + " dwv = (" + vec + ")(" + (dw->bias != kNoValue ? "in" + std::to_string(dwAt + 1) + "[ci]" : "0.0f") + ");\n";
+    m += "const __global float* wt = in" + std::to_string(proAt) + " + ci * " + std::to_string(d.KH * d.KW) + ";\n";
+    m += vec + " dwv = (" + vec + ")(" + (pro->bias != kNoValue ? "in" + std::to_string(proAt + 1) + "[ci]" : "0.0f") + ");\n";
     // Row segments: vector loads inside the row, the row's span gathered
     // once at its edges (a gather per tap made MobileNetV2's fused blocks
     // on 14-wide maps 3x their two kernels).
@@ -1098,7 +1098,7 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
              ")(0.0f), v, inside), dwv);\n}\n";
       }
     m += "const int i = (b0 * " + std::to_string(K) + " + ci) * " + std::to_string(N) + " + n0;\n";
-    m += detail::Emitter::coordinates(dwShape, "i", "");
+    m += detail::Emitter::coordinates(proShape, "i", "");
     m += prologueBody;
     m += "OUT_ = " + prologueResult + ";\n";
     src << detail::macro("FUSEC_BROW(K_, OUT_)", "{\n" + m + "}");
@@ -1187,13 +1187,13 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   if (ownPanel) {
     src << ek->laneMacro(e, W, prologue);
     src << "  __local " << vec << " panel[K];\n";
-    if (dw && dw->dense) {
+    if (pro && pro->dense) {
       // The prologue conv as a GEMM of its own: its K output channels by
       // the panel's W columns, its window rows gathered KB1 at a time into
       // local memory, the sums accumulating in the panel.
-      const Geometry& d = dw->geo;
+      const Geometry& d = pro->geo;
       const int TP = static_cast<int>(std::min<int64_t>(TM, K));
-      const std::string w = "in" + std::to_string(dwAt);
+      const std::string w = "in" + std::to_string(proAt);
       src << "  // The prologue conv: " << K << " output channels x " << W << " columns, " << d.K << " window rows, "
           << TP << " channels at a time.\n";
       src << "  __local " << vec << " wrows[" << KB1 << "];\n";
@@ -1212,7 +1212,7 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
       for (int r = 0; r < TP; ++r) src << "      if (c0 + " << r << " < K) panel[c0 + " << r << "] = s" << r << ";\n";
       src << "    }\n  }\n";
     }
-    if (dw) {
+    if (pro) {
       src << "  for (int k = 0; k < K; ++k) FUSEC_BROW(k, panel[k])\n";
     } else {
       panelCases([&](bool vectorLoad) { src << "  for (int k = 0; k < K; ++k) panel[k] = " << bRow("k", vectorLoad) << ";\n"; });
@@ -1233,7 +1233,7 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
     src << "  __local " << vec << " panel[" << KB << "];\n";
     src << "  for (int k0 = 0; k0 < K; k0 += " << KB << ") {\n";
     src << "    barrier(CLK_LOCAL_MEM_FENCE);\n";
-    if (dw) {
+    if (pro) {
       src << "    for (int kk = lid; kk < " << KB << "; kk += " << L << ") FUSEC_BROW(min(k0 + kk, K - 1), panel[kk])\n";
     } else {
       panelCases([&](bool vectorLoad) {
