@@ -307,11 +307,12 @@ int main(int argc, char** argv) {
                   static_cast<long long>(s.K));
     // The direct kernel (row segments gathered once at the edges, and each
     // tap gathering its own lanes), and the implicit GEMM, side by side.
-    for (int variant : {0, 1, 2}) {
+    for (int variant : {0, 1, 2, 3}) {
       codegen::GemmTiling t;
-      t.directDepthwise = variant < 2;
-      t.depthwiseRowGather = variant == 0;
-      const char* kernel[] = {"direct", "direct, tap gath", "implicit gemm"};
+      t.directDepthwise = variant < 3;
+      t.depthwiseRowGather = variant == 1;
+      if (variant == 0) t.depthwiseOwnedBytes = codegen::KernelOptions::kDepthwiseOwnedBytes;
+      const char* kernel[] = {"direct, owned rows", "direct", "direct, tap gath", "implicit gemm"};
       if (!benchRow(g, conv, t, {&dx.value(), &dw.value(), &dy.value()}, bytes, triad, s.what, shape, kernel[variant]))
         return 1;
     }

@@ -387,6 +387,29 @@ std::string depthwiseTaps(const Geometry& geo, int W, bool rowGather, const std:
   return src.str();
 }
 
+/// The rows a depthwise work-item owns (GemmTiling::depthwiseOwnedBytes):
+/// `outRows` output rows computed from `inRows` input rows, each copied
+/// once, zero-padded to `width` floats, into its local memory. As many
+/// output rows as fit the budget (the whole plane on small maps), so each
+/// input row is read from memory once, not once per output row its
+/// window covers, and no tap needs an edge test. outRows 0: not owned.
+struct OwnedRows {
+  int64_t outRows = 0, inRows = 0, width = 0;
+};
+
+OwnedRows depthwiseOwnedRows(const Geometry& geo, int64_t OH, int64_t paddedOW, int64_t budgetBytes) {
+  OwnedRows own;
+  if (budgetBytes <= 0) return own;
+  // A tap's vector load reaches (lanes - 1) x stride + 1 columns past its
+  // first (16 at stride 2 for 8 lanes: the odd ones are dropped).
+  own.width = std::max(paddedOW * geo.SW + (geo.KW - 1) * geo.DW, geo.PW + geo.Wd);
+  const int64_t window = (geo.KH - 1) * geo.DH + 1, rowBytes = own.width * static_cast<int64_t>(sizeof(float));
+  if (window * rowBytes > budgetBytes) return own;
+  own.outRows = std::min(OH, (budgetBytes / rowBytes - window) / geo.SH + 1);
+  own.inRows = (own.outRows - 1) * geo.SH + window;
+  return own;
+}
+
 /// A depthwise Conv (one input channel per group; any channel multiplier),
 /// computed directly: an implicit GEMM of it has one row per group and K =
 /// the window, so its tiles are mostly gather arithmetic. Here each
@@ -398,7 +421,7 @@ std::string depthwiseTaps(const Geometry& geo, int W, bool rowGather, const std:
 /// cache and once from DRAM.
 Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
                                      const std::string& name, const std::string& comment, const Geometry& geo,
-                                     int width, bool rowGather) {
+                                     int width, bool rowGather, int64_t ownedBytes) {
   detail::Emitter e(g, catalog);
   Expected<EpilogueKernel> ek =
       epilogueKernel(e, g, catalog, members, name, headOperands(g.node(members.front()), geo), width, 1);
@@ -412,8 +435,87 @@ Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>&
   const int64_t OWT = (OW + W - 1) / W;
   k.globalSize = static_cast<size_t>(images * channels * OH * OWT);
   const std::string vec = "float" + std::to_string(W);
+  // Owned rows: the padded input rows of a block of output rows, copied
+  // once into the work-item's local memory (see depthwiseOwnedRows).
+  const OwnedRows own = depthwiseOwnedRows(geo, OH, OWT * W, ownedBytes);
   std::ostringstream src;
   src << "// " << comment << "\n";
+  if (own.outRows > 0) {
+    const int64_t blocks = (OH + own.outRows - 1) / own.outRows;
+    // Small planes: a work-item takes several channels in turn, so each
+    // computes at least 512 outputs while there are 64 work-items or more
+    // (a work-group costs PoCL about as much as a 7x7 plane's taps).
+    int64_t perItem = 1;
+    if (blocks == 1)
+      perItem = std::max<int64_t>(1, std::min((512 + OH * OW - 1) / (OH * OW), images * channels / 64));
+    const int64_t units = images * channels * blocks;  // (image, channel, block of rows)
+    k.globalSize = static_cast<size_t>((units + perItem - 1) / perItem);
+    k.localSize = 1;
+    k.localMemBytes = static_cast<size_t>(own.inRows * own.width) * sizeof(float);
+    src << "// Depthwise Conv, direct: " << channels << " output channels (" << multiplier << " per input channel), window "
+        << geo.KH << "x" << geo.KW << ", stride " << geo.SH << "x" << geo.SW << ", dilation " << geo.DH << "x" << geo.DW
+        << ";\n// each work-item copies the " << own.inRows << " input rows of " << own.outRows
+        << " output rows, zero-padded, into its local memory once,\n// then computes those rows " << W
+        << " outputs at a time with the window's weights in registers.\n";
+    src << detail::Emitter::prelude() << ek->vectorHelpers;
+    src << ek->laneMacro(e, W, [](bool) { return std::string(); });
+    src << "__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void " << name << ek->signature() << " {\n";
+    src << "  __local float rows[" << own.inRows * own.width << "];\n";
+    src << "  for (int gid = get_global_id(0) * " << perItem << "; gid < min(" << units << ", (int)(get_global_id(0) + 1) * "
+        << perItem << "); ++gid) {\n";
+    src << "  const int oy0 = (gid % " << blocks << ") * " << own.outRows << ", co = (gid / " << blocks << ") % " << channels
+        << ", img = gid / " << blocks * channels << ";\n";
+    src << "  const __global float* plane = in0 + (img * " << channels / multiplier << " + co / " << multiplier << ") * "
+        << geo.H * geo.Wd << ";\n";
+    src << "  const __global float* wt = in1 + co * " << taps << ";\n";
+    for (int64_t t = 0; t < taps; ++t) src << "  const float w" << t << " = wt[" << t << "];\n";
+    // The copy: rows outside the input and the columns left and right of
+    // it are zeros (the padding), the row itself is moved 16 floats at a time.
+    const int64_t right = own.width - geo.PW - geo.Wd;
+    src << "  for (int r = 0; r < " << own.inRows << "; ++r) {\n";
+    src << "    __local float* dst = rows + r * " << own.width << ";\n";
+    src << "    const int iy = oy0 * " << geo.SH << " - " << geo.PH << " + r;\n";
+    src << "    if (iy < 0 || iy >= " << geo.H << ") {\n";
+    src << "      for (int c = 0; c < " << own.width << "; ++c) dst[c] = 0.0f;\n      continue;\n    }\n";
+    src << "    const __global float* row = plane + iy * " << geo.Wd << ";\n";
+    if (geo.PW > 0) src << "    for (int c = 0; c < " << geo.PW << "; ++c) dst[c] = 0.0f;\n";
+    src << "    dst += " << geo.PW << ";\n";
+    if (geo.Wd >= 16) src << "    for (int c = 0; c < " << geo.Wd / 16 * 16 << "; c += 16) vstore16(vload16(0, row + c), 0, dst + c);\n";
+    if (geo.Wd % 16) src << "    for (int c = " << geo.Wd / 16 * 16 << "; c < " << geo.Wd << "; ++c) dst[c] = row[c];\n";
+    if (right > 0) src << "    for (int c = " << geo.Wd << "; c < " << geo.Wd + right << "; ++c) dst[c] = 0.0f;\n";
+    src << "  }\n";
+    src << "  const float bias = " << (geo.c != kNoValue ? "in2[co]" : "0.0f") << ";\n";
+    src << "  for (int r = 0; r < " << own.outRows << " && oy0 + r < " << OH << "; ++r) {\n";
+    src << "    const int oy = oy0 + r;\n";
+    src << "    for (int ox0 = 0; ox0 < " << OW << "; ox0 += " << W << ") {\n";
+    src << "      " << vec << " sums = (" << vec << ")(bias);\n";
+    for (int64_t ky = 0; ky < geo.KH; ++ky) {
+      src << "      {\n        const __local float* at = rows + (r * " << geo.SH << " + " << ky * geo.DH << ") * " << own.width
+          << " + ox0 * " << geo.SW << ";\n";
+      for (int64_t kx = 0; kx < geo.KW; ++kx) {
+        const std::string first = "at + " + std::to_string(kx * geo.DW);
+        std::string v;
+        if (geo.SW == 1) {
+          v = "vload" + std::to_string(W) + "(0, " + first + ")";
+        } else if (geo.SW == 2 && W == 8) {
+          v = "vload16(0, " + first + ").even";
+        } else if (geo.SW == 2 && W == 16) {
+          v = "(float16)(vload16(0, " + first + ").even, vload16(0, " + first + " + 16).even)";
+        } else {
+          v = "(" + vec + ")(";
+          for (int j = 0; j < W; ++j) v += (j ? ", " : "") + std::string("(") + first + ")[" + std::to_string(j * geo.SW) + "]";
+          v += ")";
+        }
+        src << "        sums = fma((" << vec << ")(w" << ky * geo.KW + kx << "), " << v << ", sums);\n";
+      }
+      src << "      }\n";
+    }
+    src << "      FUSEC_EPILOGUE(sums, ((img * " << channels << " + co) * " << OH << " + oy) * " << OW << " + ox0, " << OW
+        << " - ox0)\n";
+    src << "    }\n  }\n  }\n}\n";
+    k.source = src.str();
+    return k;
+  }
   src << "// Depthwise Conv, direct: " << channels << " output channels (" << multiplier << " per input channel), window "
       << geo.KH << "x" << geo.KW << ", stride " << geo.SH << "x" << geo.SW << ", dilation " << geo.DH << "x" << geo.DW
       << ";\n// each work-item computes " << W << " neighbouring outputs of one row with the window's weights in registers.\n";
@@ -767,7 +869,7 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   // Depthwise: one input channel per group, and more than one group.
   if (!sc && !pro && !cs && tiling.directDepthwise && geo->conv && geo->groups > 1 && geo->K == geo->KH * geo->KW && geo->KH * geo->KW <= 64)
     return emitDepthwise(g, members, catalog, name, comment, geo.value(), depthwiseWidth(geo.value()),
-                         tiling.depthwiseRowGather);
+                         tiling.depthwiseRowGather, tiling.depthwiseOwnedBytes);
   if (!sc && !pro && !cs && tiling.gemv && isGemv(geo.value()))
     return emitGemv(g, members, catalog, name, comment, geo.value(), tiling.gemvSplitK);
   const int64_t M = geo->M, N = geo->N, K = geo->K;

@@ -514,11 +514,12 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
    float[3,1,5,13] ma, float[4,13,17] mb, float[13] mv, float[7,1,13] sa, float[13,9] sw, float[9] sbias,
    float[1,13,9] sw1, float[12,1,3,3] wm, float[12] bm, float[6,1,5,2] wa, float[6,1,3] w1d, float[2,6,23,21] xw,
    float[1,130] lx, float[37,130] lw, float[37] lb, float[1,130,1,1] se, float[24,130,1,1] sew, float[24] seb,
-   float[130,1] lcol, float[5,6,3,3] w6)
+   float[130,1] lcol, float[5,6,3,3] w6, float[2,81,5,5] xc, float[81,1,3,3] wc)
   => (float[2,10,9,7] y, float[2,6,2,2] sd, float[2,6,4,3] grp, float[2,6,9,7] dw, float[2,5,9,7] pw, float[2,4,5] l,
       float[5,19] gm, float[3,4,5,17] mm, float[3,1,5] mvec, float[7,1,9] seq, float[3,1,5,9] seq1,
       float[2,12,5,3] dwm, float[2,6,7,9] dwa, float[2,6,11] dw1, float[2,6,23,21] dwr,
-      float[1,37] lin, float[1,24,1,1] sev, float[1,1] dot, float[2,5,23,21] wide, float[2,5,12,11] wide2) {
+      float[1,37] lin, float[1,24,1,1] sev, float[1,1] dot, float[2,5,23,21] wide, float[2,5,12,11] wide2,
+      float[2,81,3,3] dwc) {
   c = Conv <pads = [1, 1, 1, 1]> (x, w, b)
   r = Add (c, skip)
   y = Relu (r)
@@ -552,6 +553,7 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
   dot = MatMul (lx, lcol)
   wide = Conv <pads = [1, 1, 1, 1]> (xw, w6)
   wide2 = Conv <strides = [2, 2], pads = [1, 1, 1, 1]> (xw, w6)
+  dwc = Conv <group = 81, strides = [2, 2], pads = [1, 1, 1, 1]> (xc, wc)
 }
 )");
   std::vector<Tensor> inputs;
@@ -587,29 +589,38 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
   // 4 and gathered at 16, with short products (K <= 13) staged by
   // threes or each panel owned by one work-item (also all products with
   // K <= 256 with gathered panels, and all products), and matrix-vector products a row pair per work-item (K = 130: a
-  // tail past the last 16, 37 rows: a pair past the last); every kernel is
-  // valid SPIR-V.
+  // tail past the last 16, 37 rows: a pair past the last), with depthwise
+  // work-items owning their input rows (whole planes; 81 x 2 planes two at a
+  // time in `dwc`; in 600 bytes, blocks of 1-4 output rows); every kernel
+  // is valid SPIR-V.
   for (codegen::GemmTiling t : {codegen::GemmTiling{1, 4, 0, 0}, codegen::GemmTiling{5, 8, 3, 7, true, true, 0, false},
                                 codegen::GemmTiling{12, 16, 16, 256, false, false, 1 << 20},
                                 codegen::GemmTiling{12, 16, 16, 256, true, true, 0, true, 13, 3, false},
                                 codegen::GemmTiling{12, 16, 16, 256, true, true, 0, true, 13, 1, false},
                                 codegen::GemmTiling{6, 16, 16, 128, true, true, 0, true, 256, 1, false, false},
-                                codegen::GemmTiling{6, 16, 16, 128, true, true, 0, true, 1 << 20, 1, false}}) {
+                                codegen::GemmTiling{6, 16, 16, 128, true, true, 0, true, 1 << 20, 1, false},
+                                codegen::GemmTiling{.rows = 5, .width = 8, .localRows = 3, .depth = 7, .depthwiseOwnedBytes = 600},
+                                codegen::GemmTiling{.rows = 4, .width = 16, .localRows = 0, .depth = 0,
+                                                    .depthwiseOwnedBytes = codegen::KernelOptions::kDepthwiseOwnedBytes}}) {
     INFO("tiling " << t.rows << "x" << t.width << " local " << t.localRows << " depth " << t.depth << " shallow "
-                   << t.shallowDepth << "/" << t.shallowLocalRows);
+                   << t.shallowDepth << "/" << t.shallowLocalRows << " depthwise owned " << t.depthwiseOwnedBytes);
     Expected<codegen::DeviceRun> tiled = codegen::runOnDevice(device(), g, groups, core->catalog, inputs, codegen::KernelOptions{.gemm = t, .gemmTilings = {}});
     REQUIRE_MESSAGE(tiled.ok(), test::why(tiled));
     for (size_t i = 0; i < reference.size(); ++i) test::checkClose(tiled->outputs[i], reference[i], 1e-4f);
+    int ownedRows = 0;
     for (const codegen::KernelGroup& grp : groups) {
       if (!codegen::isGemmGroup(g, grp.nodes)) continue;
       Expected<codegen::KernelSource> k = codegen::emitGemm(g, grp.nodes, core->catalog, "k", "k", t);
       REQUIRE_MESSAGE(k.ok(), test::why(k));
       INFO(k->source);
+      ownedRows += k->source.find("zero-padded, into its local memory") != std::string::npos;
       if (t.rows <= 5) {  // the depthwise kernel with and without row gathers
         Expected<codegen::SpirvModule> spv = codegen::compileToSpirv(k->source, k->name);
         CHECK_MESSAGE(spv.ok(), test::why(spv));
       }
     }
+    // dw, dwm, dwa, dw1, dwr, dwc: every depthwise conv in the owned form.
+    CHECK(ownedRows == (t.depthwiseOwnedBytes > 0 ? 6 : 0));
   }
 }
 

@@ -32,6 +32,9 @@ struct KernelOptions {
   /// in its result has them written there by their producers and launches
   /// nothing (scheduleGraph). 0: every Concat is a kernel.
   size_t subBufferAlignment = 0;
+  /// The local memory a CPU's direct depthwise work-item fills with its
+  /// input rows (GemmTiling::depthwiseOwnedBytes): half a 32 KiB L1.
+  static constexpr int64_t kDepthwiseOwnedBytes = 16384;
 
   const GemmTiling& gemmFor(const NodeData& head) const {
     auto it = gemmTilings.find(head.id);
@@ -59,7 +62,14 @@ struct KernelOptions {
   /// 101.3 -> 100.6 / 92.1, BERT layer 23.4 / 23.2 -> 20.7 / 22.5,
   /// DenseNet-121 113 -> 90, SqueezeNet 11.5 -> 9.1, EfficientNet-B0 22.7
   /// -> 20.2; ResNet-50's stride-2 projection (K = 256, gathered) 8.5 ->
-  /// 1.8 ms);
+  /// 1.8 ms), and a direct depthwise work-item owns a block of output rows,
+  /// their input rows copied once, zero-padded, into its local memory
+  /// (depthwiseOwnedBytes): kernel_roofline's depthwise rows 2-5x faster on
+  /// maps of 28 and more (MobileNetV2's 144x56x56 3x3: 0.51-1.22 -> 0.22-0.31
+  /// ms, EfficientNet-B0's 240x28x28 5x5: 0.62-1.0 -> 0.14-0.25), even to
+  /// 1.6x on 7x7 and 14x14; EfficientNet-B0's 16 depthwise kernels 7.2 -> 4.0
+  /// ms, the model 19.7 -> 15.4 ms (least time per kernel over three
+  /// alternating runs);
   /// on other devices they shrink until a product has 64 work-items per
   /// compute unit. Panels are staged 128 rows deep, not 256: PoCL runs a
   /// work-group's work-items one after another between barriers, so one
@@ -78,6 +88,7 @@ struct KernelOptions {
     if (!realLocalMemory) o.gemm.depth = 128;
     if (target.has("cpu")) {
       o.gemm.shallowLocalRows = 1;
+      o.gemm.depthwiseOwnedBytes = kDepthwiseOwnedBytes;
       // Owned panels up to half the local memory at 16 lanes (8192 rows
       // in PoCL's 1 MiB).
       if (target.localMemBytes > 0)

@@ -63,6 +63,12 @@ struct GemmTiling {
   /// column panel's rows for all channels itself, then every row tile of
   /// its share of M from them, without barriers.
   bool stagedPrologue = true;
+  /// Above 0 (where local memory is emulated, as on a CPU): a direct
+  /// depthwise work-item owns a block of output rows: it copies their input
+  /// rows, zero-padded, into this many bytes of local memory once, then
+  /// computes the block with every tap one vector load and no edge tests.
+  /// 0: each work-item computes one row segment straight from global memory.
+  int64_t depthwiseOwnedBytes = 0;
 };
 
 /// Whether `members` start with a MatMul, Gemm or Conv this family
