@@ -297,11 +297,15 @@ Expected<EpilogueKernel> epilogueKernel(detail::Emitter& e, const Graph& g, cons
 /// Whether every tap's W lanes fall inside the input row for the output
 /// columns from ox0 (the first lane's window column being ix0): a C
 /// condition on `ix0`.
-std::string depthwiseInner(const Geometry& geo, int W) {
-  // The last column a tap's vector load touches (stride 2 reads 2W columns and keeps the even ones).
+/// The last column a tap's vector load touches, counted from the first
+/// lane's window column (stride 2 reads 2W columns and keeps the even ones).
+int64_t depthwiseReach(const Geometry& geo, int W) {
   const int64_t span = (W - 1) * geo.SW + (geo.KW - 1) * geo.DW + 1;
-  const int64_t reach = geo.SW == 2 ? (geo.KW - 1) * geo.DW + 2 * W - 1 : span - 1;
-  return "ix0 >= 0 && ix0 + " + std::to_string(reach) + " < " + std::to_string(geo.Wd);
+  return geo.SW == 2 ? (geo.KW - 1) * geo.DW + 2 * W - 1 : span - 1;
+}
+
+std::string depthwiseInner(const Geometry& geo, int W) {
+  return "ix0 >= 0 && ix0 + " + std::to_string(depthwiseReach(geo, W)) + " < " + std::to_string(geo.Wd);
 }
 
 /// The statements adding a depthwise window's taps into the float<W>
@@ -322,7 +326,8 @@ std::string depthwiseTaps(const Geometry& geo, int W, bool rowGather, const std:
   const std::string vec = "float" + std::to_string(W);
   static const char* kLanes = "0123456789abcdef";
   const int64_t span = (W - 1) * geo.SW + (geo.KW - 1) * geo.DW + 1;
-  const int64_t segs = rowGather && span <= 32 ? (span + 15) / 16 : 0;
+  const int64_t segs = rowGather && span <= 32 ? (span + 15) / 16 : 0, edgeSegs = (span + 15) / 16;
+  const int64_t reach = depthwiseReach(geo, W);
   std::ostringstream src;
   for (int64_t ky = 0; ky < geo.KH; ++ky) {
     src << "  {\n    const int iy = oy * " << geo.SH << " - " << geo.PH << " + " << ky * geo.DH << ";\n";
@@ -346,8 +351,47 @@ std::string depthwiseTaps(const Geometry& geo, int W, bool rowGather, const std:
       src << "        " << sums << " = fma((" << vec << ")(" << weight(ky * geo.KW + kx) << "), " << v << ", " << sums << ");\n";
     }
     src << "      } else {\n";
-    if (segs > 0) {
+    // Lane j of tap kx reads column kx * DW + j * SW of the segments: a
+    // swizzle of one segment, or lanes of several.
+    auto segmentTaps = [&] {
       auto column = [&](int64_t c) { return "seg" + std::to_string(c / 16) + ".s" + std::string(1, kLanes[c % 16]); };
+      for (int64_t kx = 0; kx < geo.KW; ++kx) {
+        std::string taps = "(" + vec + ")(";
+        for (int j = 0; j < W; ++j) taps += (j ? ", " : "") + column(kx * geo.DW + j * geo.SW);
+        taps += ")";
+        if ((kx * geo.DW + (W - 1) * geo.SW) / 16 == (kx * geo.DW) / 16) {
+          taps = "seg" + std::to_string(kx * geo.DW / 16) + ".s";
+          for (int j = 0; j < W; ++j) taps += kLanes[(kx * geo.DW + j * geo.SW) % 16];
+        }
+        src << "        " << sums << " = fma((" << vec << ")(" << weight(ky * geo.KW + kx) << "), " << taps << ", " << sums
+            << ");\n";
+      }
+    };
+    // The row's first and last segments (where the padding is) start at
+    // columns known here: theirs are loads at constant offsets (which the
+    // compiler merges into vector loads) and zeros, not a gather through
+    // computed indices. MobileNetV2, every tile read as if inside, three
+    // alternating runs: its stride-1 fused blocks on 56- and 28-wide maps
+    // 1.5-2.5x faster, 1.4 of 11 ms.
+    std::vector<int64_t> edges;
+    for (int64_t first : {-geo.PW, ((geo.OW + W - 1) / W - 1) * W * geo.SW - geo.PW}) {
+      const bool inside = first >= 0 && first + reach < geo.Wd;
+      if (rowGather && !inside && edgeSegs <= 4 && std::find(edges.begin(), edges.end(), first) == edges.end())
+        edges.push_back(first);
+    }
+    for (int64_t first : edges) {
+      src << "        if (ix0 == " << first << ") {\n";
+      for (int64_t q = 0; q < edgeSegs; ++q) {
+        src << "        const float16 seg" << q << " = (float16)(";
+        for (int64_t c = 16 * q; c < 16 * (q + 1); ++c)
+          src << (c > 16 * q ? ", " : "")
+              << (c < span && first + c >= 0 && first + c < geo.Wd ? "row[" + std::to_string(first + c) + "]" : "0.0f");
+        src << ");\n";
+      }
+      segmentTaps();
+      src << "        } else {\n";
+    }
+    if (segs > 0) {
       for (int64_t q = 0; q < segs; ++q) {
         src << "        const int16 col" << q << " = (int16)(ix0 + " << 16 * q
             << ") + (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);\n";
@@ -359,17 +403,7 @@ std::string depthwiseTaps(const Geometry& geo, int W, bool rowGather, const std:
               << (c < span ? "row[at" + std::to_string(q) + ".s" + std::string(1, kLanes[c % 16]) + "]" : "0.0f");
         src << "), ok" << q << ");\n";
       }
-      for (int64_t kx = 0; kx < geo.KW; ++kx) {
-        // Lane j reads column kx * DW + j * SW: a swizzle of one segment, or lanes of both.
-        std::string taps = "(" + vec + ")(";
-        for (int j = 0; j < W; ++j) taps += (j ? ", " : "") + column(kx * geo.DW + j * geo.SW);
-        taps += ")";
-        if ((kx * geo.DW + (W - 1) * geo.SW) / 16 == (kx * geo.DW) / 16) {
-          taps = "seg" + std::to_string(kx * geo.DW / 16) + ".s";
-          for (int j = 0; j < W; ++j) taps += kLanes[(kx * geo.DW + j * geo.SW) % 16];
-        }
-        src << "        " << sums << " = fma((" << vec << ")(" << weight(ky * geo.KW + kx) << "), " << taps << ", " << sums << ");\n";
-      }
+      segmentTaps();
     } else {
       for (int64_t kx = 0; kx < geo.KW; ++kx) {
         src << "        {\n          const int" << W << " ix = (int" << W << ")(ix0 + " << kx * geo.DW << ") + lane * " << geo.SW
@@ -382,6 +416,7 @@ std::string depthwiseTaps(const Geometry& geo, int W, bool rowGather, const std:
         src << "), inside), " << sums << ");\n        }\n";
       }
     }
+    for (size_t e = 0; e < edges.size(); ++e) src << "        }\n";
     src << "      }\n    }\n  }\n";
   }
   return src.str();
