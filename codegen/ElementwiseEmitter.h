@@ -302,25 +302,16 @@ class Emitter {
     return vectorExp(lanes_) + (usesVectorErf_ ? vectorErf(lanes_) : "");
   }
 
-  /// `floatN fusec_expN(floatN)`: the prelude's fusec_exp, lane by lane.
+  /// `floatN fusec_expN(floatN)`: OpenCL's exp on the vector. The
+  /// prelude's straight-line fusec_exp exists because PoCL's scalar exp is
+  /// a library call that stops vectorization across work-items; on an
+  /// explicit vector the library's exp is itself vectorized, while the
+  /// straight-line form written on vectors (its edge cases as selects)
+  /// made BERT-base's feed-forward GEMM with its exact-GELU epilogue take
+  /// 11.1 ms against 6.5 without the epilogue; with this, 6.9.
   static std::string vectorExp(int lanes) {
-    const std::string n = std::to_string(lanes), f = "float" + n, v = "(" + f + ")";
-    return "inline " + f + " fusec_exp" + n + "(const " + f + " x) {  // fusec_exp, lane by lane\n"
-           "  const " + f + " c = fmin(fmax(x, " + v + "(-87.33f)), " + v + "(88.7f));\n"
-           "  const " + f + " t = c * 1.44269504f;\n"
-           "  const int" + n + " ki = convert_int" + n + "(t + select(" + v + "(-0.5f), " + v + "(0.5f), t >= 0.0f));\n"
-           "  const " + f + " k = convert_float" + n + "(ki);\n"
-           "  const " + f + " r = fma(k, " + v + "(-1.42860677e-6f), fma(k, " + v + "(-0.693145752f), c));\n"
-           "  " + f + " p = fma(r, " + v + "(1.0f / 720.0f), " + v + "(1.0f / 120.0f));\n"
-           "  p = fma(p, r, " + v + "(1.0f / 24.0f));\n"
-           "  p = fma(p, r, " + v + "(1.0f / 6.0f));\n"
-           "  p = fma(p, r, " + v + "(0.5f));\n"
-           "  p = fma(p, r, " + v + "(1.0f));\n"
-           "  p = fma(p, r, " + v + "(1.0f));\n"
-           "  const int" + n + " h = ki >> 1;\n"
-           "  const " + f + " e = p * as_" + f + "((h + 127) << 23) * as_" + f + "((ki - h + 127) << 23);\n"
-           "  return select(select(select(e, x, isnan(x)), " + v + "(INFINITY), x > 88.7f), " + v + "(0.0f), x < -87.33f);\n"
-           "}\n";
+    const std::string n = std::to_string(lanes), f = "float" + n;
+    return "inline " + f + " fusec_exp" + n + "(const " + f + " x) { return exp(x); }\n";
   }
 
   /// `floatN fusec_erfN(floatN)`: the prelude's fusec_erf, lane by lane
