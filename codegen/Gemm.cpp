@@ -308,6 +308,18 @@ std::string depthwiseInner(const Geometry& geo, int W) {
   return "ix0 >= 0 && ix0 + " + std::to_string(depthwiseReach(geo, W)) + " < " + std::to_string(geo.Wd);
 }
 
+/// The float<W> of W outputs' inputs at one tap, from `first` (a pointer
+/// expression to the first lane's): contiguous at stride 1, every other
+/// column of 16 at stride 2, gathered at other strides.
+std::string depthwiseLoad(const Geometry& geo, int W, const std::string& first) {
+  if (geo.SW == 1) return "vload" + std::to_string(W) + "(0, " + first + ")";
+  if (geo.SW == 2 && W == 8) return "vload16(0, " + first + ").even";
+  if (geo.SW == 2 && W == 16) return "(float16)(vload16(0, " + first + ").even, vload16(0, " + first + " + 16).even)";
+  std::string v = "(float" + std::to_string(W) + ")(";
+  for (int j = 0; j < W; ++j) v += (j ? ", " : "") + std::string("(") + first + ")[" + std::to_string(j * geo.SW) + "]";
+  return v + ")";
+}
+
 /// The statements adding a depthwise window's taps into the float<W>
 /// `sums` of W neighbouring outputs of output row `oy`, from the input
 /// channel's `plane`; `ix0` is the first lane's window column, `inner`
@@ -335,19 +347,7 @@ std::string depthwiseTaps(const Geometry& geo, int W, bool rowGather, const std:
     src << "      const __global float* row = plane + iy * " << geo.Wd << ";\n";
     src << "      if (inner) {\n";
     for (int64_t kx = 0; kx < geo.KW; ++kx) {
-      const std::string first = "row + ix0 + " + std::to_string(kx * geo.DW);
-      std::string v;
-      if (geo.SW == 1) {
-        v = "vload" + std::to_string(W) + "(0, " + first + ")";
-      } else if (geo.SW == 2 && W == 8) {
-        v = "vload16(0, " + first + ").even";
-      } else if (geo.SW == 2 && W == 16) {
-        v = "(float16)(vload16(0, " + first + ").even, vload16(0, " + first + " + 16).even)";
-      } else {
-        v = "(" + vec + ")(";
-        for (int j = 0; j < W; ++j) v += (j ? ", " : "") + std::string("(") + first + ")[" + std::to_string(j * geo.SW) + "]";
-        v += ")";
-      }
+      const std::string v = depthwiseLoad(geo, W, "row + ix0 + " + std::to_string(kx * geo.DW));
       src << "        " << sums << " = fma((" << vec << ")(" << weight(ky * geo.KW + kx) << "), " << v << ", " << sums << ");\n";
     }
     src << "      } else {\n";
@@ -528,20 +528,8 @@ Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>&
       src << "      {\n        const __local float* at = rows + (r * " << geo.SH << " + " << ky * geo.DH << ") * " << own.width
           << " + ox0 * " << geo.SW << ";\n";
       for (int64_t kx = 0; kx < geo.KW; ++kx) {
-        const std::string first = "at + " + std::to_string(kx * geo.DW);
-        std::string v;
-        if (geo.SW == 1) {
-          v = "vload" + std::to_string(W) + "(0, " + first + ")";
-        } else if (geo.SW == 2 && W == 8) {
-          v = "vload16(0, " + first + ").even";
-        } else if (geo.SW == 2 && W == 16) {
-          v = "(float16)(vload16(0, " + first + ").even, vload16(0, " + first + " + 16).even)";
-        } else {
-          v = "(" + vec + ")(";
-          for (int j = 0; j < W; ++j) v += (j ? ", " : "") + std::string("(") + first + ")[" + std::to_string(j * geo.SW) + "]";
-          v += ")";
-        }
-        src << "        sums = fma((" << vec << ")(w" << ky * geo.KW + kx << "), " << v << ", sums);\n";
+        src << "        sums = fma((" << vec << ")(w" << ky * geo.KW + kx << "), "
+            << depthwiseLoad(geo, W, "at + " + std::to_string(kx * geo.DW)) << ", sums);\n";
       }
       src << "      }\n";
     }
