@@ -498,44 +498,49 @@ Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>&
     src << "  __local float rows[" << own.inRows * own.width << "];\n";
     src << "  for (int gid = get_global_id(0) * " << perItem << "; gid < min(" << units << ", (int)(get_global_id(0) + 1) * "
         << perItem << "); ++gid) {\n";
-    src << "  const int oy0 = (gid % " << blocks << ") * " << own.outRows << ", co = (gid / " << blocks << ") % " << channels
+    std::ostringstream body;
+    body << "  const int oy0 = (gid % " << blocks << ") * " << own.outRows << ", co = (gid / " << blocks << ") % " << channels
         << ", img = gid / " << blocks * channels << ";\n";
-    src << "  const __global float* plane = in0 + (img * " << channels / multiplier << " + co / " << multiplier << ") * "
+    body << "  const __global float* plane = in0 + (img * " << channels / multiplier << " + co / " << multiplier << ") * "
         << geo.H * geo.Wd << ";\n";
-    src << "  const __global float* wt = in1 + co * " << taps << ";\n";
-    for (int64_t t = 0; t < taps; ++t) src << "  const float w" << t << " = wt[" << t << "];\n";
+    body << "  const __global float* wt = in1 + co * " << taps << ";\n";
+    for (int64_t t = 0; t < taps; ++t) body << "  const float w" << t << " = wt[" << t << "];\n";
     // The copy: rows outside the input and the columns left and right of
     // it are zeros (the padding), the row itself is moved 16 floats at a time.
     const int64_t right = own.width - geo.PW - geo.Wd;
-    src << "  for (int r = 0; r < " << own.inRows << "; ++r) {\n";
-    src << "    __local float* dst = rows + r * " << own.width << ";\n";
-    src << "    const int iy = oy0 * " << geo.SH << " - " << geo.PH << " + r;\n";
-    src << "    if (iy < 0 || iy >= " << geo.H << ") {\n";
-    src << "      for (int c = 0; c < " << own.width << "; ++c) dst[c] = 0.0f;\n      continue;\n    }\n";
-    src << "    const __global float* row = plane + iy * " << geo.Wd << ";\n";
-    if (geo.PW > 0) src << "    for (int c = 0; c < " << geo.PW << "; ++c) dst[c] = 0.0f;\n";
-    src << "    dst += " << geo.PW << ";\n";
-    if (geo.Wd >= 16) src << "    for (int c = 0; c < " << geo.Wd / 16 * 16 << "; c += 16) vstore16(vload16(0, row + c), 0, dst + c);\n";
-    if (geo.Wd % 16) src << "    for (int c = " << geo.Wd / 16 * 16 << "; c < " << geo.Wd << "; ++c) dst[c] = row[c];\n";
-    if (right > 0) src << "    for (int c = " << geo.Wd << "; c < " << geo.Wd + right << "; ++c) dst[c] = 0.0f;\n";
-    src << "  }\n";
-    src << "  const float bias = " << (geo.c != kNoValue ? "in2[co]" : "0.0f") << ";\n";
-    src << "  for (int r = 0; r < " << own.outRows << " && oy0 + r < " << OH << "; ++r) {\n";
-    src << "    const int oy = oy0 + r;\n";
-    src << "    for (int ox0 = 0; ox0 < " << OW << "; ox0 += " << W << ") {\n";
-    src << "      " << vec << " sums = (" << vec << ")(bias);\n";
+    body << "  for (int r = 0; r < " << own.inRows << "; ++r) {\n";
+    body << "    __local float* dst = rows + r * " << own.width << ";\n";
+    body << "    const int iy = oy0 * " << geo.SH << " - " << geo.PH << " + r;\n";
+    body << "    if (iy < 0 || iy >= " << geo.H << ") {\n";
+    body << "      for (int c = 0; c < " << own.width << "; ++c) dst[c] = 0.0f;\n      continue;\n    }\n";
+    body << "    const __global float* row = plane + iy * " << geo.Wd << ";\n";
+    if (geo.PW > 0) body << "    for (int c = 0; c < " << geo.PW << "; ++c) dst[c] = 0.0f;\n";
+    body << "    dst += " << geo.PW << ";\n";
+    if (geo.Wd >= 16) body << "    for (int c = 0; c < " << geo.Wd / 16 * 16 << "; c += 16) vstore16(vload16(0, row + c), 0, dst + c);\n";
+    if (geo.Wd % 16) body << "    for (int c = " << geo.Wd / 16 * 16 << "; c < " << geo.Wd << "; ++c) dst[c] = row[c];\n";
+    if (right > 0) body << "    for (int c = " << geo.Wd << "; c < " << geo.Wd + right << "; ++c) dst[c] = 0.0f;\n";
+    body << "  }\n";
+    body << "  const float bias = " << (geo.c != kNoValue ? "in2[co]" : "0.0f") << ";\n";
+    body << "  for (int r = 0; r < " << own.outRows << " && oy0 + r < " << OH << "; ++r) {\n";
+    body << "    const int oy = oy0 + r;\n";
+    body << "    for (int ox0 = 0; ox0 < " << OW << "; ox0 += " << W << ") {\n";
+    body << "      " << vec << " sums = (" << vec << ")(bias);\n";
     for (int64_t ky = 0; ky < geo.KH; ++ky) {
-      src << "      {\n        const __local float* at = rows + (r * " << geo.SH << " + " << ky * geo.DH << ") * " << own.width
+      body << "      {\n        const __local float* at = rows + (r * " << geo.SH << " + " << ky * geo.DH << ") * " << own.width
           << " + ox0 * " << geo.SW << ";\n";
       for (int64_t kx = 0; kx < geo.KW; ++kx) {
-        src << "        sums = fma((" << vec << ")(w" << ky * geo.KW + kx << "), "
+        body << "        sums = fma((" << vec << ")(w" << ky * geo.KW + kx << "), "
             << depthwiseLoad(geo, W, "at + " + std::to_string(kx * geo.DW)) << ", sums);\n";
       }
-      src << "      }\n";
+      body << "      }\n";
     }
-    src << "      FUSEC_EPILOGUE(sums, ((img * " << channels << " + co) * " << OH << " + oy) * " << OW << " + ox0, " << OW
+    body << "      FUSEC_EPILOGUE(sums, ((img * " << channels << " + co) * " << OH << " + oy) * " << OW << " + ox0, " << OW
         << " - ox0)\n";
-    src << "    }\n  }\n  }\n}\n";
+    body << "    }\n  }\n";
+    // The body, one (image, channel, block) unit, inside the loop over the work-item's units.
+    std::istringstream lines(body.str());
+    for (std::string line; std::getline(lines, line);) src << "  " << line << "\n";
+    src << "  }\n}\n";
     k.source = src.str();
     return k;
   }
