@@ -9,6 +9,7 @@
 #include <string>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <random>
 
 #include "fusec/codegen/Emitters.h"
@@ -396,5 +397,146 @@ int main(int argc, char** argv) {
                   sec * 1e3, bytes / sec / 1e9, 100.0 * bytes / sec / 1e9 / triad);
     }
   }
-  return 0;
+
+  // The memory-bound groups of the other families on the zoo's shapes:
+  // elementwise chains, row and axis (column) reductions with their
+  // prologues, data movement composed into one index map. Each group as
+  // the one kernel fusec builds for it (the family planning selects, with
+  // KernelOptions::forDevice), beside one kernel per op (views launch
+  // nothing); each row judged on the bytes its own kernels move (every
+  // operand and result once) against the triad bandwidth, so the fused
+  // row's time is the saving and its share of DRAM the kernel's quality.
+  const codegen::KernelOptions options = codegen::KernelOptions::forDevice(profile.value(), device.info());
+  auto groupRows = [&](const char* what, const char* shape, const Graph& g, const std::vector<NodeRef>& nodes) {
+    std::map<ValueId, codegen::Buffer> buffers;
+    auto buffer = [&](ValueId v) -> const codegen::Buffer& {
+      if (auto it = buffers.find(v); it != buffers.end()) return it->second;
+      const Value& d = g.value(v);
+      const Shape s = d.type.staticShape();
+      Expected<codegen::Buffer> b = d.constant                         ? device.upload(*d.constant)
+                                    : d.type.dtype == DType::Float32 ? device.upload(randomTensor(s, rng))
+                                                                     : device.upload(Tensor(d.type.dtype, s));
+      return buffers.emplace(v, std::move(b.value())).first->second;
+    };
+    // One kernel's best time and the bytes it moves; zeros for a view.
+    auto run = [&](const std::vector<NodeRef>& group) -> std::optional<std::pair<double, double>> {
+      if (codegen::isViewGroup(g, group, ops->catalog)) return std::pair{0.0, 0.0};
+      Expected<const KernelFamily*> family = codegen::kernelFamilies().select(g, group, ops->catalog, profile.value());
+      Expected<codegen::KernelSource> k =
+          family ? codegen::emitKernel(g, group, std::string(family.value()->name()), ops->catalog, "bench_group", "bench", options)
+                 : Expected<codegen::KernelSource>(family.error());
+      if (!k) {
+        std::fprintf(stderr, "%s: %s\n", what, k.error().message.c_str());
+        return std::nullopt;
+      }
+      std::vector<codegen::KernelArg> args;
+      double bytes = 0;
+      for (const std::vector<ValueId>* values : {&k->inputs, &k->outputs})
+        for (ValueId x : *values) {
+          args.push_back(codegen::KernelArg::of(buffer(x)));
+          bytes += static_cast<double>(shapeNumel(g.value(x).type.staticShape()) * dtypeSize(g.value(x).type.dtype));
+        }
+      return std::pair{bestTime(device, k->source, k->name, args, k->globalSize, k->localSize), bytes};
+    };
+    std::optional<std::pair<double, double>> fused = run(nodes);
+    std::pair<double, double> perOp{0, 0};
+    int launches = 0;
+    for (NodeRef n : nodes) {
+      std::optional<std::pair<double, double>> one = run({n});
+      if (!one) return false;
+      perOp.first += one->first;
+      perOp.second += one->second;
+      launches += one->first > 0;
+    }
+    if (!fused) return false;
+    const std::string perOpKernel = "per op (" + std::to_string(launches) + " kernels)";
+    for (const auto& [kernel, timed] : {std::pair<std::string, std::pair<double, double>>{"fused (1 kernel)", *fused}, {perOpKernel, perOp}})
+      std::printf("%-22s %-16s %-20s %10.3f %10.1f %7.0f%%\n", what, shape, kernel.c_str(), timed.first * 1e3,
+                  timed.second / timed.first / 1e9, 100.0 * timed.second / timed.first / 1e9 / triad);
+    return true;
+  };
+  auto f32 = [](Shape s) { return TensorType::of(DType::Float32, std::move(s)); };
+  auto ints = [](Graph& g, std::vector<int64_t> v) {
+    return g.addConstant("shape", Tensor::fromVector<int64_t>({static_cast<int64_t>(v.size())}, v));
+  };
+  auto number = [](Graph& g, float x) { return g.addConstant("c", Tensor::fromVector<float>({}, {x})); };
+  std::printf("\n%-22s %-16s %-20s %10s %10s %8s\n", "memory-bound group", "shape", "kernel", "ms", "GB/s", "of DRAM");
+  bool ok = true;
+  {  // BERT-base's exact GELU after the FF up projection: x * 0.5 * (1 + erf(x / sqrt 2)).
+    Graph g;
+    const ValueId x = g.addInput("x", f32({1, 128, 3072}));
+    const ValueId a = g.addValue("a", f32({1, 128, 3072})), b = g.addValue("b", f32({1, 128, 3072})),
+                  c = g.addValue("c", f32({1, 128, 3072})), d = g.addValue("d", f32({1, 128, 3072})),
+                  y = g.addValue("y", f32({1, 128, 3072}));
+    const std::vector<NodeRef> nodes = {g.addNode("Div", {x, number(g, 1.4142135f)}, {a}), g.addNode("Erf", {a}, {b}),
+                                        g.addNode("Add", {b, number(g, 1.0f)}, {c}), g.addNode("Mul", {x, c}, {d}),
+                                        g.addNode("Mul", {d, number(g, 0.5f)}, {y})};
+    g.addOutput(y);
+    ok = ok && groupRows("bert gelu (pointwise)", "128x3072", g, nodes);
+  }
+  {  // EfficientNet-B0's first SiLU, x * sigmoid(x), on its largest map.
+    Graph g;
+    const ValueId x = g.addInput("x", f32({1, 96, 112, 112}));
+    const ValueId s = g.addValue("s", f32({1, 96, 112, 112})), y = g.addValue("y", f32({1, 96, 112, 112}));
+    const std::vector<NodeRef> nodes = {g.addNode("Sigmoid", {x}, {s}), g.addNode("Mul", {x, s}, {y})};
+    g.addOutput(y);
+    ok = ok && groupRows("effnet silu (pointwise)", "96x112x112", g, nodes);
+  }
+  {  // BERT-base's residual add + LayerNormalization over the hidden axis.
+    Graph g;
+    const ValueId x = g.addInput("x", f32({1, 128, 768})), r = g.addInput("r", f32({1, 128, 768}));
+    const ValueId gamma = g.addInput("gamma", f32({768})), beta = g.addInput("beta", f32({768}));
+    const ValueId s = g.addValue("s", f32({1, 128, 768})), y = g.addValue("y", f32({1, 128, 768}));
+    const std::vector<NodeRef> nodes = {g.addNode("Add", {x, r}, {s}),
+                                        g.addNode("LayerNormalization", {s, gamma, beta}, {y}, {{"axis", int64_t{-1}}})};
+    g.addOutput(y);
+    ok = ok && groupRows("bert add+layernorm", "128x768", g, nodes);
+  }
+  {  // BERT-base's attention probabilities: scale, mask, softmax over the keys.
+    Graph g;
+    const ValueId x = g.addInput("x", f32({1, 12, 128, 128})), mask = g.addInput("mask", f32({1, 1, 1, 128}));
+    const ValueId z = g.addValue("z", f32({1, 12, 128, 128})), m = g.addValue("m", f32({1, 12, 128, 128})),
+                  p = g.addValue("p", f32({1, 12, 128, 128}));
+    const std::vector<NodeRef> nodes = {g.addNode("Mul", {x, number(g, 0.125f)}, {z}), g.addNode("Add", {z, mask}, {m}),
+                                        g.addNode("Softmax", {m}, {p}, {{"axis", int64_t{-1}}})};
+    g.addOutput(p);
+    ok = ok && groupRows("bert scale+mask+softmax", "12x128x128", g, nodes);
+  }
+  {  // A column reduction: the mean over ConvNeXt-T's 96 channels at each
+     // pixel of its first stage, the centred input squared before it.
+    Graph g;
+    const ValueId x = g.addInput("x", f32({1, 96, 56, 56})), mu = g.addInput("mu", f32({1, 1, 56, 56}));
+    const ValueId d = g.addValue("d", f32({1, 96, 56, 56})), q = g.addValue("q", f32({1, 96, 56, 56})),
+                  v = g.addValue("v", f32({1, 1, 56, 56}));
+    const std::vector<NodeRef> nodes = {g.addNode("Sub", {x, mu}, {d}), g.addNode("Mul", {d, d}, {q}),
+                                        g.addNode("ReduceMean", {q}, {v}, {{"axes", std::vector<int64_t>{1}}})};
+    g.addOutput(v);
+    ok = ok && groupRows("convnext channel var", "96x56x56 ax 1", g, nodes);
+  }
+  {  // ShuffleNetV2's channel shuffle on its 28x28 stage: the two branches
+     // concatenated, shuffled (reshape, transpose, reshape) and split.
+    Graph g;
+    const ValueId a = g.addInput("a", f32({1, 58, 28, 28})), b = g.addInput("b", f32({1, 58, 28, 28}));
+    const ValueId c = g.addValue("c", f32({1, 116, 28, 28})), r = g.addValue("r", f32({1, 2, 58, 28, 28})),
+                  t = g.addValue("t", f32({1, 58, 2, 28, 28})), s = g.addValue("s", f32({1, 116, 28, 28})),
+                  y0 = g.addValue("y0", f32({1, 58, 28, 28})), y1 = g.addValue("y1", f32({1, 58, 28, 28}));
+    const std::vector<NodeRef> nodes = {
+        g.addNode("Concat", {a, b}, {c}, {{"axis", int64_t{1}}}), g.addNode("Reshape", {c, ints(g, {1, 2, 58, 28, 28})}, {r}),
+        g.addNode("Transpose", {r}, {t}, {{"perm", std::vector<int64_t>{0, 2, 1, 3, 4}}}),
+        g.addNode("Reshape", {t, ints(g, {1, 116, 28, 28})}, {s}),
+        g.addNode("Split", {s, ints(g, {58, 58})}, {y0, y1}, {{"axis", int64_t{1}}})};
+    g.addOutput(y0);
+    g.addOutput(y1);
+    ok = ok && groupRows("shufflenet shuffle", "2x58x28x28", g, nodes);
+  }
+  {  // BERT-base's head split: [1, 128, 768] -> [1, 12, 128, 64].
+    Graph g;
+    const ValueId x = g.addInput("x", f32({1, 128, 768}));
+    const ValueId r = g.addValue("r", f32({1, 128, 12, 64})), y = g.addValue("y", f32({1, 12, 128, 64}));
+    const std::vector<NodeRef> nodes = {g.addNode("Reshape", {x, ints(g, {1, 128, 12, 64})}, {r}),
+                                        g.addNode("Transpose", {r}, {y}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}})};
+    g.addOutput(y);
+    ok = ok && groupRows("bert head split", "128x768", g, nodes);
+  }
+  return ok ? 0 : 1;
 }

@@ -105,7 +105,8 @@ std::vector<FunctionFamily::Spec> specs() {
        [](const Graph& g, const Group& grp, const OpCatalog&) {
          return !grp.empty() && std::all_of(grp.begin(), grp.end(), [&](NodeRef n) { return isIndexMapOp(g, n); });
        },
-       plain(emitIndexMap)},
+       [](const Graph& g, const Group& group, const OpCatalog& catalog, const std::string& name, const std::string& comment,
+          const KernelOptions& options) { return emitIndexMap(g, group, catalog, name, comment, options.stridedRowCopies); }},
       {"contraction", "one Einsum", "it is not one Einsum",
        [](const Graph& g, const Group& grp, const OpCatalog&) { return grp.size() == 1 && isEinsum(g, grp[0]); },
        plain(emitEinsum)},

@@ -93,10 +93,13 @@ Expected<KernelSource> emitReduce(const Graph& g, const std::vector<NodeRef>& me
 /// composed into one index map (each result computed by walking back
 /// through the members to the group's inputs); CumSum and Resize take a
 /// kernel of their own. Shape operands must be constants and shapes static.
+/// With `stridedRows` (for CPUs), a group whose one result is a strided
+/// view of one input (Transpose, Slice, reshapes) is copied a row of the
+/// result per step, its coordinates divided out once per row.
 bool isIndexMapOp(const Graph& g, NodeRef n);
 
 Expected<KernelSource> emitIndexMap(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
-                                    const std::string& name, const std::string& comment);
+                                    const std::string& name, const std::string& comment, bool stridedRows = false);
 
 /// The data-movement members of a group as OpenCL C functions, for a kernel
 /// that reads their results without storing them: `fetch<v>(i, ...)`
