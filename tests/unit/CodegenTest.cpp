@@ -247,6 +247,59 @@ g (float[2,3,7,7] x, float[5,16] r, float[4,5] t)
   }
 }
 
+TEST_CASE("normalizations a work-item per row (CPUs) compute as float vectors and match the interpreter") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  // Rows of 48 (16 lanes), 40 (8), 100 (4) and 30 (no whole vectors: the
+  // work-group kernel). Residual add + LayerNorm with its residual read
+  // outside (written too), scale + broadcast mask (some -inf) + softmax,
+  // a lone LogSoftmax, and LayerNorm's mean and 1/stddev results.
+  for (int64_t n : {48, 40, 100, 30}) {
+    INFO("row length " << n);
+    const std::string N = std::to_string(n);
+    Graph g = test::parse("<ir_version: 8, opset_import: [\"\" : 17]>\n"
+                          "g (float[5," + N + "] x, float[5," + N + "] a, float[" + N + "] gamma, float[" + N +
+                          "] beta, float[1," + N + "] mask, float scale = {0.125})\n"
+                          "  => (float[5," + N + "] y, float[5," + N + "] res, float[5," + N + "] p, float[5," + N +
+                          "] lp, float[5," + N + "] z, float[5,1] mu, float[5,1] inv) {\n"
+                          "  r = Add (x, a)\n  y = LayerNormalization <epsilon = 0.001> (r, gamma, beta)\n"
+                          "  res = Mul (r, scale)\n"
+                          "  s = Mul (x, scale)\n  m = Add (s, mask)\n  p = Softmax <axis = -1> (m)\n"
+                          "  lp = LogSoftmax <axis = -1> (a)\n"
+                          "  z, mu, inv = LayerNormalization <axis = -1> (x, gamma)\n}\n");
+    std::vector<Tensor> inputs = {randomTensor({5, n}, 1), randomTensor({5, n}, 2), randomTensor({n}, 3),
+                                  randomTensor({n}, 4), randomTensor({1, n}, 5)};
+    for (int64_t j = 3; j < n; j += 7) inputs[4].data<float>()[j] = -INFINITY;
+    inputs[1].data<float>()[n + 2] = 80.0f;  // exp would overflow without the row's maximum taken out
+    const std::vector<Tensor> reference = test::run(g, inputs);
+    auto node = [&](const char* result) { return *g.producer(*g.findValue(result)); };
+    std::vector<codegen::KernelGroup> groups = {
+        codegen::KernelGroup({node("r"), node("y")}, "addln", "", "row_reduce"),
+        codegen::KernelGroup({node("res")}, "residual"),
+        codegen::KernelGroup({node("s"), node("m"), node("p")}, "softmax", "", "row_reduce"),
+        codegen::KernelGroup({node("lp")}, "logsoftmax", "", "row_reduce"),
+        codegen::KernelGroup({node("z")}, "stats", "", "row_reduce")};
+    for (const codegen::KernelGroup& grp : groups) {
+      if (grp.name == "residual") continue;
+      Expected<codegen::KernelSource> k = codegen::emitRowReduce(g, grp.nodes, ops->catalog, grp.name, grp.name, true);
+      REQUIRE_MESSAGE(k.ok(), test::why(k));
+      INFO(k->source);
+      CHECK((k->source.find("computed as float") != std::string::npos) == (n % 4 == 0));
+      if (grp.name == "addln") CHECK(k->outputs.size() == 2u);  // the residual too
+      if (grp.name == "stats") CHECK(k->outputs.size() == 3u);
+      CHECK_MESSAGE(codegen::compileToSpirv(k->source, k->name).ok(), k->source);
+    }
+    codegen::KernelOptions options;
+    options.rowReducePerWorkItem = true;
+    Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, groups, ops->catalog, inputs, options);
+    REQUIRE_MESSAGE(run.ok(), test::why(run));
+    CHECK(run->kernelTimes.size() == groups.size());
+    for (size_t i = 0; i < reference.size(); ++i) {
+      INFO(g.value(g.outputs()[i]).name);
+      test::checkClose(run->outputs[i], reference[i], 1e-4f);
+    }
+  }
+}
+
 TEST_CASE("a row reduction whose prologue result is read outside the group writes it too (pre-LN residual)") {
   std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
   // Rows held in registers (48) and rows walked again in each pass (2000 >

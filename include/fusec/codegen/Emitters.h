@@ -50,7 +50,11 @@ bool isRowReduction(const Graph& g, NodeRef n);
 /// last). Errors are `unsupported` for groups outside the family.
 /// With `rowPerWorkItem` (for CPUs, where barriers are emulated), a lone
 /// sum, mean, extreme or sum of squares takes one work-item per row, read
-/// as float16 vectors; other groups keep the work-group per row.
+/// as float16 vectors; so does Softmax, LogSoftmax or LayerNormalization
+/// over the innermost axis whose row is a whole number of float4 vectors
+/// and whose prologue has a vector form (the row computed once, kept in
+/// the result's row for the later passes); other groups keep the
+/// work-group per row.
 Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
                                      const std::string& name, const std::string& comment, bool rowPerWorkItem = false);
 
