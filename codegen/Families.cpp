@@ -98,7 +98,8 @@ std::vector<FunctionFamily::Spec> specs() {
       {"reduce", "elementwise ops feeding one reduction over any axes known when the kernel is generated (Reduce*, "
        "ArgMax, ArgMin, Softmax over an outer axis), which ends the group", "it does not end in a reduction with known axes",
        [](const Graph& g, const Group& grp, const OpCatalog&) { return isAxisReduction(g, grp.back()); },
-       plain(emitReduce)},
+       [](const Graph& g, const Group& group, const OpCatalog& catalog, const std::string& name, const std::string& comment,
+          const KernelOptions& options) { return emitReduce(g, group, catalog, name, comment, options.vectorColumns); }},
       {"index_map", "data-movement ops (Reshape, Transpose, Expand, Tile, Slice, Concat, Gather, Pad, Split, "
        "Resize, ...) with static shapes: one op, or a group composed into one index map that moves each element once",
        "it has an op that is not data movement",

@@ -54,7 +54,7 @@ bool isAxisReduction(const Graph& g, NodeRef n) {
 }
 
 Expected<KernelSource> emitReduce(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
-                                  const std::string& name, const std::string& comment) {
+                                  const std::string& name, const std::string& comment, bool vectorColumns) {
   if (members.empty() || !isAxisReduction(g, members.back()))
     return Error{"group `" + name + "` does not end in a reduction with known axes", true};
   const NodeData& r = g.node(members.back());
@@ -128,17 +128,37 @@ Expected<KernelSource> emitReduce(const Graph& g, const std::vector<NodeRef>& me
              " best) { best = " + elem + "; acc = r" + std::to_string(reduced.size() - 1) + "; }";
   }
 
+  // On CPUs a work-item computes `lanes` neighbouring outputs along the
+  // kept innermost axis as one vector (the prologue vectorized along it):
+  // PoCL walks a work-item's loop over the reduced axes before the next
+  // work-item's, so across work-items nothing is vectorized (ConvNeXt-T's
+  // channel variance over 96 x 56 x 56: 0.55-0.58 ms in scalars).
+  static const std::set<std::string> kVectorOps = {"ReduceSum", "ReduceMean", "ReduceSumSquare", "ReduceL1",
+                                                   "ReduceL2",  "ReduceMax",  "ReduceMin"};
+  int lanes = 0;
+  detail::Emitter ve(g, catalog);
+  std::string vectorBody;
+  if (vectorColumns && kVectorOps.count(op) && xt == DType::Float32 && yt == DType::Float32 && !kept.empty() &&
+      kept.back() == xs.size() - 1)
+    for (int l : {16, 8, 4})
+      if (xs.back() % l == 0) {
+        ve.vectorize(l, 1);
+        std::string vectorParams;
+        if (ve.emitBody(prologue, inputs, xs, "i", vectorParams, vectorBody)) lanes = l;
+        break;
+      }
+
   KernelSource k;
   k.name = name;
   k.inputs = inputs;
   k.outputs = {y};
-  k.globalSize = static_cast<size_t>(shapeNumel(keptShape));
+  k.globalSize = static_cast<size_t>(shapeNumel(keptShape) / std::max(lanes, 1));
   std::ostringstream src;
   src << "// " << comment << "\n";
   if (e.usesDouble() || yt == DType::Float64) src << "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
-  src << detail::Emitter::prelude();
+  src << detail::Emitter::prelude() << (lanes ? ve.vectorHelpers() : "");
   src << "__kernel void " << name << "(\n    " << params << ",\n    __global " << detail::cType(yt) << "* restrict out0) {\n";
-  src << "  const int o = get_global_id(0);\n";
+  src << "  const int o = get_global_id(0)" << (lanes ? " * " + std::to_string(lanes) : "") << ";\n";
   std::string base = "0";
   for (size_t j = 0; j < kept.size(); ++j) {
     const std::string c = "o" + std::to_string(j);
@@ -147,7 +167,7 @@ Expected<KernelSource> emitReduce(const Graph& g, const std::vector<NodeRef>& me
   }
   src << "  const int base = " << base << ";\n";
   // One walk over the reduced elements, `inner` at the innermost point.
-  auto loop = [&](const std::string& inner) {
+  auto loop = [&](const std::string& inner, const std::string& text) {
     std::string index = "base", indent = "  ";
     std::ostringstream l;
     for (size_t j = 0; j < reduced.size(); ++j) {
@@ -157,7 +177,7 @@ Expected<KernelSource> emitReduce(const Graph& g, const std::vector<NodeRef>& me
       indent += "  ";
     }
     l << indent << "const int i = " << index << ";\n";
-    std::istringstream lines(body);
+    std::istringstream lines(text);
     for (std::string line; std::getline(lines, line);) l << indent << line.substr(2) << "\n";
     l << indent << inner << "\n";
     for (size_t j = reduced.size(); j-- > 0;) {
@@ -167,27 +187,39 @@ Expected<KernelSource> emitReduce(const Graph& g, const std::vector<NodeRef>& me
     return l.str();
   };
   if (op == "ReduceLogSumExp") {  // the largest element first, for a stable sum
-    src << "  " << real << " peak = -INFINITY;\n" << loop("peak = fmax(peak, " + elem + ");");
+    src << "  " << real << " peak = -INFINITY;\n" << loop("peak = fmax(peak, " + elem + ");", body);
     src << "  if (isinf(peak)) peak = 0;\n";
   }
   if (normalize) {
     // Along its axis: the maximum, then the sum of exponentials (or the
     // first maximum's index), then every element's result.
-    src << "  float peak = -INFINITY;\n" << loop("peak = fmax(peak, " + elem + ");");
+    src << "  float peak = -INFINITY;\n" << loop("peak = fmax(peak, " + elem + ");", body);
     if (op == "Hardmax") {
-      src << "  int first = -1;\n" << loop("if (first < 0 && " + elem + " == peak) first = r0;");
-      src << loop("out0[i] = r0 == first ? 1.0f : 0.0f;") << "}\n";
+      src << "  int first = -1;\n" << loop("if (first < 0 && " + elem + " == peak) first = r0;", body);
+      src << loop("out0[i] = r0 == first ? 1.0f : 0.0f;", body) << "}\n";
     } else {
-      src << "  float sum = 0.0f;\n" << loop("sum += fusec_exp(" + elem + " - peak);");
-      src << (op == "Softmax" ? loop("out0[i] = fusec_exp(" + elem + " - peak) / sum;")
-                              : loop("out0[i] = " + elem + " - peak - log(sum);"))
+      src << "  float sum = 0.0f;\n" << loop("sum += fusec_exp(" + elem + " - peak);", body);
+      src << (op == "Softmax" ? loop("out0[i] = fusec_exp(" + elem + " - peak) / sum;", body)
+                              : loop("out0[i] = " + elem + " - peak - log(sum);", body))
           << "}\n";
     }
     k.source = src.str();
     return k;
   }
+  if (lanes) {
+    const std::string vec = "float" + std::to_string(lanes), v = ve.vars().at(x);
+    const std::string update = op == "ReduceMax" ? "acc = fmax(acc, " + v + ");" : op == "ReduceMin" ? "acc = fmin(acc, " + v + ");"
+                               : op == "ReduceSumSquare" || op == "ReduceL2" ? "acc = fma(" + v + ", " + v + ", acc);"
+                               : op == "ReduceL1" ? "acc += fabs(" + v + ");" : "acc += " + v + ";";
+    const std::string first = op == "ReduceMax" ? "-INFINITY" : op == "ReduceMin" ? "INFINITY" : "0.0f";
+    const std::string out = op == "ReduceMean" ? "acc / " + std::to_string(count) + ".0f" : op == "ReduceL2" ? "sqrt(acc)" : "acc";
+    src << "  " << vec << " acc = (" << vec << ")(" << first << ");\n" << loop(update, vectorBody);
+    src << "  vstore" << lanes << "(" << out << ", 0, out0 + o);\n}\n";
+    k.source = src.str();
+    return k;
+  }
   if (arg) src << "  " << detail::cType(xt) << " best = 0;\n";
-  src << "  " << (arg ? "long" : acc) << " acc = " << init << ";\n" << loop(update);
+  src << "  " << (arg ? "long" : acc) << " acc = " << init << ";\n" << loop(update, body);
   src << "  out0[o] = (" << detail::cType(yt) << ")(" << result << ");\n}\n";
   k.source = src.str();
   return k;

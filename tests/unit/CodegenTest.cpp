@@ -1705,6 +1705,58 @@ TEST_CASE("reductions over any axes, with a fused prologue, and arg reductions m
   CHECK(run->outputs[3].data<int64_t>()[0] == 1);  // the last of the tied maxima
 }
 
+TEST_CASE("column reductions a vector of outputs per work-item (CPUs) match the interpreter") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  // Innermost axes of 16, 24, 12 and 4 kept (vectors of 16, 8, 4 and 4
+  // outputs), 7 (no whole vectors: one output per work-item); a prologue
+  // with an operand broadcast along the reduced axis; infinities for the
+  // extremes.
+  Graph g = test::parse(test::model(
+      "g (float[3,6,16] x, float[1,1,16] mu, float[2,5,24] y, float[4,3,12] w, float[3,5,4] v, float[5,7] u) => "
+      "(float[3,1,16] var, float[24] mean, float[3,12] mx, float[3,4] l2, float[7] mn, float[3,1,4] l1)", R"(
+    d = Sub (x, mu)
+    q = Mul (d, d)
+    var = ReduceMean <axes = [1]> (q)
+    mean = ReduceMean <axes = [0, 1], keepdims = 0> (y)
+    mx = ReduceMax <axes = [0], keepdims = 0> (w)
+    l2 = ReduceL2 <axes = [1], keepdims = 0> (v)
+    mn = ReduceMin <axes = [0], keepdims = 0> (u)
+    l1 = ReduceL1 <axes = [1]> (v)
+  )", 17));
+  std::vector<Tensor> inputs = randomInputs(g, 51);
+  inputs[3].data<float>()[5] = INFINITY;
+  inputs[3].data<float>()[36 + 7] = -INFINITY;
+  const std::vector<Tensor> reference = test::run(g, inputs);
+  Expected<std::vector<NodeRef>> order = g.topologicalOrder();
+  REQUIRE(order.ok());
+  std::vector<NodeRef> prologue;
+  std::vector<codegen::KernelGroup> groups;
+  for (NodeRef n : order.value()) {
+    const std::string op = g.node(n).op.str();
+    if (op == "Sub" || op == "Mul") prologue.push_back(n);
+    else if (g.node(n).outputs[0] == *g.findValue("var")) prologue.push_back(n), groups.emplace_back(prologue, "variance");
+    else groups.emplace_back(std::vector<NodeRef>{n}, "k" + std::to_string(groups.size()));
+  }
+  REQUIRE(groups.size() == 6);
+  for (const codegen::KernelGroup& grp : groups) {
+    Expected<codegen::KernelSource> k = codegen::emitReduce(g, grp.nodes, ops->catalog, grp.name, grp.name, true);
+    REQUIRE_MESSAGE(k.ok(), test::why(k));
+    INFO(k->source);
+    const bool minOf7 = g.node(grp.nodes.back()).op == "ReduceMin";
+    CHECK((k->source.find("vstore") != std::string::npos) == !minOf7);
+    CHECK_MESSAGE(codegen::compileToSpirv(k->source, k->name).ok(), k->source);
+  }
+  codegen::KernelOptions options;
+  options.vectorColumns = true;
+  Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, groups, ops->catalog, inputs, options);
+  REQUIRE_MESSAGE(run.ok(), test::why(run));
+  for (size_t i = 0; i < reference.size(); ++i) {
+    INFO(g.value(g.outputs()[i]).name);
+    test::checkClose(run->outputs[i], reference[i], 1e-5f);
+  }
+  CHECK(std::isinf(run->outputs[2].data<float>()[5]));
+}
+
 TEST_CASE("the straight-line exp is accurate over float's whole range") {
   std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
   Graph g = test::parse(test::model("g (float[4001] x) => (float[4001] y)", "y = Exp (x)"));

@@ -83,8 +83,11 @@ bool isAxisReduction(const Graph& g, NodeRef n);
 
 /// Generates the kernel for `members` (topological order; the reduction
 /// last). Errors are `unsupported` for groups outside the family.
+/// With `vectorColumns` (for CPUs), a float sum, mean, sum of squares,
+/// L1/L2 norm or extreme that keeps the innermost axis takes 4, 8 or 16
+/// neighbouring outputs per work-item as one vector.
 Expected<KernelSource> emitReduce(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
-                                  const std::string& name, const std::string& comment);
+                                  const std::string& name, const std::string& comment, bool vectorColumns = false);
 
 // ---- index_map
 
