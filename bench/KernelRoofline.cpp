@@ -1,9 +1,12 @@
 /// Benchmark: generated loop kernels against the device's measured roof, in
-/// one run. First measures the roof on this device (an FMA kernel with
-/// float16 accumulators; a triad for DRAM bandwidth), then times the gemm
-/// family on the BERT-base layer's shapes for several tilings and prints
-/// GFLOP/s and the fraction of the measured peak.
-///   build/bench/kernel_roofline
+/// one run. First measures the roof on this device (FMA chains; a triad for
+/// DRAM bandwidth), then times the zoo's shapes family by family: GEMMs
+/// and convs for several tilings (GFLOP/s, fraction of peak), attention,
+/// and the memory-bound kernels (fraction of the triad): depthwise convs,
+/// matrix-vector products, global pools, and groups of the other families
+/// (pointwise chains, row and column reductions, data movement) fused
+/// beside one kernel per op.
+///   build/bench/kernel_roofline [--bandwidth: roofs and memory-bound rows only]
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -449,7 +452,7 @@ int main(int argc, char** argv) {
       launches += one->first > 0;
     }
     if (!fused) return false;
-    const std::string perOpKernel = "per op (" + std::to_string(launches) + " kernels)";
+    const std::string perOpKernel = "per op (" + std::to_string(launches) + (launches == 1 ? " kernel)" : " kernels)");
     for (const auto& [kernel, timed] : {std::pair<std::string, std::pair<double, double>>{"fused (1 kernel)", *fused}, {perOpKernel, perOp}})
       std::printf("%-22s %-16s %-20s %10.3f %10.1f %7.0f%%\n", what, shape, kernel.c_str(), timed.first * 1e3,
                   timed.second / timed.first / 1e9, 100.0 * timed.second / timed.first / 1e9 / triad);
