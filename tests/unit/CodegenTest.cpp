@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <set>
 
 #include "TestUtil.h"
 #include "fusec/codegen/Executor.h"
@@ -70,6 +71,39 @@ void checkTilings(const Graph& g, const Plan& plan, const OpCatalog& catalog, co
       test::checkClose(run->outputs[i], reference[i], tolerance);
     }
   }
+}
+
+/// Runs `groups` on the device with `options` and checks each of `g`'s
+/// outputs against `reference` within `tolerance`; the run, for more checks.
+codegen::DeviceRun runAndCheck(const Graph& g, const std::vector<codegen::KernelGroup>& groups, const OpCatalog& catalog,
+                               const std::vector<Tensor>& inputs, const std::vector<Tensor>& reference,
+                               const codegen::KernelOptions& options, float tolerance) {
+  Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, groups, catalog, inputs, options);
+  REQUIRE_MESSAGE(run.ok(), test::why(run));
+  for (size_t i = 0; i < reference.size(); ++i) {
+    INFO(g.value(g.outputs()[i]).name);
+    test::checkClose(run->outputs[i], reference[i], tolerance);
+  }
+  return std::move(run.value());
+}
+
+/// `g`'s nodes as kernel groups, in topological order: the nodes computing
+/// the values `fused` as one group named `name`, every other node alone.
+std::vector<codegen::KernelGroup> fuseOneGroup(const Graph& g, const std::set<std::string>& fused, const std::string& name) {
+  Expected<std::vector<NodeRef>> order = g.topologicalOrder();
+  REQUIRE(order.ok());
+  std::vector<NodeRef> members;
+  std::vector<codegen::KernelGroup> groups;
+  for (NodeRef n : order.value()) {
+    if (!fused.count(g.value(g.node(n).outputs[0]).name)) {
+      groups.emplace_back(std::vector<NodeRef>{n}, "k" + std::to_string(groups.size()));
+      continue;
+    }
+    members.push_back(n);
+    if (members.size() == fused.size()) groups.emplace_back(members, name);
+  }
+  REQUIRE(members.size() == fused.size());
+  return groups;
 }
 
 /// Runs the whole graph as one kernel group.
@@ -238,12 +272,7 @@ g (float[2,3,7,7] x, float[5,16] r, float[4,5] t)
     }
     codegen::KernelOptions options;
     options.rowReducePerWorkItem = perWorkItem;
-    Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, groups, ops->catalog, inputs, options);
-    REQUIRE_MESSAGE(run.ok(), test::why(run));
-    for (size_t i = 0; i < reference.size(); ++i) {
-      INFO(g.value(g.outputs()[i]).name);
-      test::checkClose(run->outputs[i], reference[i], 1e-5f);
-    }
+    runAndCheck(g, groups, ops->catalog, inputs, reference, options, 1e-5f);
   }
 }
 
@@ -290,13 +319,7 @@ TEST_CASE("normalizations a work-item per row (CPUs) compute as float vectors an
     }
     codegen::KernelOptions options;
     options.rowReducePerWorkItem = true;
-    Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, groups, ops->catalog, inputs, options);
-    REQUIRE_MESSAGE(run.ok(), test::why(run));
-    CHECK(run->kernelTimes.size() == groups.size());
-    for (size_t i = 0; i < reference.size(); ++i) {
-      INFO(g.value(g.outputs()[i]).name);
-      test::checkClose(run->outputs[i], reference[i], 1e-4f);
-    }
+    CHECK(runAndCheck(g, groups, ops->catalog, inputs, reference, options, 1e-4f).kernelTimes.size() == groups.size());
   }
 }
 
@@ -1688,18 +1711,8 @@ TEST_CASE("reductions over any axes, with a fused prologue, and arg reductions m
   x.data<float>()[4] = x.data<float>()[0] = 5.f;  // a tie along axis 1: select_last_index decides
   std::vector<Tensor> inputs = {x, randomTensor({4}, 8)};
   std::vector<Tensor> reference = test::run(g, inputs);
-  Expected<std::vector<NodeRef>> order = g.topologicalOrder();
-  REQUIRE(order.ok());
   // Add and Exp fused into the ReduceSum's kernel; the rest alone.
-  std::vector<NodeRef> prologue;
-  std::vector<codegen::KernelGroup> groups;
-  for (NodeRef n : order.value()) {
-    const std::string op = g.node(n).op.str();
-    if (op == "Add" || op == "Exp") prologue.push_back(n);
-    else if (op == "ReduceSum") prologue.push_back(n), groups.emplace_back(prologue, "sum_of_exp");
-    else groups.emplace_back(std::vector<NodeRef>{n});
-  }
-  REQUIRE(prologue.size() == 3);
+  const std::vector<codegen::KernelGroup> groups = fuseOneGroup(g, {"t", "e", "s"}, "sum_of_exp");
   Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, groups, ops->catalog, inputs);
   REQUIRE_MESSAGE(run.ok(), test::why(run));
   CHECK(run->kernelTimes.size() == 5);
@@ -1731,16 +1744,7 @@ TEST_CASE("column reductions a vector of outputs per work-item (CPUs) match the 
   inputs[3].data<float>()[5] = INFINITY;
   inputs[3].data<float>()[36 + 7] = -INFINITY;
   const std::vector<Tensor> reference = test::run(g, inputs);
-  Expected<std::vector<NodeRef>> order = g.topologicalOrder();
-  REQUIRE(order.ok());
-  std::vector<NodeRef> prologue;
-  std::vector<codegen::KernelGroup> groups;
-  for (NodeRef n : order.value()) {
-    const std::string op = g.node(n).op.str();
-    if (op == "Sub" || op == "Mul") prologue.push_back(n);
-    else if (g.node(n).outputs[0] == *g.findValue("var")) prologue.push_back(n), groups.emplace_back(prologue, "variance");
-    else groups.emplace_back(std::vector<NodeRef>{n}, "k" + std::to_string(groups.size()));
-  }
+  const std::vector<codegen::KernelGroup> groups = fuseOneGroup(g, {"d", "q", "var"}, "variance");
   REQUIRE(groups.size() == 6);
   for (const codegen::KernelGroup& grp : groups) {
     Expected<codegen::KernelSource> k = codegen::emitReduce(g, grp.nodes, ops->catalog, grp.name, grp.name, true);
@@ -1752,13 +1756,8 @@ TEST_CASE("column reductions a vector of outputs per work-item (CPUs) match the 
   }
   codegen::KernelOptions options;
   options.vectorColumns = true;
-  Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, groups, ops->catalog, inputs, options);
-  REQUIRE_MESSAGE(run.ok(), test::why(run));
-  for (size_t i = 0; i < reference.size(); ++i) {
-    INFO(g.value(g.outputs()[i]).name);
-    test::checkClose(run->outputs[i], reference[i], 1e-5f);
-  }
-  CHECK(std::isinf(run->outputs[2].data<float>()[5]));
+  const codegen::DeviceRun run = runAndCheck(g, groups, ops->catalog, inputs, reference, options, 1e-5f);
+  CHECK(std::isinf(run.outputs[2].data<float>()[5]));
 }
 
 TEST_CASE("the straight-line exp is accurate over float's whole range") {
