@@ -725,6 +725,18 @@ std::optional<KernelSource> emitStridedRows(const Graph& g, const std::vector<No
     strides.push_back(read->strides[k]);
   }
   if (shape.empty()) shape = strides = {1};
+  // A row so long that few work-items would share the copy (a Slice of
+  // whole leading rows merges into one) is cut at a divisor.
+  if (shape.back() > 1024)
+    for (int64_t c = 1024; c >= 64; --c)
+      if (shape.back() % c == 0) {
+        const int64_t step = strides.back();
+        shape.back() /= c;
+        strides.back() = step * c;
+        shape.push_back(c);
+        strides.push_back(step);
+        break;
+      }
   const int64_t width = shape.back(), step = strides.back(), rows = total / width;
   // Rows per work-item: at least 64 elements each while 64 work-items remain.
   const int64_t perItem = std::clamp<int64_t>((64 + width - 1) / width, 1, std::max<int64_t>(1, rows / 64));

@@ -500,11 +500,12 @@ TEST_CASE("views copied a row at a time (CPUs) move the same bits as the element
   std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
   // Rows of 3 (two per work-item, the last work-item's second past the
   // end), a strided Slice whose dims merge into rows of 5 at stride 2, a
-  // head split (Reshape then Transpose, one group), 64-bit elements, and a
-  // reversed Slice, which is not a strided view and keeps the element form.
+  // head split (Reshape then Transpose, one group), 64-bit elements, a
+  // Slice of whole rows (one contiguous run, cut for more work-items), and
+  // a reversed Slice, which is not a strided view and keeps the element form.
   Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
-g (float[9,15,3] x, float[4,10,12] z, float[1,6,8] h, int64[5,7] n)
-  => (float[15,9,3] t, float[2,10,5] sl, float[1,2,6,4] heads, int64[7,5] nt, float[4,10,3] rev) {
+g (float[9,15,3] x, float[4,10,12] z, float[1,6,8] h, int64[5,7] n, float[4,600] big)
+  => (float[15,9,3] t, float[2,10,5] sl, float[1,2,6,4] heads, int64[7,5] nt, float[4,10,3] rev, float[2,600] rows) {
   t = Transpose <perm = [1, 0, 2]> (x)
   st = Constant <value = int64[2] {1, 3}> ()
   en = Constant <value = int64[2] {3, 12}> ()
@@ -520,20 +521,23 @@ g (float[9,15,3] x, float[4,10,12] z, float[1,6,8] h, int64[5,7] n)
   rax = Constant <value = int64[1] {2}> ()
   rsp = Constant <value = int64[1] {-4}> ()
   rev = Slice (z, rst, ren, rax, rsp)
+  bst = Constant <value = int64[1] {1}> ()
+  ben = Constant <value = int64[1] {3}> ()
+  rows = Slice (big, bst, ben)
 }
 )");
   std::vector<int64_t> counting(35);
   for (size_t i = 0; i < counting.size(); ++i) counting[i] = (int64_t{1} << 40) + static_cast<int64_t>(i);
   std::vector<Tensor> inputs = {randomTensor({9, 15, 3}, 41), randomTensor({4, 10, 12}, 42), randomTensor({1, 6, 8}, 43),
-                                test::ints({5, 7}, counting)};
+                                test::ints({5, 7}, counting), randomTensor({4, 600}, 44)};
   std::vector<Tensor> reference = test::run(g, inputs);
   auto group = [&](std::initializer_list<const char*> results) {
     std::vector<NodeRef> out;
     for (const char* r : results) out.push_back(*g.producer(*g.findValue(r)));
     return out;
   };
-  const std::vector<std::vector<NodeRef>> groups = {group({"t"}), group({"sl"}), group({"r", "heads"}), group({"nt"}),
-                                                    group({"rev"})};
+  const std::vector<std::vector<NodeRef>> groups = {group({"t"}),  group({"sl"}),   group({"r", "heads"}),
+                                                    group({"nt"}), group({"rows"}), group({"rev"})};
   std::vector<codegen::KernelGroup> kernels;
   for (const std::vector<NodeRef>& members : groups) {
     Expected<codegen::KernelSource> k = codegen::emitIndexMap(g, members, ops->catalog, "rows", "rows", true);
@@ -543,6 +547,8 @@ g (float[9,15,3] x, float[4,10,12] z, float[1,6,8] h, int64[5,7] n)
     CHECK(rows == (&members != &groups.back()));
     if (&members == &groups[0]) CHECK(k->source.find("2 row(s) per work-item") != std::string::npos);
     if (&members == &groups[1]) CHECK(k->source.find("copied 5 elements") != std::string::npos);
+    // Two rows of 600 merge into one of 1200, cut again at 600.
+    if (&members == &groups[4]) CHECK(k->source.find("copied 600 elements") != std::string::npos);
     Expected<codegen::SpirvModule> spv = codegen::compileToSpirv(k->source, k->name);
     CHECK_MESSAGE(spv.ok(), test::why(spv));
     kernels.emplace_back(members, "", "", "index_map");
