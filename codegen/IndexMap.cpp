@@ -36,6 +36,12 @@ std::vector<int64_t> intsAttr(const NodeData& d, const char* name) {
   return a && std::holds_alternative<std::vector<int64_t>>(*a) ? std::get<std::vector<int64_t>>(*a) : std::vector<int64_t>{};
 }
 
+/// Whether `n` keeps its operand's bytes in their order (a reshape).
+bool keepsBytes(const Graph& g, NodeRef n) {
+  const std::string op = g.node(n).op.str();
+  return op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity";
+}
+
 /// Declarations of the coordinates c0, c1, ... (long) of linear index
 /// `index` in `space`. Where the space has fewer than 2^31 elements they
 /// are divided out in 32 bits: a 64-bit division takes several times as
@@ -652,10 +658,7 @@ namespace {
 /// reads its inputs and writes its results, and nothing in between.
 Expected<KernelSource> emitIndexMapChain(const Graph& g, const std::vector<NodeRef>& members, const std::string& name,
                                          const std::string& comment) {
-  const bool onlyViews = std::all_of(members.begin(), members.end(), [&](NodeRef n) {
-    const std::string op = g.node(n).op.str();
-    return op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze";
-  });
+  const bool onlyViews = std::all_of(members.begin(), members.end(), [&](NodeRef n) { return keepsBytes(g, n); });
   if (onlyViews) return Error{"reshapes alone are views of their input, no kernel", true};
   Expected<IndexMapFetches> fetches = indexMapFetches(g, members, 0);
   if (!fetches) return fetches.error();
@@ -702,8 +705,11 @@ Expected<KernelSource> emitIndexMapChain(const Graph& g, const std::vector<NodeR
 /// as the view allows. Nothing when the group is not such a view.
 std::optional<KernelSource> emitStridedRows(const Graph& g, const std::vector<NodeRef>& members, const std::string& name,
                                             const std::string& comment) {
+  // Reshapes alone keep their bytes (views: chains of them are refused
+  // below, a lone one copies element by element where a plan asks).
+  const bool reshapesOnly = std::all_of(members.begin(), members.end(), [&](NodeRef n) { return keepsBytes(g, n); });
   const GroupBoundary boundary = groupBoundary(g, members);
-  if (boundary.outputs.size() != 1) return std::nullopt;
+  if (reshapesOnly || boundary.outputs.size() != 1) return std::nullopt;
   const ValueId out = boundary.outputs[0];
   std::vector<NodeRef> chain;
   Expected<detail::StridedView> read = detail::readView(g, out, std::set<NodeRef>(members.begin(), members.end()), chain);
