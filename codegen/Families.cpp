@@ -74,6 +74,16 @@ std::vector<FunctionFamily::Spec> specs() {
          return isGemmGroup(g, grp) && g.node(gemmHead(g, grp)).op != "Conv";
        },
        gemm(false)},
+      {"gemm_horizontal", "two or more MatMuls or Gemms of one input (float32, static shapes: attention's Q, K and V "
+       "projections), each followed by elementwise ops on its own result, as one launch: each product tiled as "
+       "gemm_epilogue tiles it alone (without work-group barriers: a panel owned by each work-item, as on CPUs, or a "
+       "tile per work-item), the launch's work-groups divided among them",
+       "it is not two or more MatMuls or Gemms of one input, each with elementwise ops on its own result",
+       [](const Graph& g, const Group& grp, const OpCatalog&) { return isHorizontalGemmGroup(g, grp); },
+       [](const Graph& g, const Group& group, const OpCatalog& catalog, const std::string& name, const std::string& comment,
+          const KernelOptions& options) {
+         return emitGemmHorizontal(g, group, catalog, name, comment, [&](const NodeData& head) { return options.gemmFor(head); });
+       }},
       {"conv_epilogue", "a Conv (any groups, strides, dilations and pads; tiled as an implicit GEMM, gathered "
        "directly when it cannot be tiled; depthwise convs computed directly, weights in registers) followed by "
        "elementwise ops on its result; before it, a per-channel scale of its input (Mul by [N, C, 1, 1]), or a "

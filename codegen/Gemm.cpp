@@ -3,7 +3,10 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <optional>
+#include <regex>
+#include <set>
 #include <sstream>
 
 #include "ElementwiseEmitter.h"
@@ -187,13 +190,19 @@ struct EpilogueKernel {
   size_t operands = 0;    ///< the head's inputs, in0 .. in<operands - 1>, before the epilogue's
 
   /// The kernel's parameter list, `(in0, in1[, in2], ..., out0, ...)`.
-  std::string signature() const {
-    std::string s = "(";
+  std::string signature() const { return "(" + inputParameters() + "," + outputParameters() + ")"; }
+  /// Its parameters before the results', and the results'.
+  std::string inputParameters() const {
+    std::string s;
     for (size_t i = 0; i < operands; ++i)
       s += std::string(i ? "," : "") + "\n    __global const float* restrict in" + std::to_string(i);
-    if (!params.empty()) s += ",\n    " + params;
-    for (size_t o = 0; o < k.outputs.size(); ++o) s += ",\n    __global float* restrict out" + std::to_string(o);
-    return s + ")";
+    return params.empty() ? s : s + ",\n    " + params;
+  }
+  std::string outputParameters() const {
+    std::string s;
+    for (size_t o = 0; o < k.outputs.size(); ++o)
+      s += std::string(o ? "," : "") + "\n    __global float* restrict out" + std::to_string(o);
+    return s;
   }
 
   /// The statements after the epilogue: every result stored at `i`.
@@ -861,8 +870,36 @@ Expected<ConvPair> convPair(const Graph& g, const std::vector<NodeRef>& members)
 
 }  // namespace
 
+namespace {
+
+/// One product of a horizontal kernel (emitGemmHorizontal): the tiled
+/// kernel emitGemm would build, as a function the launch's kernel calls for
+/// its share of the work-groups. The prelude, the helpers and the local
+/// memory are the kernel's, once for all its products.
+struct GemmPart {
+  std::string helpers;   ///< vector helpers the function calls
+  std::string function;  ///< `void NAME(PARAMS, const int fusec_id[, __local VEC* panel])`, its macros undefined after it
+  std::string inputs, outputs;  ///< the product's kernel parameters: in0, ...; out0, ...
+  std::string panel;     ///< the panel's element type; empty when it stages none
+  bool byGroup = false;  ///< fusec_id counts work-groups (a staged or owned panel), else work-items
+};
+
+Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
+                                      const std::string& name, const std::string& comment, const GemmTiling& tiling,
+                                      GemmPart* part);
+
+}  // namespace
+
 Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
                                 const std::string& name, const std::string& comment, const GemmTiling& tiling) {
+  return emitGemmKernel(g, members, catalog, name, comment, tiling, nullptr);
+}
+
+namespace {
+
+Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
+                                      const std::string& name, const std::string& comment, const GemmTiling& tiling,
+                                      GemmPart* part) {
   if (!isGemmGroup(g, members)) return Error{"group `" + name + "` does not start with a MatMul, Gemm or Conv", true};
   Expected<ConvPair> pair = convPair(g, members);
   if (!pair) return pair.error();
@@ -875,6 +912,8 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
     if (sc || pro) return Error{"a channel scale joins a conv alone, not a pair of convs", true};
     cs = found.value();
   }
+  if (part && (sc || pro || cs || g.node(gemmHead(g, members)).op == "Conv"))
+    return Error{"a product of a horizontal GEMM is a MatMul or Gemm and elementwise ops on its result", true};
   if (pro && pro->dense) {
     if (tiling.stagedPrologue)
       return Error{"a dense conv computing a 1x1 conv's input is built only where each work-item computes its own "
@@ -898,8 +937,12 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   if (!sc && !pro && !cs && tiling.directDepthwise && geo->conv && geo->groups > 1 && geo->K == geo->KH * geo->KW && geo->KH * geo->KW <= 64)
     return emitDepthwise(g, members, catalog, name, comment, geo.value(), depthwiseWidth(geo.value()),
                          tiling.depthwiseRowGather, tiling.depthwiseOwnedBytes);
-  if (!sc && !pro && !cs && tiling.gemv && isGemv(geo.value()))
+  if (!sc && !pro && !cs && tiling.gemv && isGemv(geo.value())) {
+    if (part)
+      return Error{"`" + mm.name + "` is a matrix-vector product (one row), which streams its weights in a kernel of "
+                   "its own; a horizontal GEMM tiles products of several rows", true};
     return emitGemv(g, members, catalog, name, comment, geo.value(), tiling.gemvSplitK);
+  }
   const int64_t M = geo->M, N = geo->N, K = geo->K;
   const Shape ps = g.value(p).type.staticShape();
   // Few rows per group (depthwise convs): one row per tile.
@@ -984,6 +1027,7 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   if (!ek) return ek.error();
   KernelSource& k = ek->k;
   if (M == 0 || N == 0 || shapeNumel(geo->batch) == 0) {
+    if (part) return Error{"`" + mm.name + "` is an empty product", true};
     k.globalSize = 0;  // never launched
     k.source = "// " + comment + "\n// An empty product: nothing to compute.\n__kernel void " + name + ek->signature() + " {}\n";
     return k;
@@ -1069,6 +1113,12 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   const bool contiguousB = geo->bn == 1;
 
   std::ostringstream src;
+  // The kernel, or a part's function with the macros it defined undefined after it.
+  auto finish = [&](const std::ostringstream& text) -> Expected<KernelSource> {
+    if (part) part->function = text.str() + "#undef M\n#undef N\n#undef K\n";
+    else k.source = text.str();
+    return k;
+  };
   src << "// " << comment << "\n";
   if (geo->conv)
     src << "// Conv as an implicit GEMM: A = weights, B = the input through the window" << (geo->im2col ? " (gathered)" : "")
@@ -1083,9 +1133,15 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   if (pro)
     src << ",\n// B's rows are the " << (pro->dense ? "" : "depthwise ") << "conv's output channels (" << pro->geo.KH << "x"
         << pro->geo.KW << ", stride " << pro->geo.SH << "x" << pro->geo.SW << ") and the ops after it, computed as the panel is staged";
-  src << ".\n" << detail::Emitter::prelude();
+  src << ".\n";
+  if (part) {
+    part->helpers = ek->vectorHelpers;
+  } else {
+    src << detail::Emitter::prelude();
+  }
   // Each vector helper once: the prologue's and the epilogue's are the same functions at the same width.
-  if (prologueHelpers.find(ek->vectorHelpers) != std::string::npos) src << prologueHelpers;
+  if (part) {
+  } else if (prologueHelpers.find(ek->vectorHelpers) != std::string::npos) src << prologueHelpers;
   else if (ek->vectorHelpers.find(prologueHelpers) != std::string::npos) src << ek->vectorHelpers;
   else src << prologueHelpers << ek->vectorHelpers;
   src << "#define M " << M << "\n#define N " << N << "\n#define K " << K << "  // within this program only\n";
@@ -1131,12 +1187,23 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
     for (int j = 0; j < W; ++j) src << (j ? ", " : "") << "b[off.s" << kLanes[j] << "]";
     src << ");\n  return select((" << vec << ")(0.0f), v, inside);\n}\n";
   }
-  src << "__kernel ";
-  if (staged) src << "__attribute__((reqd_work_group_size(" << L << ", 1, 1))) ";
-  if (ownPanel) src << "__attribute__((reqd_work_group_size(1, 1, 1))) ";
-  src << "void " << name << ek->signature() << " {\n";
+  // A part's work-group or work-item, counted from its first.
+  const std::string id = part ? "fusec_id" : staged || ownPanel ? "get_group_id(0)" : "get_global_id(0)";
+  if (part) {
+    part->inputs = ek->inputParameters();
+    part->outputs = ek->outputParameters();
+    part->byGroup = staged || ownPanel;
+    part->panel = staged || ownPanel ? vec : "";
+    src << "inline void " << name << ek->signature().substr(0, ek->signature().size() - 1) << ",\n    const int fusec_id"
+        << (part->panel.empty() ? "" : ", __local " + vec + "* restrict panel") << ") {\n";
+  } else {
+    src << "__kernel ";
+    if (staged) src << "__attribute__((reqd_work_group_size(" << L << ", 1, 1))) ";
+    if (ownPanel) src << "__attribute__((reqd_work_group_size(1, 1, 1))) ";
+    src << "void " << name << ek->signature() << " {\n";
+  }
   if (ownPanel) {
-    src << "  const int grp = get_group_id(0);\n";
+    src << "  const int grp = " << id << ";\n";
     src << "  const int colPanel = grp % " << NT << ", split = (grp / " << NT << ") % " << splits << ", bt = grp / " << NT * splits
         << ";\n";
   } else if (staged) {
@@ -1145,12 +1212,12 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
     // panel otherwise: a conv's weights, megabytes at 512 channels).
     // About 13 % less time summed over kernel_roofline's gemm and conv shapes
     // (two alternating runs); whole ResNet-18 and BERT runs: unchanged within noise.
-    src << "  const int lid = get_local_id(0), grp = get_group_id(0);\n";
+    src << "  const int lid = get_local_id(0), grp = " << id << ";\n";
     src << "  const int m0 = (((grp / " << NT << ") % " << RB << ") * " << L << " + lid) * " << TM << ", colPanel = grp % " << NT
         << ", bt = grp / " << NT * RB << ";\n";
   } else {
     // Row tiles vary fastest: neighbouring work-items share B's column panel.
-    src << "  const int gid = get_global_id(0);\n";
+    src << "  const int gid = " << id << ";\n";
     src << "  const int m0 = (gid % " << MT << ") * " << TM << ", colPanel = (gid / " << MT << ") % " << NT
         << ", bt = gid / " << NT * MT << ";\n";
   }
@@ -1316,7 +1383,7 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   };
   if (ownPanel) {
     src << ek->laneMacro(e, W, prologue);
-    src << "  __local " << vec << " panel[K];\n";
+    if (!part) src << "  __local " << vec << " panel[K];\n";
     if (pro && pro->dense) {
       // The prologue conv as a GEMM of its own: its K output channels by
       // the panel's W columns, its window rows gathered KB1 at a time into
@@ -1355,12 +1422,11 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
     src << "    }\n";
     tileStores("    ");
     src << "  }\n#undef FUSEC_EPILOGUE\n}\n";
-    k.source = src.str();
-    return k;
+    return finish(src);
   }
   tileStart("  ");
   if (staged) {
-    src << "  __local " << vec << " panel[" << KB << "];\n";
+    if (!part) src << "  __local " << vec << " panel[" << KB << "];\n";
     src << "  for (int k0 = 0; k0 < K; k0 += " << KB << ") {\n";
     src << "    barrier(CLK_LOCAL_MEM_FENCE);\n";
     if (pro) {
@@ -1432,10 +1498,135 @@ Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& memb
   src << ek->laneMacro(e, W, prologue);
   tileStores("  ");
   src << "#undef FUSEC_EPILOGUE\n}\n";
+  return finish(src);
+}
+
+}  // namespace
+
+namespace {
+
+/// The products of a horizontal group, each its MatMul or Gemm (reading
+/// the first member's A) and the members computed from its result alone;
+/// an error says which member breaks that shape.
+Expected<std::vector<std::vector<NodeRef>>> horizontalProducts(const Graph& g, const std::vector<NodeRef>& members) {
+  if (members.empty()) return Error{"the group is empty", true};
+  const ValueId a = g.node(members.front()).inputs.empty() ? kNoValue : g.node(members.front()).inputs[0];
+  std::vector<std::vector<NodeRef>> products;
+  std::map<ValueId, size_t> owner;  // the product each value of the group belongs to
+  for (NodeRef n : members) {
+    const NodeData& d = g.node(n);
+    std::set<size_t> reads;
+    for (ValueId v : d.inputs)
+      if (auto it = owner.find(v); it != owner.end()) reads.insert(it->second);
+    const bool head = d.domain.empty() && (d.op == "MatMul" || d.op == "Gemm") && !d.inputs.empty() && d.inputs[0] == a;
+    size_t product = products.size();
+    if (head && reads.empty()) {
+      products.emplace_back();
+    } else if (reads.size() == 1) {
+      product = *reads.begin();
+    } else {
+      return Error{"`" + d.name + "` " +
+                       (reads.empty() ? "is neither a MatMul or Gemm of the products' shared input nor computed from one"
+                                      : "reads the results of two products"),
+                   true};
+    }
+    products[product].push_back(n);
+    for (ValueId v : d.outputs) owner[v] = product;
+  }
+  if (products.size() < 2) return Error{"it has one product; a horizontal GEMM has two or more sharing their input", true};
+  return products;
+}
+
+/// `p<part>_in3` for `in3`: the kernel's name for a part's parameter.
+std::string partParameters(const std::string& params, size_t part) {
+  static const std::regex name(R"(\b(in|out)(\d+)\b)");
+  return std::regex_replace(params, name, "p" + std::to_string(part) + "_$1$2");
+}
+
+}  // namespace
+
+bool isHorizontalGemmGroup(const Graph& g, const std::vector<NodeRef>& members) {
+  return static_cast<bool>(horizontalProducts(g, members));
+}
+
+Expected<KernelSource> emitGemmHorizontal(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
+                                          const std::string& name, const std::string& comment,
+                                          const std::function<GemmTiling(const NodeData&)>& tilingFor) {
+  Expected<std::vector<std::vector<NodeRef>>> products = horizontalProducts(g, members);
+  if (!products) return products.error();
+  KernelSource k;
+  k.name = name;
+  std::ostringstream functions, calls;
+  std::vector<std::string> helpers;  // each helper function once
+  std::string inputs, outputs;  // the kernel's parameters: every product's inputs, then every product's results
+  size_t first = 0, localSize = 0;
+  bool byGroup = false;
+  for (size_t p = 0; p < products->size(); ++p) {
+    const std::vector<NodeRef>& product = (*products)[p];
+    const NodeData& head = g.node(product.front());
+    GemmPart part;
+    const std::string fn = name + "_p" + std::to_string(p);
+    Expected<KernelSource> pk = emitGemmKernel(g, product, catalog, fn, "product " + std::to_string(p) + ": `" +
+                                               detail::Emitter::sanitize(head.name) + "`", tilingFor(head), &part);
+    if (!pk) return Error{"product `" + head.name + "`: " + pk.error().message, pk.error().unsupported};
+    // Work-groups staging a panel meet at barriers, which would sit under
+    // the branch picking the product: legal OpenCL (the branch is uniform
+    // in a work-group), but PoCL corrupted memory so when the staging loop
+    // took K in more than one pass (5x8 tiles, depth 16, K = 40).
+    if (pk->localSize > 1)
+      return Error{"product `" + head.name + "` is tiled by work-groups of " + std::to_string(pk->localSize) +
+                       " staging its panel between barriers; a horizontal GEMM takes products tiled without barriers "
+                       "(a panel owned by each work-item, as on CPUs, or a tile per work-item)",
+                   true};
+    if (p == 0) {
+      localSize = pk->localSize;
+      byGroup = part.byGroup;
+    } else if (pk->localSize != localSize || part.byGroup != byGroup) {
+      return Error{"its products are tiled in different work-groups (`" + g.node((*products)[0].front()).name + "` " +
+                       std::to_string(localSize) + ", `" + head.name + "` " + std::to_string(pk->localSize) +
+                       "); one launch has one work-group size",
+                   true};
+    }
+    // Helpers are whole `inline` functions; each printed once.
+    for (size_t at = part.helpers.find("inline "); at != std::string::npos;) {
+      const size_t next = part.helpers.find("\ninline ", at);
+      const std::string h = part.helpers.substr(at, next == std::string::npos ? std::string::npos : next + 1 - at);
+      if (std::find(helpers.begin(), helpers.end(), h) == helpers.end()) helpers.push_back(h);
+      at = next == std::string::npos ? next : next + 1;
+    }
+    functions << part.function;
+    const std::string renamed = partParameters(part.inputs + "," + part.outputs, p);
+    inputs += (inputs.empty() ? "" : ",") + partParameters(part.inputs, p);
+    outputs += "," + partParameters(part.outputs, p);
+    std::string args;
+    static const std::regex declared(R"(\bp\d+_(in|out)\d+\b)");
+    for (auto it = std::sregex_iterator(renamed.begin(), renamed.end(), declared); it != std::sregex_iterator(); ++it)
+      args += it->str() + ", ";
+    const size_t count = byGroup ? pk->globalSize / std::max<size_t>(localSize, 1) : pk->globalSize;
+    calls << "  " << (p == 0 ? "" : "else ") << (p + 1 < products->size() ? "if (id < " + std::to_string(first + count) + ") " : "")
+          << fn << "(" << args << "id - " << first << (part.panel.empty() ? "" : ", (__local " + part.panel + "*)fusec_local")
+          << ");\n";
+    first += count;
+    k.inputs.insert(k.inputs.end(), pk->inputs.begin(), pk->inputs.end());
+    k.outputs.insert(k.outputs.end(), pk->outputs.begin(), pk->outputs.end());
+    k.localMemBytes = std::max(k.localMemBytes, pk->localMemBytes);
+  }
+  k.globalSize = byGroup ? first * std::max<size_t>(localSize, 1) : first;
+  k.localSize = localSize;
+  k.localMemBytes = (k.localMemBytes + 63) / 64 * 64;
+  std::ostringstream src;
+  src << "// " << comment << "\n// " << products->size() << " products of one input as one launch (a horizontal GEMM): "
+      << (byGroup ? "work-groups" : "work-items") << " [0, " << first << ") split among them in order.\n";
+  src << detail::Emitter::prelude();
+  for (const std::string& h : helpers) src << h;
+  src << functions.str();
+  src << "__kernel ";
+  if (byGroup) src << "__attribute__((reqd_work_group_size(" << localSize << ", 1, 1))) ";
+  src << "void " << name << "(" << inputs << outputs << ") {\n";
+  if (k.localMemBytes > 0) src << "  __local float16 fusec_local[" << k.localMemBytes / 64 << "];\n";
+  src << "  const int id = " << (byGroup ? "get_group_id(0)" : "get_global_id(0)") << ";\n" << calls.str() << "}\n";
   k.source = src.str();
   return k;
 }
-
-
 
 }  // namespace fusec::codegen

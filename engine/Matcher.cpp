@@ -342,18 +342,45 @@ class Search {
     return matchProducer(b.producer, b.result, v, s, k);
   }
 
-  /// Sibling roots: search among consumers of the values bound so far.
+  /// How many ops a path from one of `node`'s operands up to the node
+  /// may pass: its pattern subtree's ops, a repetition counted as
+  /// kRepeatReach of them.
+  int reach(int node) const {
+    static constexpr int kRepeatReach = 8;
+    const PatternNode& pn = p_.nodes[static_cast<size_t>(node)];
+    int deepest = 0;
+    for (const PatternOperand& po : pn.operands) {
+      int producer = po.kind == PatternOperand::Kind::Node ? po.index : -1;
+      if (po.kind == PatternOperand::Kind::Binding) producer = p_.bindings[static_cast<size_t>(po.index)].producer;
+      if (producer >= 0 && producer != node) deepest = std::max(deepest, reach(producer));
+    }
+    return deepest + (pn.repeat == PatternNode::Repeat::Once ? 1 : kRepeatReach);
+  }
+
+  /// Sibling roots: search among the nodes downstream of the values bound
+  /// so far, as far as the root's pattern reaches (`q = Add(MatMul(x, w),
+  /// b)` beside another product of x is two ops from x), nearest first.
   bool matchOtherRoots(size_t r, State& s, const Cont& k) {
     if (r >= p_.roots.size()) return k(s);
     const int root = p_.roots[r];
     if (s.matched[static_cast<size_t>(root)]) return matchOtherRoots(r + 1, s, k);
     std::vector<NodeRef> candidates;
-    for (size_t b = 0; b < s.values.size(); ++b) {
-      if (s.values[b] == kNoValue) continue;
-      for (const Use& u : g_.uses(s.values[b]))
-        if (!s.uses(u.node) && std::find(candidates.begin(), candidates.end(), u.node) == candidates.end())
+    std::vector<ValueId> values;
+    for (ValueId v : s.values)
+      if (v != kNoValue) values.push_back(v);
+    for (int level = reach(root); level > 0 && !values.empty(); --level) {
+      std::vector<ValueId> next;
+      for (ValueId v : values)
+        for (const Use& u : g_.uses(v)) {
+          if (std::find(candidates.begin(), candidates.end(), u.node) != candidates.end()) continue;
           candidates.push_back(u.node);
+          for (ValueId out : g_.node(u.node).outputs)
+            if (out != kNoValue) next.push_back(out);
+        }
+      values = std::move(next);
     }
+    candidates.erase(std::remove_if(candidates.begin(), candidates.end(), [&](NodeRef n) { return s.uses(n); }),
+                     candidates.end());
     for (NodeRef c : candidates) {
       State before = s;
       if (matchNode(root, c, s, [&](State& st) { return matchOtherRoots(r + 1, st, k); })) return true;

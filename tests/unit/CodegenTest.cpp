@@ -11,6 +11,7 @@
 
 #include "TestUtil.h"
 #include "fusec/codegen/Executor.h"
+#include "fusec/codegen/Families.h"
 #include "fusec/codegen/Pointwise.h"
 #include "fusec/codegen/Emitters.h"
 #include "fusec/codegen/Gemm.h"
@@ -1929,4 +1930,74 @@ g (float[10] x) => (float[10] y) {
     CHECK(std::isfinite(run->outputs[0].data<float>()[i]));
     CHECK(run->outputs[0].data<float>()[i] == doctest::Approx(w).epsilon(1e-5));
   }
+}
+
+TEST_CASE("sibling products of one input as one launch (gemm_horizontal) match the interpreter in every tiling") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  // Three products of x ([2, 24, 40]: its batches rows of one product) of
+  // 32, 20 and 48 columns (20: a partial panel), the first two with a
+  // bias, the third with exact GELU's Erf and Tanh (vector helpers printed
+  // once), a fourth op reading x outside the group.
+  Graph g = test::parse(test::model(
+      "g (float[2,24,40] x, float[40,32] wq, float[32] bq, float[40,20] wk, float[20] bk, float[40,48] wv) => "
+      "(float[2,24,32] q, float[2,24,20] k, float[2,24,48] v, float[2,24,40] r)", R"(
+    mq = MatMul (x, wq)
+    q = Add (mq, bq)
+    mk = MatMul (x, wk)
+    k = Add (bk, mk)
+    mv = MatMul (x, wv)
+    ev = Erf (mv)
+    v = Tanh (ev)
+    r = Relu (x)
+  )", 17));
+  const std::vector<Tensor> inputs = randomInputs(g, 23);
+  const std::vector<Tensor> reference = test::run(g, inputs);
+  const std::vector<codegen::KernelGroup> groups = fuseOneGroup(g, {"mq", "q", "mk", "k", "mv", "ev", "v"}, "qkv");
+  REQUIRE(groups.size() == 2);
+  const codegen::KernelGroup& qkv = groups[0].name == "qkv" ? groups[0] : groups[1];
+  REQUIRE(codegen::isHorizontalGemmGroup(g, qkv.nodes));
+  // Panels owned by one work-item (CPUs), with K in one pass or three
+  // (depth 16), and untiled (a work-item per tile, no local memory).
+  codegen::GemmTiling owned{6, 16, 16, 128}, shallow{5, 8, 4, 16};
+  owned.shallowDepth = shallow.shallowDepth = 1024;
+  owned.shallowLocalRows = shallow.shallowLocalRows = 1;
+  for (const codegen::GemmTiling& t : {owned, shallow, codegen::GemmTiling{3, 4, 0, 0}}) {
+    INFO("tiling " << t.rows << "x" << t.width << " local " << t.localRows << " depth " << t.depth);
+    Expected<codegen::KernelSource> k =
+        codegen::emitGemmHorizontal(g, qkv.nodes, ops->catalog, "qkv", "qkv", [&](const NodeData&) { return t; });
+    REQUIRE_MESSAGE(k.ok(), test::why(k));
+    INFO(k->source);
+    CHECK(k->outputs.size() == 3);
+    CHECK((k->localMemBytes > 0) == (t.shallowLocalRows == 1));
+    CHECK_MESSAGE(codegen::compileToSpirv(k->source, k->name).ok(), k->source);
+    // Each helper function once, though two products call it.
+    const std::string w = std::to_string(t.width);
+    for (const std::string helper : {"fusec_erf" + w + "(const", "fusec_exp" + w + "(const"}) {
+      const size_t at = k->source.find(helper);
+      CHECK((at != std::string::npos && k->source.find(helper, at + 1) == std::string::npos));
+    }
+    const codegen::DeviceRun run = runAndCheck(g, groups, ops->catalog, inputs, reference, codegen::KernelOptions{.gemm = t}, 1e-4f);
+    CHECK(run.kernelTimes.size() == 2);
+  }
+  // Work-groups staging panels between barriers are refused.
+  Expected<codegen::KernelSource> staged =
+      codegen::emitGemmHorizontal(g, qkv.nodes, ops->catalog, "qkv", "qkv", [&](const NodeData&) { return codegen::GemmTiling{}; });
+  REQUIRE_FALSE(staged.ok());
+  CHECK(staged.error().message.find("staging its panel between barriers") != std::string::npos);
+  // What the family refuses, and why: an op reading two products; a
+  // matrix-vector product (one row), which has its own kernel.
+  Graph two = test::parse(test::model("g (float[1,64] x, float[32,64] wq, float[32,64] wk) => (float[1,32] s)",
+                                      "mq = Gemm <transB = 1> (x, wq)\nmk = Gemm <transB = 1> (x, wk)\ns = Add (mq, mk)"));
+  const codegen::CodegenFamily* family = codegen::findFamily("gemm_horizontal");
+  REQUIRE(family);
+  Expected<std::vector<NodeRef>> order = two.topologicalOrder();
+  REQUIRE(order.ok());
+  CHECK_FALSE(codegen::isHorizontalGemmGroup(two, order.value()));
+  Status mixed = family->canEmit(two, order.value(), ops->catalog, Target{});
+  REQUIRE_FALSE(mixed.ok());
+  CHECK(mixed.error().message.find("it is not two or more MatMuls or Gemms of one input") != std::string::npos);
+  const std::vector<NodeRef> products(order->begin(), order->begin() + 2);
+  Status gemv = family->canEmit(two, products, ops->catalog, Target{});
+  REQUIRE_FALSE(gemv.ok());
+  CHECK(gemv.error().message.find("matrix-vector product") != std::string::npos);
 }

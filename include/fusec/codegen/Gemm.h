@@ -9,6 +9,8 @@
 /// types (a scalar loop reached 30 of 230 GFLOP/s on the build machine).
 #pragma once
 
+#include <functional>
+
 #include "fusec/codegen/Pointwise.h"
 
 namespace fusec::codegen {
@@ -81,5 +83,21 @@ NodeRef gemmHead(const Graph& g, const std::vector<NodeRef>& members);
 
 Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
                                 const std::string& name, const std::string& comment, const GemmTiling& tiling = {});
+
+/// Whether `members` are two or more products of one input (MatMuls or
+/// Gemms whose A is the first member's), each with elementwise ops on its
+/// result alone: the Q, K and V projections of attention.
+bool isHorizontalGemmGroup(const Graph& g, const std::vector<NodeRef>& members);
+
+/// The gemm_horizontal family: the products of a horizontal group as one
+/// launch. Each product is tiled as emitGemm tiles it alone (`tilingFor` its
+/// MatMul or Gemm) into a function; the kernel hands each its range of
+/// work-groups (or work-items, for untiled panels), so one launch does what
+/// the separate kernels would, with A's rows read while in cache. Products
+/// that emitGemm would tile in different work-groups, matrix-vector
+/// products and convs are refused.
+Expected<KernelSource> emitGemmHorizontal(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
+                                          const std::string& name, const std::string& comment,
+                                          const std::function<GemmTiling(const NodeData&)>& tilingFor);
 
 }  // namespace fusec::codegen
