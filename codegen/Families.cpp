@@ -67,7 +67,9 @@ std::vector<FunctionFamily::Spec> specs() {
        "of keys, the scores kept in registers; Q, Kt and V may be read through chains of view ops (Slice, Reshape, "
        "Transpose, ...) and the result written through Transposes and reshapes, as strided views",
        "it is not MatMul, a constant scale, an optional mask, Softmax and MatMul",
-       [](const Graph& g, const Group& grp, const OpCatalog&) { return isAttentionGroup(g, grp); }, plain(emitAttention)},
+       [](const Graph& g, const Group& grp, const OpCatalog&) { return isAttentionGroup(g, grp); },
+       [](const Graph& g, const Group& group, const OpCatalog& catalog, const std::string& name, const std::string& comment,
+          const KernelOptions& options) { return emitAttention(g, group, catalog, name, comment, options.attentionOwnedKeys); }},
       {"gemm_epilogue", "a MatMul or Gemm (float32, static shapes) followed by elementwise ops on its result",
        "it does not start with a MatMul or Gemm",
        [](const Graph& g, const Group& grp, const OpCatalog&) {

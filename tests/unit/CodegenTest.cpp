@@ -1345,6 +1345,16 @@ g (float[2,5,8] q, float[5,8,2] kx, float[8,5,2] vx) => (float[8,5,2] y) {
     CHECK(attention->rule->name == c.rule);
     CHECK(attention->nodes.size() == c.members);
     checkTilings(g, plan, packs->catalog, inputs, reference, {codegen::GemmTiling{}}, 1e-5f);
+    // On a CPU, keys stored as rows (through the views) are transposed
+    // into each work-item's local memory (5 keys: a block of 4 and a tail;
+    // two chunks of query rows per head).
+    const codegen::KernelOptions cpu = codegen::KernelOptions::forTarget(target.value());
+    REQUIRE(cpu.attentionOwnedKeys);
+    Expected<codegen::KernelSource> owned = codegen::emitAttention(g, attention->nodes, packs->catalog, "attn", "attn", true);
+    REQUIRE_MESSAGE(owned.ok(), test::why(owned));
+    CHECK((owned->source.find("__local float kl[") != std::string::npos) == (c.rule != "attention"));
+    CHECK_MESSAGE(codegen::compileToSpirv(owned->source, owned->name).ok(), owned->source);
+    runAndCheck(g, codegen::planGroups(plan), packs->catalog, inputs, reference, cpu, 1e-5f);
     if (c.rule == "attention_views")  // the whole block is one kernel: nothing copied before or after
       CHECK(plan.groups.size() == 1);
   }
@@ -1972,11 +1982,11 @@ TEST_CASE("sibling products of one input as one launch (gemm_horizontal) match t
     CHECK_MESSAGE(codegen::compileToSpirv(k->source, k->name).ok(), k->source);
     // Each helper function once, though two products call it.
     const std::string w = std::to_string(t.width);
-    for (const std::string helper : {"fusec_erf" + w + "(const", "fusec_exp" + w + "(const"}) {
+    for (const std::string& helper : {"fusec_erf" + w + "(const", "fusec_exp" + w + "(const"}) {
       const size_t at = k->source.find(helper);
       CHECK((at != std::string::npos && k->source.find(helper, at + 1) == std::string::npos));
     }
-    const codegen::DeviceRun run = runAndCheck(g, groups, ops->catalog, inputs, reference, codegen::KernelOptions{.gemm = t}, 1e-4f);
+    const codegen::DeviceRun run = runAndCheck(g, groups, ops->catalog, inputs, reference, codegen::KernelOptions{.gemm = t, .gemmTilings = {}}, 1e-4f);
     CHECK(run.kernelTimes.size() == 2);
   }
   // Work-groups staging panels between barriers are refused.

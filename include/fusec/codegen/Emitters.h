@@ -134,8 +134,12 @@ Expected<IndexMapFetches> indexMapFetches(const Graph& g, const std::vector<Node
 /// (online softmax), so the scores never leave registers.
 bool isAttentionGroup(const Graph& g, const std::vector<NodeRef>& members);
 
+/// With `ownedKeys` (where local memory is emulated, as on a CPU), keys
+/// stored as rows (the heads of a projection, read through views) are
+/// transposed once per work-item into its local memory, and the work-item
+/// computes a chunk of its batch's query rows from them.
 Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
-                                     const std::string& name, const std::string& comment);
+                                     const std::string& name, const std::string& comment, bool ownedKeys = false);
 
 // ---- contraction
 

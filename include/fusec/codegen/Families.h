@@ -29,6 +29,7 @@ struct KernelOptions {
   bool rowReducePerWorkItem = false;           ///< lone row reductions: a work-item per row (emitRowReduce)
   bool stridedRowCopies = false;               ///< views copied a row per step (emitIndexMap; CPUs)
   bool vectorColumns = false;                  ///< column reductions a vector of outputs per work-item (emitReduce; CPUs)
+  bool attentionOwnedKeys = false;             ///< keys in rows transposed into a work-item's local memory (emitAttention; CPUs)
   /// Where sub-buffers may start, in bytes (the target's
   /// `mem_base_align_bytes`): a Concat whose inputs lie at multiples of it
   /// in its result has them written there by their producers and launches
@@ -99,6 +100,7 @@ struct KernelOptions {
       // 9.1 -> 3.5 ms (AVX2 PoCL device, least of two runs each).
       o.stridedRowCopies = true;
       o.vectorColumns = true;
+      o.attentionOwnedKeys = true;
       // Owned panels up to half the local memory at 16 lanes (8192 rows
       // in PoCL's 1 MiB).
       if (target.localMemBytes > 0)
