@@ -282,6 +282,53 @@ int main(int argc, char** argv) {
                   flops / sec / 1e9, 100.0 * flops / sec / 1e9 / peak);
   }
 
+  // BERT-base's Q, K and V projections of one input (128 tokens, 768 to
+  // 768 each, with their biases): the gemm_horizontal kernel (one launch)
+  // against the three gemm_epilogue kernels it replaces, in the tiling the
+  // device gets (KernelOptions::forDevice).
+  if (!bandwidthOnly) {
+    const int64_t S = 128, D = 768;
+    auto f32 = [](Shape s) { return TensorType::of(DType::Float32, std::move(s)); };
+    Graph g;
+    const ValueId x = g.addInput("x", f32({1, S, D}));
+    std::vector<NodeRef> nodes;
+    std::map<ValueId, codegen::Buffer> buffers;
+    buffers.emplace(x, device.upload(randomTensor({1, S, D}, rng)).value());
+    for (const char* name : {"q", "k", "v"}) {
+      const ValueId w = g.addConstant(std::string("w") + name, randomTensor({D, D}, rng));
+      const ValueId b = g.addConstant(std::string("b") + name, randomTensor({D}, rng));
+      const ValueId m = g.addValue(std::string("m") + name, f32({1, S, D})), y = g.addValue(name, f32({1, S, D}));
+      nodes.push_back(g.addNode("MatMul", {x, w}, {m}));
+      nodes.push_back(g.addNode("Add", {m, b}, {y}));
+      g.addOutput(y);
+      for (ValueId c : {w, b}) buffers.emplace(c, device.upload(*g.value(c).constant).value());
+      buffers.emplace(y, device.allocate(static_cast<size_t>(S * D) * 4).value());
+    }
+    auto time = [&](Expected<codegen::KernelSource> k) {
+      if (!k) {
+        std::fprintf(stderr, "qkv projections: %s\n", k.error().message.c_str());
+        return -1.0;
+      }
+      std::vector<codegen::KernelArg> args;
+      for (const std::vector<ValueId>* values : {&k->inputs, &k->outputs})
+        for (ValueId v : *values) args.push_back(codegen::KernelArg::of(buffers.at(v)));
+      return bestTime(device, k->source, k->name, args, k->globalSize, k->localSize);
+    };
+    const double horizontal =
+        time(codegen::emitGemmHorizontal(g, nodes, ops->catalog, "bench_qkv", "bench", [&](const NodeData&) { return fitted; }));
+    double separate = 0;
+    for (size_t i = 0; i < nodes.size() && separate >= 0; i += 2) {
+      const double t = time(codegen::emitGemm(g, {nodes[i], nodes[i + 1]}, ops->catalog, "bench_projection", "bench", fitted));
+      separate = t < 0 ? -1 : separate + t;
+    }
+    const double flops = 3 * 2.0 * S * D * D;
+    std::printf("\n%-22s %-16s %-20s %10s %10s %8s\n", "horizontal gemm", "3 x MxKxN", "kernel", "ms", "GFLOP/s", "of peak");
+    for (const auto& [kernel, sec] : {std::pair<const char*, double>{"gemm_horizontal (1)", horizontal}, {"gemm_epilogue (3)", separate}})
+      if (sec > 0)
+        std::printf("%-22s %-16s %-20s %10.3f %10.1f %7.0f%%\n", "bert-base q, k, v", "128x768x768", kernel, sec * 1e3,
+                    flops / sec / 1e9, 100.0 * flops / sec / 1e9 / peak);
+  }
+
   // MobileNetV2's depthwise 3x3 convs and EfficientNet-B0's 5x5 ones
   // (batch 1), through the conv_epilogue family's direct depthwise kernel:
   // memory bound, so judged against the triad bandwidth (input, weights
