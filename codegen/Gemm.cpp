@@ -1134,16 +1134,15 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
     src << ",\n// B's rows are the " << (pro->dense ? "" : "depthwise ") << "conv's output channels (" << pro->geo.KH << "x"
         << pro->geo.KW << ", stride " << pro->geo.SH << "x" << pro->geo.SW << ") and the ops after it, computed as the panel is staged";
   src << ".\n";
-  if (part) {
+  if (part) {  // the horizontal kernel prints the prelude and the helpers once for all its products
     part->helpers = ek->vectorHelpers;
   } else {
     src << detail::Emitter::prelude();
+    // Each vector helper once: the prologue's and the epilogue's are the same functions at the same width.
+    if (prologueHelpers.find(ek->vectorHelpers) != std::string::npos) src << prologueHelpers;
+    else if (ek->vectorHelpers.find(prologueHelpers) != std::string::npos) src << ek->vectorHelpers;
+    else src << prologueHelpers << ek->vectorHelpers;
   }
-  // Each vector helper once: the prologue's and the epilogue's are the same functions at the same width.
-  if (part) {
-  } else if (prologueHelpers.find(ek->vectorHelpers) != std::string::npos) src << prologueHelpers;
-  else if (ek->vectorHelpers.find(prologueHelpers) != std::string::npos) src << ek->vectorHelpers;
-  else src << prologueHelpers << ek->vectorHelpers;
   src << "#define M " << M << "\n#define N " << N << "\n#define K " << K << "  // within this program only\n";
   static const char* kLanes = "0123456789abcdef";
   // The windowed input's rows: the conv's own, or a dense prologue's.
