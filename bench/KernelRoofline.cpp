@@ -55,6 +55,20 @@ double bestTime(codegen::Device& device, const std::string& source, const std::s
   return best;
 }
 
+/// A generated kernel's best time on `buffers` (by value: its operands
+/// and results); -1 after printing why when it was not generated.
+double bestTime(codegen::Device& device, Expected<codegen::KernelSource> k,
+                const std::map<ValueId, codegen::Buffer>& buffers) {
+  if (!k) {
+    std::fprintf(stderr, "%s\n", k.error().message.c_str());
+    return -1.0;
+  }
+  std::vector<codegen::KernelArg> args;
+  for (const std::vector<ValueId>* values : {&k->inputs, &k->outputs})
+    for (ValueId x : *values) args.push_back(codegen::KernelArg::of(buffers.at(x)));
+  return bestTime(device, k->source, k->name, args, k->globalSize, k->localSize);
+}
+
 double measurePeak(codegen::Device& device) {
   // Independent FMA chains per work-item, the best of several shapes: the
   // chains must cover the FMA latency on every port without spilling, and
@@ -259,17 +273,7 @@ int main(int argc, char** argv) {
     for (ValueId in : {q, kt, v, mask}) buffers.emplace(in, device.upload(randomTensor(g.value(in).type.staticShape(), rng)).value());
     buffers.emplace(scale, device.upload(*g.value(scale).constant).value());
     for (ValueId t : {s, p, o, m}) buffers.emplace(t, device.allocate(static_cast<size_t>(shapeNumel(g.value(t).type.staticShape())) * 4).value());
-    // One kernel's best time on the buffers of its operands and results.
-    auto time = [&](Expected<codegen::KernelSource> k) {
-      if (!k) {
-        std::fprintf(stderr, "%s\n", k.error().message.c_str());
-        return -1.0;
-      }
-      std::vector<codegen::KernelArg> args;
-      for (const std::vector<ValueId>* values : {&k->inputs, &k->outputs})
-        for (ValueId x : *values) args.push_back(codegen::KernelArg::of(buffers.at(x)));
-      return bestTime(device, k->source, k->name, args, k->globalSize, k->localSize);
-    };
+    auto time = [&](Expected<codegen::KernelSource> k) { return bestTime(device, std::move(k), buffers); };
     const double flops = 4.0 * H * S * S * Dh;
     const double fused = time(codegen::emitAttention(g, nodes, ops->catalog, "bench_attention", "bench"));
     const double unfused = time(codegen::emitGemm(g, {nodes[0]}, ops->catalog, "bench_scores", "bench")) +
@@ -304,16 +308,7 @@ int main(int argc, char** argv) {
       for (ValueId c : {w, b}) buffers.emplace(c, device.upload(*g.value(c).constant).value());
       buffers.emplace(y, device.allocate(static_cast<size_t>(S * D) * 4).value());
     }
-    auto time = [&](Expected<codegen::KernelSource> k) {
-      if (!k) {
-        std::fprintf(stderr, "qkv projections: %s\n", k.error().message.c_str());
-        return -1.0;
-      }
-      std::vector<codegen::KernelArg> args;
-      for (const std::vector<ValueId>* values : {&k->inputs, &k->outputs})
-        for (ValueId v : *values) args.push_back(codegen::KernelArg::of(buffers.at(v)));
-      return bestTime(device, k->source, k->name, args, k->globalSize, k->localSize);
-    };
+    auto time = [&](Expected<codegen::KernelSource> k) { return bestTime(device, std::move(k), buffers); };
     const double horizontal =
         time(codegen::emitGemmHorizontal(g, nodes, ops->catalog, "bench_qkv", "bench", [&](const NodeData&) { return fitted; }));
     double separate = 0;
