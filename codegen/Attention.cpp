@@ -325,7 +325,8 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
     // Row t: its index over batch and queries, the last row past the end.
     const std::string n = std::to_string(t);
     src << "  const int row" << n << " = " << (Sq % QR == 0 ? "i0 + " + n : "min(i0 + " + n + ", " + std::to_string(Sq - 1) + ")")
-        << ", r" << n << " = bt * " << Sq << " + row" << n << ";\n";
+        << (detail::Emitter::names(maskRow, "r") ? ", r" + n + " = bt * " + std::to_string(Sq) + " + row" + n : std::string())
+        << ";\n";
     src << "  const __global float* q" << n << " = " << in(qView->buffer) << " + " << batchOffset(*qView, batch) << " + row" << n
         << " * " << qS << ";\n";
   }

@@ -348,7 +348,6 @@ class Emitter {
       if (Status st = staticShape(v, s); !st) return st;
       needCoords |= s != space && shapeNumel(s) != 1;  // scalars read element 0
     }
-    if (needCoords && declareCoords) body << coordinates(space, index, "  ");
     std::ostringstream ps;
     size_t nextParam = firstParam;
     for (size_t a = 0; a < inputs.size(); ++a) {
@@ -402,6 +401,7 @@ class Emitter {
       if (Status st = emitNode(n, body); !st) return st;
     params = ps.str();
     bodyText = body.str();
+    if (needCoords && declareCoords) bodyText = coordinatesUsedBy(bodyText, space, index, "  ") + bodyText;
     return Status::success();
   }
 
@@ -441,6 +441,28 @@ class Emitter {
 
   /// Declarations of the coordinates c0, c1, ... of linear index `index` in
   /// `space`, as `type` (int, or long with L literals).
+  /// coordinates(), only those the code `uses` names (generated code
+  /// declares nothing it leaves unused: the OpenCL compiler warns).
+  static std::string coordinatesUsedBy(const std::string& uses, const Shape& space, const std::string& index,
+                                       const std::string& indent) {
+    std::string out;
+    std::istringstream all(coordinates(space, index, indent));
+    for (std::string line; std::getline(all, line);) {
+      const size_t at = line.find("const int ") + 10;
+      if (names(uses, line.substr(at, line.find(' ', at) - at))) out += line + "\n";
+    }
+    return out;
+  }
+
+  /// Whether `code` names the identifier `id` (not as part of a longer one).
+  static bool names(const std::string& code, const std::string& id) {
+    auto identifier = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+    for (size_t at = code.find(id); at != std::string::npos; at = code.find(id, at + 1))
+      if ((at == 0 || !identifier(code[at - 1])) && (at + id.size() == code.size() || !identifier(code[at + id.size()])))
+        return true;
+    return false;
+  }
+
   static std::string coordinates(const Shape& space, const std::string& index, const std::string& indent,
                                  const std::string& type = "int") {
     const Shape strides = stridesOf(space);

@@ -226,15 +226,20 @@ struct EpilogueKernel {
   std::string laneMacro(const detail::Emitter& e, int width, const std::function<std::string(bool)>& prologue) const {
     static const char* kLanes = "0123456789abcdef";
     const std::string w = std::to_string(width);
+    // The lane j, its linear index i and coordinates c0, c1, ..., where
+    // the statements after them read them.
+    auto declare = [&](const std::string& first, const std::string& lane, const std::string& rest) {
+      using detail::Emitter;
+      return (Emitter::names(rest, "j") ? "  const int j = " + lane + ";\n" : std::string()) + "  const int i = " + first +
+             ";\n" + Emitter::coordinatesUsedBy(rest, shape, "i", "  ") + rest;
+    };
     auto scalar = [&](const std::string& lane, const std::string& sum) {
-      return "  const int j = " + lane + ", i = (FIRST_) + j;\n" + detail::Emitter::coordinates(shape, "i", "  ") +
-             "  float acc = " + sum + ";\n" + prologue(false) + body + stores(e, "  ");
+      return declare("(FIRST_) + " + lane, lane, "  float acc = " + sum + ";\n" + prologue(false) + body + stores(e, "  "));
     };
     std::string m = "{\n";
     if (lanes == width) {
       auto vector = [&](const std::string& epilogue, bool edge) {
-        std::string v = "  const int j = 0, i = FIRST_;\n" + detail::Emitter::coordinates(shape, "i", "  ") + "  float" + w +
-                        " acc = SUMS_;\n" + prologue(true) + epilogue;
+        std::string v = "  float" + w + " acc = SUMS_;\n" + prologue(true) + epilogue;
         for (size_t o = 0; o < k.outputs.size(); ++o) {
           const std::string out = "out" + std::to_string(o);
           if (!edge) v += "  vstore" + w + "(" + vectorResults[o] + ", 0, " + out + " + i);\n";
@@ -242,7 +247,7 @@ struct EpilogueKernel {
             v += "  if ((VALID_) > " + std::to_string(j) + ") " + out + "[i + " + std::to_string(j) + "] = " +
                  vectorResults[o] + ".s" + kLanes[j] + ";\n";
         }
-        return v;
+        return declare("FIRST_", "0", v);
       };
       m += "if ((VALID_) >= " + w + ") {\n" + vector(vectorBody, false) + "} else if ((VALID_) > 0) {\n" +
            vector(edgeBody, true) + "}\n";
@@ -626,8 +631,7 @@ Expected<KernelSource> emitGemv(const Graph& g, const std::vector<NodeRef>& memb
   src << detail::Emitter::prelude();
   // The epilogue on output `r` of dot product `dot`.
   auto epilogue = [&](const std::string& dot, const std::string& indent) {
-    std::string out = indent + "const int i = r;\n" + detail::Emitter::coordinates(ek->shape, "i", indent) + indent +
-                      "float acc = " + dot + ";\n";
+    std::string out = indent + "float acc = " + dot + ";\n";
     if (geo.alpha != 1.0f) out += indent + "acc *= " + detail::floatLiteral(geo.alpha) + ";\n";
     if (geo.c != kNoValue && geo.conv) {
       out += indent + "acc += in2[r];  // bias of the output channel\n";
@@ -639,7 +643,8 @@ Expected<KernelSource> emitGemv(const Graph& g, const std::vector<NodeRef>& memb
     }
     std::istringstream body(ek->body);
     for (std::string line; std::getline(body, line);) out += indent + line + "\n";
-    return out + ek->stores(e, indent + "  ");
+    out += ek->stores(e, indent + "  ");
+    return indent + "const int i = r;\n" + detail::Emitter::coordinatesUsedBy(out, ek->shape, "i", indent) + out;
   };
   if (splitK) {
     k.globalSize = static_cast<size_t>(rows * L);
@@ -1248,8 +1253,10 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
     if (!rowPanels) windowOrigins(d);
     std::string m = "const int ci = (K_);\n";
     m += vec + " dwv = panel[ci]" + (pro->bias != kNoValue ? " + (" + vec + ")(in" + std::to_string(proAt + 1) + "[ci])" : "") + ";\n";
-    m += "const int i = (b0 * " + std::to_string(K) + " + ci) * " + std::to_string(N) + " + n0;\n";
-    m += detail::Emitter::coordinates(proShape, "i", "");
+    // The element's index and coordinates, where the prologue's ops read them.
+    const std::string coords = detail::Emitter::coordinatesUsedBy(prologueBody, proShape, "i", "");
+    if (!coords.empty() || detail::Emitter::names(prologueBody, "i"))
+      m += "const int i = (b0 * " + std::to_string(K) + " + ci) * " + std::to_string(N) + " + n0;\n" + coords;
     m += prologueBody;
     m += "OUT_ = " + prologueResult + ";\n";
     src << detail::macro("FUSEC_BROW(K_, OUT_)", "{\n" + m + "}");
@@ -1293,8 +1300,10 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
         m += ");\n  dwv = fma((" + vec + ")(wt[" + std::to_string(ky * d.KW + kx) + "]), select((" + vec +
              ")(0.0f), v, inside), dwv);\n}\n";
       }
-    m += "const int i = (b0 * " + std::to_string(K) + " + ci) * " + std::to_string(N) + " + n0;\n";
-    m += detail::Emitter::coordinates(proShape, "i", "");
+    // The element's index and coordinates, where the prologue's ops read them.
+    const std::string coords = detail::Emitter::coordinatesUsedBy(prologueBody, proShape, "i", "");
+    if (!coords.empty() || detail::Emitter::names(prologueBody, "i"))
+      m += "const int i = (b0 * " + std::to_string(K) + " + ci) * " + std::to_string(N) + " + n0;\n" + coords;
     m += prologueBody;
     m += "OUT_ = " + prologueResult + ";\n";
     src << detail::macro("FUSEC_BROW(K_, OUT_)", "{\n" + m + "}");
