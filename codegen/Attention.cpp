@@ -304,7 +304,6 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
   if (mask != kNoValue)
     src << "    __global const " << (parts->cond != kNoValue ? "uchar" : "float") << "* restrict in" << maskParam << ",\n";
   src << "    __global float* restrict out0) {\n";
-  std::string indent0 = "  ";
   if (own) {
     // Kt's D rows of SkPad keys (zero past the last), from K's rows.
     src << "  const int gid = get_global_id(0), bt = gid / " << chunks << ", chunk = gid % " << chunks << ";\n";
@@ -317,7 +316,6 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
         << "); i0 += " << QR << ") {\n";
     kD = SkPad;
     kS = 1;
-    indent0 = "  ";
   } else {
     src << "  const int gid = get_global_id(0), bt = gid / " << W << ", i0 = (gid % " << W << ") * " << QR << ";\n";
   }

@@ -365,6 +365,7 @@ class Search {
     const int root = p_.roots[r];
     if (s.matched[static_cast<size_t>(root)]) return matchOtherRoots(r + 1, s, k);
     std::vector<NodeRef> candidates;
+    std::set<NodeRef> seen;
     std::vector<ValueId> values;
     for (ValueId v : s.values)
       if (v != kNoValue) values.push_back(v);
@@ -372,7 +373,7 @@ class Search {
       std::vector<ValueId> next;
       for (ValueId v : values)
         for (const Use& u : g_.uses(v)) {
-          if (std::find(candidates.begin(), candidates.end(), u.node) != candidates.end()) continue;
+          if (!seen.insert(u.node).second) continue;
           candidates.push_back(u.node);
           for (ValueId out : g_.node(u.node).outputs)
             if (out != kNoValue) next.push_back(out);
