@@ -1243,6 +1243,17 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
     src << "  const int" << W << " iy0 = (col / " << wg.OW << ") * " << wg.SH << " - " << wg.PH << ", ix0 = (col % "
         << wg.OW << ") * " << wg.SW << " - " << wg.PW << ";\n";
   };
+  // FUSEC_BROW(K_, OUT_): B's row K_ of the panel computed by the
+  // prologue, after `head` (its conv's sums for channel ci into dwv): the
+  // element's index and coordinates where the prologue's ops read them,
+  // the ops, the row into OUT_.
+  auto prologueMacro = [&](std::string m) {
+    const std::string coords = detail::Emitter::coordinatesUsedBy(prologueBody, proShape, "i", "");
+    if (!coords.empty() || detail::Emitter::names(prologueBody, "i"))
+      m += "const int i = (b0 * " + std::to_string(K) + " + ci) * " + std::to_string(N) + " + n0;\n" + coords;
+    m += prologueBody + "OUT_ = " + prologueResult + ";\n";
+    return detail::macro("FUSEC_BROW(K_, OUT_)", "{\n" + m + "}");
+  };
   if (pro && pro->dense) {
     // in0 is the prologue conv's image, in1 the 1x1 conv's weights; the
     // panel holds the prologue conv's sums (the ownPanel code below
@@ -1253,13 +1264,7 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
     if (!rowPanels) windowOrigins(d);
     std::string m = "const int ci = (K_);\n";
     m += vec + " dwv = panel[ci]" + (pro->bias != kNoValue ? " + (" + vec + ")(in" + std::to_string(proAt + 1) + "[ci])" : "") + ";\n";
-    // The element's index and coordinates, where the prologue's ops read them.
-    const std::string coords = detail::Emitter::coordinatesUsedBy(prologueBody, proShape, "i", "");
-    if (!coords.empty() || detail::Emitter::names(prologueBody, "i"))
-      m += "const int i = (b0 * " + std::to_string(K) + " + ci) * " + std::to_string(N) + " + n0;\n" + coords;
-    m += prologueBody;
-    m += "OUT_ = " + prologueResult + ";\n";
-    src << detail::macro("FUSEC_BROW(K_, OUT_)", "{\n" + m + "}");
+    src << prologueMacro(m);
   } else if (pro) {
     // in0 is the depthwise conv's image, in1 the 1x1 conv's weights.
     const Geometry& d = pro->geo;
@@ -1300,13 +1305,7 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
         m += ");\n  dwv = fma((" + vec + ")(wt[" + std::to_string(ky * d.KW + kx) + "]), select((" + vec +
              ")(0.0f), v, inside), dwv);\n}\n";
       }
-    // The element's index and coordinates, where the prologue's ops read them.
-    const std::string coords = detail::Emitter::coordinatesUsedBy(prologueBody, proShape, "i", "");
-    if (!coords.empty() || detail::Emitter::names(prologueBody, "i"))
-      m += "const int i = (b0 * " + std::to_string(K) + " + ci) * " + std::to_string(N) + " + n0;\n" + coords;
-    m += prologueBody;
-    m += "OUT_ = " + prologueResult + ";\n";
-    src << detail::macro("FUSEC_BROW(K_, OUT_)", "{\n" + m + "}");
+    src << prologueMacro(m);
   } else if (geo->conv) {
     // in0 is the image, in1 the weights.
     src << "  const __global float* a = in1 + b1 * " << geo->aMatrix << ";\n";
@@ -1603,13 +1602,14 @@ Expected<KernelSource> emitGemmHorizontal(const Graph& g, const std::vector<Node
       at = next == std::string::npos ? next : next + 1;
     }
     functions << part.function;
-    const std::string renamed = partParameters(part.inputs + "," + part.outputs, p);
-    inputs += (inputs.empty() ? "" : ",") + partParameters(part.inputs, p);
-    outputs += "," + partParameters(part.outputs, p);
-    std::string args;
+    const std::string in = partParameters(part.inputs, p), out = partParameters(part.outputs, p);
+    inputs += (inputs.empty() ? "" : ",") + in;
+    outputs += "," + out;
+    std::string args;  // the parameters' names, in order
     static const std::regex declared(R"(\bp\d+_(in|out)\d+\b)");
-    for (auto it = std::sregex_iterator(renamed.begin(), renamed.end(), declared); it != std::sregex_iterator(); ++it)
-      args += it->str() + ", ";
+    for (const std::string* params : {&in, &out})
+      for (auto it = std::sregex_iterator(params->begin(), params->end(), declared); it != std::sregex_iterator(); ++it)
+        args += it->str() + ", ";
     const size_t count = byGroup ? pk->globalSize / std::max<size_t>(localSize, 1) : pk->globalSize;
     calls << "  " << (p == 0 ? "" : "else ") << (p + 1 < products->size() ? "if (id < " + std::to_string(first + count) + ") " : "")
           << fn << "(" << args << "id - " << first << (part.panel.empty() ? "" : ", (__local " + part.panel + "*)fusec_local")
