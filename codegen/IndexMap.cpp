@@ -775,9 +775,55 @@ std::optional<KernelSource> emitStridedRows(const Graph& g, const std::vector<No
 
 }  // namespace
 
+namespace {
+
+/// concatSegments' rows form: work-item `item` takes a row (or a piece of
+/// one) of one input, in order; `seg` has its row dims set.
+std::optional<detail::SegmentedPrologue> concatRows(const Graph& g, const NodeData& d, int64_t axis,
+                                                    const std::string& type, detail::SegmentedPrologue seg) {
+  const Shape shape = g.value(d.outputs[0]).type.staticShape();
+  int64_t inner = 1;
+  for (size_t k = static_cast<size_t>(axis) + 1; k < shape.size(); ++k) inner *= shape[k];
+  const int64_t R = seg.rows.length, pieces = seg.rows.pieces, total = shape[static_cast<size_t>(axis)] * inner / R;
+  std::ostringstream head, params;
+  head << "  const int item = get_global_id(0);\n  int row" << (pieces > 1 ? ", piece" : "") << ", q;\n"
+       << "  __global const " << type << "* restrict seg;\n";
+  int64_t first = 0, offset = 0;  // work-items and result rows (of the axis' run) before this input's
+  for (ValueId in : d.inputs) {
+    if (in == kNoValue || !g.value(in).type.isStatic() || g.value(in).type.dtype != g.value(d.outputs[0]).type.dtype)
+      return std::nullopt;
+    const Shape s = g.value(in).type.staticShape();
+    const int64_t n = shapeNumel(s), run = s[static_cast<size_t>(axis)] * inner / R;  // its rows per outer index
+    if (n == 0) continue;
+    const std::string p = "in" + std::to_string(seg.inputs.size());
+    params << (seg.inputs.empty() ? "" : ",\n    ") << "__global const " << type << "* restrict " << p;
+    seg.inputs.push_back(in);
+    const int64_t items = n / R * pieces;
+    const std::string t = first ? "(item - " + std::to_string(first) + ")" : "item";
+    head << "  " << (first ? "else " : "") << "if (item < " << first + items << ") {\n"
+         << "    q = " << (pieces > 1 ? t + " / " + std::to_string(pieces) : t) << ";\n";
+    if (pieces > 1) head << "    piece = " << t << " % " << pieces << ";\n";
+    head << "    row = " << (run == total ? "q" : "(q / " + std::to_string(run) + ") * " + std::to_string(total) + " + " +
+                                                 std::to_string(offset) + " + q % " + std::to_string(run))
+         << ";\n    seg = " << p << ";\n  }\n";
+    first += items;
+    offset += run;
+  }
+  if (seg.inputs.empty()) return std::nullopt;
+  head << "  else return;\n";
+  seg.head = head.str();
+  seg.params = params.str();
+  seg.element = "  " + type + " " + seg.var + " = seg[q * " + std::to_string(R) + " + j];\n";
+  seg.globalSize = static_cast<size_t>(first);
+  seg.localSize = 0;
+  return seg;
+}
+
+}  // namespace
+
 std::optional<detail::SegmentedPrologue> detail::concatSegments(const Graph& g, NodeRef concat,
                                                                 const std::vector<ValueId>& outputs,
-                                                                const std::string& type) {
+                                                                const std::string& type, size_t rowDims) {
   constexpr int64_t kLocal = 64;
   const NodeData& d = g.node(concat);
   const ValueId out = d.outputs[0];
@@ -797,6 +843,11 @@ std::optional<detail::SegmentedPrologue> detail::concatSegments(const Graph& g, 
   detail::SegmentedPrologue seg;
   seg.value = out;
   seg.var = "v" + std::to_string(out);
+  // The rows form: rows within the inner dims, so each lies in one input.
+  seg.rowDims = std::min<size_t>(rowDims, static_cast<size_t>(rank - 1 - axis));
+  seg.rows = detail::RowPieces::of(shapeNumel(Shape(shape.end() - static_cast<std::ptrdiff_t>(seg.rowDims), shape.end())));
+  if (seg.rows.length < detail::kMinRowLength) seg.rowDims = 0;
+  if (seg.rowDims) return concatRows(g, d, axis, type, std::move(seg));
   std::ostringstream head, params;
   head << "  const int group = get_group_id(0), lane = get_local_id(0);\n  int i;\n  " << type << " " << seg.var << ";\n";
   int64_t firstGroup = 0, offset = 0;
