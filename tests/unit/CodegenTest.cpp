@@ -966,9 +966,13 @@ g (float[1,6,9,10] x, float[6,1,3,3] wd, float[6] bd, float[5,6,1,1] w, float[5]
 }
 
 TEST_CASE("a dense conv as the prologue of the 1x1 conv after it matches the interpreter on a CPU target") {
-  std::unique_ptr<RuleSet> packs = test::loadDefaultPacks();
   Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
   REQUIRE(target.ok());
+  // The default packs and the opt-in bottleneck rule.
+  Expected<std::vector<std::string>> paths = grammar::defaultPackPaths(target.value());
+  REQUIRE(paths.ok());
+  paths->push_back(grammar::defaultRulesDir() + "/cnn/launch-bound/bottleneck.fuse");
+  std::unique_ptr<RuleSet> packs = test::loadPackFiles(paths.value());
   // ResNet-50's bottleneck from its 3x3 conv on (3x3 + bias -> ReLU -> 1x1
   // + bias -> + x -> ReLU); the stride-2 block's on two images and a 7-wide
   // map (8 lanes), without biases; 20 channels between the convs (not a

@@ -236,7 +236,7 @@ std::vector<test::CheckCase> planCases() {
 
 /// Planner golden cases (tests/golden/plans/*.txt): a model in ONNX text,
 /// optional `// RULE:` lines forming the pack (default: the target's default
-/// packs), and CHECK lines against the fused graph, the rewrites that fired
+/// packs, with the files named by `// PACK:` lines), and CHECK lines against the fused graph, the rewrites that fired
 /// and the candidates with their fate. `// FIRES: rule` requires the rule to
 /// rewrite or to be chosen; `// NEAR-MISS: rule` requires it not to match at
 /// all. The rewritten graph must compute what the model did: both run on the
@@ -247,10 +247,12 @@ TEST_CASE("golden: rewrite and fusion plans") {
       INFO(file.string() << " case at line " << c.firstLine);
       const std::vector<std::string> fires = annotated(c.input, "FIRES"), misses = annotated(c.input, "NEAR-MISS");
       std::string model, rules, targetPath = "targets/pocl-cpu.toml";
+      std::vector<std::string> extraPacks;  // `// PACK: cnn/launch-bound/bottleneck.fuse`: loaded with the defaults
       std::istringstream in(c.input);
       for (std::string line; std::getline(in, line);) {
         if (line.rfind("// RULE: ", 0) == 0) rules += line.substr(9) + "\n";
         if (line.rfind("// TARGET: ", 0) == 0) targetPath = line.substr(11);
+        if (line.rfind("// PACK: ", 0) == 0) extraPacks.push_back(grammar::defaultRulesDir() + "/" + line.substr(9));
         model += (line.rfind("//", 0) == 0 ? std::string() : line) + "\n";
       }
       // `// TARGET: vendor/npu/rk3588.toml`: plan for that profile, with its packs.
@@ -261,6 +263,7 @@ TEST_CASE("golden: rewrite and fusion plans") {
       grammar::ast::AstContext context;
       Expected<std::vector<std::string>> defaults = grammar::defaultPackPaths(caseTarget.value());
       REQUIRE(defaults.ok());
+      defaults->insert(defaults->end(), extraPacks.begin(), extraPacks.end());
       grammar::PackLoadResult loaded =
           rules.empty() ? grammar::loadPacks(defaults.value(), sources, context, diags)
                         : grammar::loadPackText(file.string(), "import \"core/ops\"\n" + rules, sources, context, diags);
