@@ -898,17 +898,29 @@ Expected<KernelSource> emitIndexMap(const Graph& g, const std::vector<NodeRef>& 
   if (d.op == "Concat" && d.outputs.size() == 1 && d.outputs[0] != kNoValue) {
     // Each work-group copies from one input (the per-element choice among
     // the inputs costs every vectorized work-item a masked load of each).
+    // Rows of the dims after the axis are copied in a loop where they are
+    // long enough (the rows form: DenseNet's and ShuffleNet's Concats).
     const std::string type = bitsType(g.value(d.outputs[0]).type.dtype);
+    const size_t allAfterAxis = std::numeric_limits<size_t>::max();
     if (!type.empty())
-      if (std::optional<detail::SegmentedPrologue> seg = detail::concatSegments(g, members[0], {d.outputs[0]}, type)) {
+      if (std::optional<detail::SegmentedPrologue> seg =
+              detail::concatSegments(g, members[0], {d.outputs[0]}, type, allAfterAxis)) {
         KernelSource k;
         k.name = name;
         k.inputs = seg->inputs;
         k.outputs = {d.outputs[0]};
         k.globalSize = seg->globalSize;
         k.localSize = seg->localSize;
+        std::string body = seg->head + "  out0[i] = " + seg->var + ";\n";
+        if (seg->rowDims) {
+          const std::string R = std::to_string(seg->rows.length), step = std::to_string(seg->rows.step);
+          const std::string from = seg->rows.pieces == 1 ? "0" : "piece * " + step,
+                            to = seg->rows.pieces == 1 ? R : "min(piece * " + step + " + " + step + ", " + R + ")";
+          body = seg->head + "  for (int j = " + from + "; j < " + to + "; ++j) out0[row * " + R + " + j] = seg[q * " + R +
+                 " + j];\n";
+        }
         k.source = "// " + comment + "\n__kernel void " + name + "(\n    " + seg->params + ",\n    __global " + type +
-                   "* restrict out0) {\n" + seg->head + "  out0[i] = " + seg->var + ";\n}\n";
+                   "* restrict out0) {\n" + body + "}\n";
         return k;
       }
   }

@@ -649,7 +649,7 @@ g (float[2,3] x) => (float[3,2] t, float[3,2] y) {
   CHECK(refused.error().message.find("is a graph output") != std::string::npos);
 }
 
-TEST_CASE("pointwise kernels with broadcast operands compute rows in a loop and match the interpreter") {
+TEST_CASE("pointwise kernels with broadcast operands and Concats compute rows in a loop and match the interpreter") {
   std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
   // Per-channel scale and shift (rows of 7x7, and of 3000 cut in pieces),
   // a bias along the last axis, an operand that runs along the rows but is
@@ -659,7 +659,7 @@ TEST_CASE("pointwise kernels with broadcast operands compute rows in a loop and 
 g (float[2,5,7,7] x, float[5,1,1] s, float[1,5,1,1] b, float[1,1,7,7] m, float[1,4,3000] big, float[4,1] bs,
    float[3,11] rowx, float[11] bias, float[2,2,3,3] p, float[2,3,3,3] q, float[5,1,1] cs,
    float[1,1,2100] u, float[1,2,2100] v, float[3,1] us)
-  => (float[2,5,7,7] y, float[1,4,3000] z, float[3,11] w, float[2,5,3,3] cat, float[1,3,2100] ucat) {
+  => (float[2,5,7,7] y, float[1,4,3000] z, float[3,11] w, float[2,5,3,3] cat, float[1,3,2100] ucat, float[2,5,3,3] lone) {
   x1 = Mul (x, s)
   x2 = Add (x1, b)
   x3 = Mul (x2, m)
@@ -674,6 +674,7 @@ g (float[2,5,7,7] x, float[5,1,1] s, float[1,5,1,1] b, float[1,1,7,7] m, float[1
   cat = Relu (c1)
   uc = Concat <axis = 1> (u, v)
   ucat = Mul (uc, us)
+  lone = Concat <axis = 1> (p, q)
 }
 )");
   const std::vector<Tensor> inputs = randomInputs(g, 51);
@@ -696,9 +697,17 @@ g (float[2,5,7,7] x, float[5,1,1] s, float[1,5,1,1] b, float[1,1,7,7] m, float[1
     CHECK(k->globalSize == items[i]);
     kernels.emplace_back(groups[i], "", "", "pointwise");
   }
+  // A lone Concat (not written in place: its inputs are the model's) copies rows the same way.
+  const std::vector<NodeRef> lone = group({"lone"});
+  Expected<codegen::KernelSource> copy = codegen::emitIndexMap(g, lone, ops->catalog, "k", "k");
+  REQUIRE_MESSAGE(copy.ok(), test::why(copy));
+  CHECK(copy->source.find("for (int j = ") != std::string::npos);
+  CHECK(copy->globalSize == 2 * 5);
+  kernels.emplace_back(lone, "", "", "index_map");
   Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, kernels, ops->catalog, inputs);
   REQUIRE_MESSAGE(run.ok(), test::why(run));
-  CHECK(run->kernelTimes.size() == groups.size());
+  CHECK(run->kernelTimes.size() == groups.size() + 1);
+  REQUIRE(run->outputs.size() == 6u);
   for (size_t i = 0; i < reference.size(); ++i) test::checkClose(run->outputs[i], reference[i], 1e-5f);
   // Rows shorter than 8 keep one element per work-item.
   Graph narrow = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
