@@ -555,6 +555,15 @@ class Generator {
         s->fixed = ints({static_cast<int64_t>(dims.size())}, dims);
         attrs.erase("allowzero");
       }
+    } else if (op == "Pad") {
+      // Half the time no padding at all, else 0 or 1 per side; a scalar fill.
+      if (Slot* s = leaf(1)) {
+        std::vector<int64_t> pads(2 * x.size(), 0);
+        if (chance(rng_, 0.5))
+          for (int64_t& p : pads) p = between(rng_, 0, 1);
+        s->fixed = ints({2 * rank}, pads);
+      }
+      if (Slot* s = leaf(2)) s->shape = Shape{};
     } else if (op == "Slice") {
       if (rank == 0) throw Discard{"Slice needs an operand of rank 1 or more"};
       std::vector<int64_t> axes, starts, ends;
