@@ -963,6 +963,13 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   if (pro && W < tiling.width)
     TM = static_cast<int>(std::min<int64_t>({16, int64_t{TM} * tiling.width / W, std::max<int64_t>(M, 1)}));
   if (TM < 1 || TM > 16 || (W != 4 && W != 8 && W != 16)) return Error{"gemm tiling out of range", true};
+  // As many row tiles as TM needs, each as short as they allow: fewer
+  // rows computed past M. DenseNet's 3x3 convs (M = 32) in 3 tiles of 11
+  // rows instead of 12: 6.1 -> 5.3 ms for the first (five alternating runs).
+  {
+    const int64_t rowsM = std::max<int64_t>(M, 1), tiles = (rowsM + TM - 1) / TM;
+    TM = static_cast<int>((rowsM + tiles - 1) / tiles);
+  }
   // Smaller tiles until the product has the work-items the device needs to
   // be busy (a GPU's SMs; a CPU asks for none): a 1x1 conv to 576 channels
   // on a 7x7 map is 192 work-items in 12x16 tiles, 12 of an H200's 132 SMs.
