@@ -527,6 +527,20 @@ int main(int argc, char** argv) {
     g.addOutput(y);
     ok = ok && groupRows("effnet silu (pointwise)", "96x112x112", g, nodes);
   }
+  {  // DenseNet-121's Concat + BatchNorm (a per-channel multiply-add) + ReLU
+     // before the sixth layer of its first block: 64 + 5 x 32 channels.
+    Graph g;
+    std::vector<ValueId> parts = {g.addInput("x0", f32({1, 64, 56, 56}))};
+    for (int i = 1; i <= 5; ++i) parts.push_back(g.addInput("f" + std::to_string(i), f32({1, 32, 56, 56})));
+    const ValueId scale = g.addInput("scale", f32({224, 1, 1})), shift = g.addInput("shift", f32({224, 1, 1}));
+    const ValueId c = g.addValue("c", f32({1, 224, 56, 56})), m = g.addValue("m", f32({1, 224, 56, 56})),
+                  a = g.addValue("a", f32({1, 224, 56, 56})), y = g.addValue("y", f32({1, 224, 56, 56}));
+    const std::vector<NodeRef> nodes = {g.addNode("Concat", parts, {c}, {{"axis", int64_t{1}}}),
+                                        g.addNode("Mul", {c, scale}, {m}), g.addNode("Add", {m, shift}, {a}),
+                                        g.addNode("Relu", {a}, {y})};
+    g.addOutput(y);
+    ok = ok && groupRows("densenet concat+bn+relu", "224x56x56", g, nodes);
+  }
   {  // BERT-base's residual add + LayerNormalization over the hidden axis.
     Graph g;
     const ValueId x = g.addInput("x", f32({1, 128, 768})), r = g.addInput("r", f32({1, 128, 768}));
