@@ -325,6 +325,55 @@ const std::set<std::string>& ops() {
 /// whose slice along `axis` holds it (the results' static shapes say where
 /// each slice ends, whichever of `split`, the split operand or
 /// num_outputs gave them).
+/// A Split whose results' runs (their extent along the axis times the dims
+/// after it) hold detail::kMinRowLength elements or more: each work-item
+/// copies a run of one result (a piece of up to 2048 elements of it), in a
+/// loop the compiler vectorizes. The element-per-work-item form picks the
+/// result lane by lane: GPT-2's Split of Q, K and V took 0.44 ms each.
+/// Nothing where a result is missing or a run is shorter.
+std::optional<KernelSource> splitRows(const Graph& g, const NodeData& d, int64_t axis, const std::string& name,
+                                      const std::string& comment) {
+  const Shape xs = g.value(d.inputs[0]).type.staticShape();
+  int64_t inner = 1;
+  for (size_t q = static_cast<size_t>(axis) + 1; q < xs.size(); ++q) inner *= xs[q];
+  const int64_t total = xs[static_cast<size_t>(axis)] * inner, outer = total ? shapeNumel(xs) / total : 0;
+  const std::string type = bitsType(g.value(d.inputs[0]).type.dtype);
+  std::ostringstream head, params;
+  KernelSource k;
+  k.name = name;
+  k.inputs = {d.inputs[0]};
+  int64_t first = 0, start = 0;  // work-items and run offset before this result's
+  for (ValueId v : d.outputs) {
+    if (v == kNoValue || !g.value(v).type.isStatic()) return std::nullopt;
+    const Shape os = g.value(v).type.staticShape();
+    if (os.size() != xs.size()) return std::nullopt;
+    const int64_t run = os[static_cast<size_t>(axis)] * inner;
+    if (run < detail::kMinRowLength) return std::nullopt;
+    const detail::RowPieces rows = detail::RowPieces::of(run);
+    const int64_t items = outer * rows.pieces;
+    const std::string o = std::to_string(k.outputs.size()), t = first ? "(item - " + std::to_string(first) + ")" : "item";
+    const std::string R = std::to_string(run), step = std::to_string(rows.step);
+    head << "  " << (first ? "else " : "") << "if (item < " << first + items << ") {\n";
+    if (rows.pieces == 1) {
+      head << "    const long r = " << t << ";\n    for (int j = 0; j < " << R << "; ++j)";
+    } else {
+      head << "    const long r = " << t << " / " << rows.pieces << ";\n    const int piece = " << t << " % " << rows.pieces
+           << ";\n    for (int j = piece * " << step << "; j < min(piece * " << step << " + " << step << ", " << R << "); ++j)";
+    }
+    head << " out" << o << "[r * " << R << "L + j] = in0[r * " << total << "L + " << start << "L + j];\n  }\n";
+    params << ",\n    __global " << type << "* restrict out" << o;
+    k.outputs.push_back(v);
+    first += items;
+    start += run;
+  }
+  if (start != total || k.outputs.empty()) return std::nullopt;
+  k.globalSize = static_cast<size_t>(first);
+  k.source = "// " + comment + "\n// Each work-item copies a run of one result (" + std::to_string(outer) +
+             " per result, the dims from the axis on).\n__kernel void " + name + "(\n    __global const " + type +
+             "* restrict in0" + params.str() + ") {\n  const int item = get_global_id(0);\n" + head.str() + "}\n";
+  return k;
+}
+
 Expected<KernelSource> emitSplit(const Graph& g, const NodeData& d, const std::string& name, const std::string& comment) {
   const ValueId x = d.inputs[0];
   const TensorType& xt = g.value(x).type;
@@ -339,6 +388,7 @@ Expected<KernelSource> emitSplit(const Graph& g, const NodeData& d, const std::s
   k.name = name;
   k.inputs = {x};
   k.globalSize = static_cast<size_t>(shapeNumel(xs));
+  if (std::optional<KernelSource> rows = splitRows(g, d, axis, name, comment)) return std::move(rows.value());
   std::ostringstream body, params;
   body << coordinates(xs, "i");
   int64_t start = 0;

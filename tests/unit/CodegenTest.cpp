@@ -709,6 +709,30 @@ g (float[2,5,7,7] x, float[5,1,1] s, float[1,5,1,1] b, float[1,1,7,7] m, float[1
   CHECK(run->kernelTimes.size() == groups.size() + 1);
   REQUIRE(run->outputs.size() == 6u);
   for (size_t i = 0; i < reference.size(); ++i) test::checkClose(run->outputs[i], reference[i], 1e-5f);
+  // Splits copy runs of each result: GPT-2's Q, K and V (the last axis,
+  // here at batch 2), and runs cut in pieces (the first axis of one dim).
+  Graph split = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[2,3,30] qkv, float[5000] v) => (float[2,3,10] q, float[2,3,12] k, float[2,3,8] w, float[2500] a, float[2500] b) {
+  sz = Constant <value = int64[3] {10, 12, 8}> ()
+  q, k, w = Split <axis = 2> (qkv, sz)
+  halves = Constant <value = int64[2] {2500, 2500}> ()
+  a, b = Split (v, halves)
+}
+)");
+  const std::vector<Tensor> splitInputs = randomInputs(split, 71), splitReference = test::run(split, splitInputs);
+  std::vector<codegen::KernelGroup> splits;
+  for (NodeRef n : split.nodes()) {
+    if (split.node(n).op != "Split") continue;
+    Expected<codegen::KernelSource> k = codegen::emitIndexMap(split, {n}, ops->catalog, "k", "k");
+    REQUIRE_MESSAGE(k.ok(), test::why(k));
+    INFO(k->source);
+    CHECK(k->source.find("for (int j = ") != std::string::npos);
+    CHECK(k->globalSize == (split.node(n).outputs.size() == 3 ? 3u * 6 : 2u * 2));  // runs of each result (pieces of 1264)
+    splits.emplace_back(std::vector<NodeRef>{n}, "", "", "index_map");
+  }
+  Expected<codegen::DeviceRun> splitRun = codegen::runOnDevice(device(), split, splits, ops->catalog, splitInputs);
+  REQUIRE_MESSAGE(splitRun.ok(), test::why(splitRun));
+  for (size_t i = 0; i < splitReference.size(); ++i) test::checkClose(splitRun->outputs[i], splitReference[i], 1e-6f);
   // Rows shorter than 8 keep one element per work-item.
   Graph narrow = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float[4,6] x, float[4,1] s) => (float[4,6] y) {
