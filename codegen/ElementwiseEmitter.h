@@ -144,6 +144,13 @@ struct RowPieces {
     r.pieces = (length + r.step - 1) / r.step;
     return r;
   }
+  /// The loop over a work-item's elements of its row, `j` from the start
+  /// of the row (`piece` the work-item's piece where there are several).
+  std::string loop() const {
+    const std::string R = std::to_string(length), s = std::to_string(step);
+    if (pieces == 1) return "for (int j = 0; j < " + R + "; ++j)";
+    return "for (int j = piece * " + s + "; j < min(piece * " + s + " + " + s + ", " + R + "); ++j)";
+  }
 };
 
 /// Rows shorter than this keep the element-per-work-item form.
@@ -219,7 +226,9 @@ class Emitter {
       if (s != space) return Error{"group `" + name + "` has results of different shapes", true};
     }
     k.globalSize = static_cast<size_t>(shapeNumel(space));
-    rowDims_ = segmented ? segmented->rowDims : fetches || !broadcasts(bodyInputs, space) ? 0 : rowDims(bodyInputs, space);
+    rowDims_ = segmented                                                ? segmented->rowDims
+               : !rowLoops_ || fetches || !broadcasts(bodyInputs, space) ? 0
+                                                                          : rowDims(bodyInputs, space);
     const RowPieces rows = RowPieces::of(shapeNumel(Shape(space.end() - static_cast<std::ptrdiff_t>(rowDims_), space.end())));
     if (!segmented && rows.length < kMinRowLength) rowDims_ = 0;
     std::string params, body;
@@ -259,7 +268,7 @@ class Emitter {
     if (fetches) src << fetches->functions;
     src << "__kernel void " << name << "(\n    " << params << ") {\n";
     if (rowDims_) {
-      const std::string R = std::to_string(rows.length), step = std::to_string(rows.step);
+      const std::string R = std::to_string(rows.length);
       if (segmented) {
         src << segmented->head;
       } else {
@@ -271,10 +280,7 @@ class Emitter {
           src << "  const int row = item / " << rows.pieces << ", piece = item % " << rows.pieces << ";\n";
       }
       src << coordinatesUsedBy(body, Shape(space.begin(), space.end() - static_cast<std::ptrdiff_t>(rowDims_)), "row", "  ");
-      if (rows.pieces == 1)
-        src << "  for (int j = 0; j < " << R << "; ++j) {\n";
-      else
-        src << "  for (int j = piece * " << step << "; j < min(piece * " << step << " + " << step << ", " << R << "); ++j) {\n";
+      src << "  " << rows.loop() << " {\n";
       src << "    const int i = row * " << R << " + j;\n" << (segmented ? "  " + segmented->element : "")
           << indented(body + out.str()) << "  }\n}\n";
     } else {
@@ -283,6 +289,12 @@ class Emitter {
     }
     k.source = src.str();
     return k;
+  }
+
+  /// Lets emit() take the rows form (for CPUs; see RowPieces).
+  Emitter& rowLoops(bool on) {
+    rowLoops_ = on;
+    return *this;
   }
 
   /// Whether an operand of the space that is not a scalar is broadcast
@@ -1039,6 +1051,7 @@ class Emitter {
   int lanes_ = 0;  // vector mode's width; 0: one element
   size_t varyingDims_ = 0;
   size_t rowDims_ = 0;  // the rows form's: trailing dims of the space a row spans; 0: one element
+  bool rowLoops_ = false;  // the rows form allowed
   std::string validLanes_;
   bool usesVectorExp_ = false, usesVectorErf_ = false;
   std::map<ValueId, std::string> vars_;

@@ -127,7 +127,9 @@ std::vector<FunctionFamily::Spec> specs() {
        "included; every result read outside the group is written; data movement before them (Concat, Transpose, "
        "Slice, ...) is read through its index map, not stored",
        "it has an op that is neither elementwise nor broadcast with scalar semantics, nor data movement before them",
-       pointwiseOps, plain(emitPointwise)},
+       pointwiseOps,
+       [](const Graph& g, const Group& group, const OpCatalog& catalog, const std::string& name, const std::string& comment,
+          const KernelOptions& options) { return emitPointwise(g, group, catalog, name, comment, options.stridedRowCopies); }},
   };
 }
 

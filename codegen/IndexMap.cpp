@@ -352,15 +352,13 @@ std::optional<KernelSource> splitRows(const Graph& g, const NodeData& d, int64_t
     const detail::RowPieces rows = detail::RowPieces::of(run);
     const int64_t items = outer * rows.pieces;
     const std::string o = std::to_string(k.outputs.size()), t = first ? "(item - " + std::to_string(first) + ")" : "item";
-    const std::string R = std::to_string(run), step = std::to_string(rows.step);
+    const std::string R = std::to_string(run);
     head << "  " << (first ? "else " : "") << "if (item < " << first + items << ") {\n";
-    if (rows.pieces == 1) {
-      head << "    const long r = " << t << ";\n    for (int j = 0; j < " << R << "; ++j)";
-    } else {
-      head << "    const long r = " << t << " / " << rows.pieces << ";\n    const int piece = " << t << " % " << rows.pieces
-           << ";\n    for (int j = piece * " << step << "; j < min(piece * " << step << " + " << step << ", " << R << "); ++j)";
-    }
-    head << " out" << o << "[r * " << R << "L + j] = in0[r * " << total << "L + " << start << "L + j];\n  }\n";
+    if (rows.pieces == 1)
+      head << "    const long r = " << t << ";\n";
+    else
+      head << "    const long r = " << t << " / " << rows.pieces << ";\n    const int piece = " << t << " % " << rows.pieces << ";\n";
+    head << "    " << rows.loop() << " out" << o << "[r * " << R << "L + j] = in0[r * " << total << "L + " << start << "L + j];\n  }\n";
     params << ",\n    __global " << type << "* restrict out" << o;
     k.outputs.push_back(v);
     first += items;
@@ -374,7 +372,8 @@ std::optional<KernelSource> splitRows(const Graph& g, const NodeData& d, int64_t
   return k;
 }
 
-Expected<KernelSource> emitSplit(const Graph& g, const NodeData& d, const std::string& name, const std::string& comment) {
+Expected<KernelSource> emitSplit(const Graph& g, const NodeData& d, const std::string& name, const std::string& comment,
+                                 bool rows) {
   const ValueId x = d.inputs[0];
   const TensorType& xt = g.value(x).type;
   const std::string type = bitsType(xt.dtype);
@@ -388,7 +387,8 @@ Expected<KernelSource> emitSplit(const Graph& g, const NodeData& d, const std::s
   k.name = name;
   k.inputs = {x};
   k.globalSize = static_cast<size_t>(shapeNumel(xs));
-  if (std::optional<KernelSource> rows = splitRows(g, d, axis, name, comment)) return std::move(rows.value());
+  if (rows)
+    if (std::optional<KernelSource> k = splitRows(g, d, axis, name, comment)) return std::move(k.value());
   std::ostringstream body, params;
   body << coordinates(xs, "i");
   int64_t start = 0;
@@ -944,14 +944,14 @@ Expected<KernelSource> emitIndexMap(const Graph& g, const std::vector<NodeRef>& 
     if (std::optional<KernelSource> k = emitStridedRows(g, members, name, comment)) return std::move(k.value());
   if (members.size() > 1) return emitIndexMapChain(g, members, name, comment);
   const NodeData& d = g.node(members[0]);
-  if (d.op == "Split") return emitSplit(g, d, name, comment);
+  if (d.op == "Split") return emitSplit(g, d, name, comment, stridedRows);
   if (d.op == "Concat" && d.outputs.size() == 1 && d.outputs[0] != kNoValue) {
     // Each work-group copies from one input (the per-element choice among
     // the inputs costs every vectorized work-item a masked load of each).
     // Rows of the dims after the axis are copied in a loop where they are
     // long enough (the rows form: DenseNet's and ShuffleNet's Concats).
     const std::string type = bitsType(g.value(d.outputs[0]).type.dtype);
-    const size_t allAfterAxis = std::numeric_limits<size_t>::max();
+    const size_t allAfterAxis = stridedRows ? std::numeric_limits<size_t>::max() : 0;
     if (!type.empty())
       if (std::optional<detail::SegmentedPrologue> seg =
               detail::concatSegments(g, members[0], {d.outputs[0]}, type, allAfterAxis)) {
@@ -963,11 +963,8 @@ Expected<KernelSource> emitIndexMap(const Graph& g, const std::vector<NodeRef>& 
         k.localSize = seg->localSize;
         std::string body = seg->head + "  out0[i] = " + seg->var + ";\n";
         if (seg->rowDims) {
-          const std::string R = std::to_string(seg->rows.length), step = std::to_string(seg->rows.step);
-          const std::string from = seg->rows.pieces == 1 ? "0" : "piece * " + step,
-                            to = seg->rows.pieces == 1 ? R : "min(piece * " + step + " + " + step + ", " + R + ")";
-          body = seg->head + "  for (int j = " + from + "; j < " + to + "; ++j) out0[row * " + R + " + j] = seg[q * " + R +
-                 " + j];\n";
+          const std::string R = std::to_string(seg->rows.length);
+          body = seg->head + "  " + seg->rows.loop() + " out0[row * " + R + " + j] = seg[q * " + R + " + j];\n";
         }
         k.source = "// " + comment + "\n__kernel void " + name + "(\n    " + seg->params + ",\n    __global " + type +
                    "* restrict out0) {\n" + body + "}\n";

@@ -11,10 +11,10 @@
 namespace fusec::codegen {
 
 Expected<KernelSource> emitPointwise(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
-                                     const std::string& name, const std::string& comment) {
+                                     const std::string& name, const std::string& comment, bool rowLoops) {
   std::vector<NodeRef> movement, scalar;
   for (NodeRef n : members) (isIndexMapOp(g, n) ? movement : scalar).push_back(n);
-  if (movement.empty()) return detail::Emitter(g, catalog).emit(members, name, comment);
+  if (movement.empty()) return detail::Emitter(g, catalog).rowLoops(rowLoops).emit(members, name, comment);
   if (scalar.empty()) return Error{"group `" + name + "` has only data movement (the index_map family's work)", true};
   // The prologue's values are computed where the elementwise members read
   // them, never stored: nothing outside the group may read one.
@@ -40,7 +40,8 @@ Expected<KernelSource> emitPointwise(const Graph& g, const std::vector<NodeRef>&
     const detail::Emitter e(g, catalog);
     std::vector<ValueId> operands = groupBoundary(g, scalar).inputs;
     std::erase(operands, joined);
-    const size_t rowDims = g.value(joined).type.isStatic() ? e.rowDims(operands, g.value(joined).type.staticShape()) : 0;
+    const size_t rowDims =
+        rowLoops && g.value(joined).type.isStatic() ? e.rowDims(operands, g.value(joined).type.staticShape()) : 0;
     if (std::optional<detail::SegmentedPrologue> seg =
             detail::concatSegments(g, movement[0], groupBoundary(g, members).outputs, "float", rowDims))
       return detail::Emitter(g, catalog).emit(scalar, name, comment, nullptr, {}, &*seg);

@@ -170,7 +170,7 @@ TEST_CASE("generated kernels are readable and valid SPIR-V") {
   }
   CHECK(k->inputs.size() == 3);
   CHECK(k->outputs.size() == 2);  // `s` is a graph output too
-  CHECK(k->globalSize == 4);  // rows of 8: `a` ([4,1]) is constant along them, `b` runs along them
+  CHECK(k->globalSize == 32);
   INFO(k->source);
   Expected<codegen::SpirvModule> spv = codegen::compileToSpirv(k->source, k->name);
   REQUIRE_MESSAGE(spv.ok(), test::why(spv));
@@ -690,21 +690,27 @@ g (float[2,5,7,7] x, float[5,1,1] s, float[1,5,1,1] b, float[1,1,7,7] m, float[1
   const size_t items[] = {2 * 5, 4 * 2, 3, 2 * 5, 3 * 2};
   std::vector<codegen::KernelGroup> kernels;
   for (size_t i = 0; i < groups.size(); ++i) {
-    Expected<codegen::KernelSource> k = codegen::emitPointwise(g, groups[i], ops->catalog, "k", "k");
+    Expected<codegen::KernelSource> k = codegen::emitPointwise(g, groups[i], ops->catalog, "k", "k", true);
     REQUIRE_MESSAGE(k.ok(), test::why(k));
     INFO(k->source);
     CHECK(k->source.find("for (int j = ") != std::string::npos);
     CHECK(k->globalSize == items[i]);
     kernels.emplace_back(groups[i], "", "", "pointwise");
+    // Not for GPUs (neighbouring work-items a row apart): one element each.
+    Expected<codegen::KernelSource> gpu = codegen::emitPointwise(g, groups[i], ops->catalog, "k", "k");
+    REQUIRE_MESSAGE(gpu.ok(), test::why(gpu));
+    CHECK(gpu->source.find("for (int j = ") == std::string::npos);
   }
+  codegen::KernelOptions cpu;
+  cpu.stridedRowCopies = true;
   // A lone Concat (not written in place: its inputs are the model's) copies rows the same way.
   const std::vector<NodeRef> lone = group({"lone"});
-  Expected<codegen::KernelSource> copy = codegen::emitIndexMap(g, lone, ops->catalog, "k", "k");
+  Expected<codegen::KernelSource> copy = codegen::emitIndexMap(g, lone, ops->catalog, "k", "k", true);
   REQUIRE_MESSAGE(copy.ok(), test::why(copy));
   CHECK(copy->source.find("for (int j = ") != std::string::npos);
   CHECK(copy->globalSize == 2 * 5);
   kernels.emplace_back(lone, "", "", "index_map");
-  Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, kernels, ops->catalog, inputs);
+  Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, kernels, ops->catalog, inputs, cpu);
   REQUIRE_MESSAGE(run.ok(), test::why(run));
   CHECK(run->kernelTimes.size() == groups.size() + 1);
   REQUIRE(run->outputs.size() == 6u);
@@ -723,14 +729,14 @@ g (float[2,3,30] qkv, float[5000] v) => (float[2,3,10] q, float[2,3,12] k, float
   std::vector<codegen::KernelGroup> splits;
   for (NodeRef n : split.nodes()) {
     if (split.node(n).op != "Split") continue;
-    Expected<codegen::KernelSource> k = codegen::emitIndexMap(split, {n}, ops->catalog, "k", "k");
+    Expected<codegen::KernelSource> k = codegen::emitIndexMap(split, {n}, ops->catalog, "k", "k", true);
     REQUIRE_MESSAGE(k.ok(), test::why(k));
     INFO(k->source);
     CHECK(k->source.find("for (int j = ") != std::string::npos);
     CHECK(k->globalSize == (split.node(n).outputs.size() == 3 ? 3u * 6 : 2u * 2));  // runs of each result (pieces of 1264)
     splits.emplace_back(std::vector<NodeRef>{n}, "", "", "index_map");
   }
-  Expected<codegen::DeviceRun> splitRun = codegen::runOnDevice(device(), split, splits, ops->catalog, splitInputs);
+  Expected<codegen::DeviceRun> splitRun = codegen::runOnDevice(device(), split, splits, ops->catalog, splitInputs, cpu);
   REQUIRE_MESSAGE(splitRun.ok(), test::why(splitRun));
   for (size_t i = 0; i < splitReference.size(); ++i) test::checkClose(splitRun->outputs[i], splitReference[i], 1e-6f);
   // Rows shorter than 8 keep one element per work-item.
@@ -741,7 +747,7 @@ g (float[4,6] x, float[4,1] s) => (float[4,6] y) {
 )");
   Expected<std::vector<NodeRef>> all = narrow.topologicalOrder();
   REQUIRE(all.ok());
-  Expected<codegen::KernelSource> k = codegen::emitPointwise(narrow, all.value(), ops->catalog, "k", "k");
+  Expected<codegen::KernelSource> k = codegen::emitPointwise(narrow, all.value(), ops->catalog, "k", "k", true);
   REQUIRE_MESSAGE(k.ok(), test::why(k));
   CHECK(k->source.find("for (int j = ") == std::string::npos);
   CHECK(k->globalSize == 24u);

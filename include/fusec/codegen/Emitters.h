@@ -102,7 +102,8 @@ Expected<KernelSource> emitReduce(const Graph& g, const std::vector<NodeRef>& me
 /// kernel of their own. Shape operands must be constants and shapes static.
 /// With `stridedRows` (for CPUs), a group whose one result is a strided
 /// view of one input (Transpose, Slice, reshapes) is copied a row of the
-/// result per step, its coordinates divided out once per row.
+/// result per step, its coordinates divided out once per row, and a lone
+/// Concat or Split copies runs of its inputs or results in a loop.
 bool isIndexMapOp(const Graph& g, NodeRef n);
 
 Expected<KernelSource> emitIndexMap(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,

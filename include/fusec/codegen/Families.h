@@ -27,7 +27,11 @@ struct KernelOptions {
   GemmTiling gemm;                             ///< for gemm_epilogue kernels without their own
   std::map<NodeId, GemmTiling> gemmTilings;    ///< by the id of the kernel's MatMul, Gemm or Conv
   bool rowReducePerWorkItem = false;           ///< lone row reductions: a work-item per row (emitRowReduce)
-  bool stridedRowCopies = false;               ///< views copied a row per step (emitIndexMap; CPUs)
+  /// A row per work-item step, in a loop (CPUs: on a GPU neighbouring
+  /// work-items would read a row apart): views copied (emitIndexMap),
+  /// Concat and Split copies, pointwise kernels with broadcast operands
+  /// (emitPointwise, RowPieces).
+  bool stridedRowCopies = false;
   bool vectorColumns = false;                  ///< column reductions a vector of outputs per work-item (emitReduce; CPUs)
   bool attentionOwnedKeys = false;             ///< keys in rows transposed into a work-item's local memory (emitAttention; CPUs)
   /// Where sub-buffers may start, in bytes (the target's
@@ -97,7 +101,8 @@ struct KernelOptions {
       o.gemm.depthwiseOwnedBytes = kDepthwiseOwnedBytes;
       // Transposes and slices a row per step: kernel_roofline, BERT's head
       // split 0.40 -> 0.031 ms; ConvNeXt-T's 44 data-movement kernels
-      // 9.1 -> 3.5 ms (AVX2 PoCL device, least of two runs each).
+      // 9.1 -> 3.5 ms (AVX2 PoCL device, least of two runs each). Concat +
+      // BatchNorm + ReLU in rows: DenseNet-121's 62 such kernels 38 -> 3.8 ms.
       o.stridedRowCopies = true;
       o.vectorColumns = true;
       o.attentionOwnedKeys = true;

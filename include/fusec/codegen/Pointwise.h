@@ -28,7 +28,10 @@ struct KernelSource {
 
 /// Generates the kernel for `members` (in topological order). Errors are
 /// `unsupported` when the group has an op or type this family cannot run.
+/// With `rowLoops` (for CPUs), a group with a broadcast operand, or with a
+/// Concat before it, computes rows of the trailing dims in a loop per
+/// work-item (the rows form, RowPieces in ElementwiseEmitter.h).
 Expected<KernelSource> emitPointwise(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
-                                     const std::string& name, const std::string& comment);
+                                     const std::string& name, const std::string& comment, bool rowLoops = false);
 
 }  // namespace fusec::codegen
