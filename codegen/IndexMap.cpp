@@ -321,10 +321,6 @@ const std::set<std::string>& ops() {
   return k;
 }
 
-/// Split as one kernel over its input: each element goes to the result
-/// whose slice along `axis` holds it (the results' static shapes say where
-/// each slice ends, whichever of `split`, the split operand or
-/// num_outputs gave them).
 /// A Split whose results' runs (their extent along the axis times the dims
 /// after it) hold detail::kMinRowLength elements or more: each work-item
 /// copies a run of one result (a piece of up to 2048 elements of it), in a
@@ -372,6 +368,11 @@ std::optional<KernelSource> splitRows(const Graph& g, const NodeData& d, int64_t
   return k;
 }
 
+/// Split as one kernel over its input: each element goes to the result
+/// whose slice along `axis` holds it (the results' static shapes say where
+/// each slice ends, whichever of `split`, the split operand or
+/// num_outputs gave them).
+/// With `rows`, splitRows' form where it applies.
 Expected<KernelSource> emitSplit(const Graph& g, const NodeData& d, const std::string& name, const std::string& comment,
                                  bool rows) {
   const ValueId x = d.inputs[0];
@@ -383,12 +384,12 @@ Expected<KernelSource> emitSplit(const Graph& g, const NodeData& d, const std::s
   int64_t axis = d.attrInt("axis", 0);
   if (axis < 0) axis += static_cast<int64_t>(xs.size());
   if (axis < 0 || axis >= static_cast<int64_t>(xs.size())) return Error{"Split axis out of range", true};
+  if (rows)
+    if (std::optional<KernelSource> copies = splitRows(g, d, axis, name, comment)) return std::move(copies.value());
   KernelSource k;
   k.name = name;
   k.inputs = {x};
   k.globalSize = static_cast<size_t>(shapeNumel(xs));
-  if (rows)
-    if (std::optional<KernelSource> k = splitRows(g, d, axis, name, comment)) return std::move(k.value());
   std::ostringstream body, params;
   body << coordinates(xs, "i");
   int64_t start = 0;
@@ -961,11 +962,10 @@ Expected<KernelSource> emitIndexMap(const Graph& g, const std::vector<NodeRef>& 
         k.outputs = {d.outputs[0]};
         k.globalSize = seg->globalSize;
         k.localSize = seg->localSize;
-        std::string body = seg->head + "  out0[i] = " + seg->var + ";\n";
-        if (seg->rowDims) {
-          const std::string R = std::to_string(seg->rows.length);
-          body = seg->head + "  " + seg->rows.loop() + " out0[row * " + R + " + j] = seg[q * " + R + " + j];\n";
-        }
+        const std::string R = std::to_string(seg->rows.length);
+        const std::string body =
+            seg->rowDims ? seg->head + "  " + seg->rows.loop() + " out0[row * " + R + " + j] = seg[q * " + R + " + j];\n"
+                         : seg->head + "  out0[i] = " + seg->var + ";\n";
         k.source = "// " + comment + "\n__kernel void " + name + "(\n    " + seg->params + ",\n    __global " + type +
                    "* restrict out0) {\n" + body + "}\n";
         return k;

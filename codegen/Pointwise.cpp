@@ -37,14 +37,14 @@ Expected<KernelSource> emitPointwise(const Graph& g, const std::vector<NodeRef>&
       g.value(g.node(movement[0]).outputs[0]).type.dtype == DType::Float32) {
     // Rows along which the other operands run or are constant (rowDims).
     const ValueId joined = g.node(movement[0]).outputs[0];
-    const detail::Emitter e(g, catalog);
+    detail::Emitter e(g, catalog);
     std::vector<ValueId> operands = groupBoundary(g, scalar).inputs;
     std::erase(operands, joined);
     const size_t rowDims =
         rowLoops && g.value(joined).type.isStatic() ? e.rowDims(operands, g.value(joined).type.staticShape()) : 0;
     if (std::optional<detail::SegmentedPrologue> seg =
             detail::concatSegments(g, movement[0], groupBoundary(g, members).outputs, "float", rowDims))
-      return detail::Emitter(g, catalog).emit(scalar, name, comment, nullptr, {}, &*seg);
+      return e.emit(scalar, name, comment, nullptr, {}, &*seg);
   }
   Expected<IndexMapFetches> fetches = indexMapFetches(g, movement, 0);
   if (!fetches) return fetches.error();
