@@ -878,9 +878,13 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
 }
 
 TEST_CASE("a conv and its projection shortcut are one implicit GEMM and match the interpreter for every tiling") {
-  std::unique_ptr<RuleSet> packs = test::loadDefaultPacks();
   Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
   REQUIRE(target.ok());
+  // The default packs and the opt-in projection rule.
+  Expected<std::vector<std::string>> paths = grammar::defaultPackPaths(target.value());
+  REQUIRE(paths.ok());
+  paths->push_back(grammar::defaultRulesDir() + "/cnn/launch-bound/projection.fuse");
+  std::unique_ptr<RuleSet> packs = test::loadPackFiles(paths.value());
   // ResNet's downsampling block (3x3 conv + a 1x1 stride-2 projection of
   // the block's input, odd sizes), ResNet-50's stride-1 projection beside a
   // 1x1 conv (which the rule leaves to the conv alone), one on 22-wide rows
