@@ -71,7 +71,8 @@ std::string readme(const std::string& title, const Graph& g, const Schedule& s) 
   os << "\nFiles: `program.txt` (buffers, inputs, outputs and kernels in launch order; each record's fields are\n"
      << "described in its comment lines), `kernels/*.cl`, `constants.bin` (the weights, at the offsets\n"
      << "program.txt gives), `inputs/<i>.bin` sample inputs and `expected/<i>.bin` the outputs fusec's\n"
-     << "reference interpreter computed for them, `host.cpp` the host program.\n";
+     << "reference interpreter computed for them, `host.cpp` the host program (with `Tolerance.h` and\n"
+     << "`CpuThreads.h`, which it includes).\n";
   return os.str();
 }
 
@@ -138,6 +139,7 @@ Status writeBundle(const fs::path& dir, const Graph& g, const Schedule& s, const
                             {"constants.bin", constants},
                             {"host.cpp", bundleHostSource()},
                             {"Tolerance.h", bundleToleranceSource()},
+                            {"CpuThreads.h", bundleCpuThreadsSource()},
                             {"CMakeLists.txt", kCMakeLists},
                             {"README.md", readme(title, g, s)}})
     if (Status st = writeFile(dir / name, text); !st) return st;

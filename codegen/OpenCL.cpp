@@ -13,6 +13,7 @@
 #include <optional>
 #include <sstream>
 
+#include "fusec/codegen/CpuThreads.h"
 #include "fusec/engine/Files.h"
 
 namespace fusec::codegen {
@@ -100,6 +101,8 @@ Device::~Device() {
 }
 
 Expected<std::unique_ptr<Device>> Device::open(const std::string& match) {
+  static const bool pinned = (pinPoclWorkersByDefault(), true);  // before the first OpenCL call
+  (void)pinned;
   cl_uint count = 0;
   cl_int err = clGetPlatformIDs(0, nullptr, &count);
   if (err != CL_SUCCESS || count == 0)

@@ -32,6 +32,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "CpuThreads.h"
 #include "Tolerance.h"
 #include <fstream>
 #include <iostream>
@@ -143,6 +144,7 @@ std::string deviceName(cl_device_id d) {
 }
 
 cl_device_id pickDevice(const std::string& match) {
+  fusec::pinPoclWorkersByDefault();  // before the first OpenCL call
   cl_uint count = 0;
   if (clGetPlatformIDs(0, nullptr, &count) != CL_SUCCESS || count == 0)
     throw Failure("no OpenCL platform found; install an OpenCL driver (on Debian: pocl-opencl-icd)");

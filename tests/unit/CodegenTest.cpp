@@ -6,10 +6,13 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <random>
 #include <set>
 
 #include "TestUtil.h"
+#include "fusec/codegen/CpuThreads.h"
 #include "fusec/codegen/Executor.h"
 #include "fusec/codegen/Families.h"
 #include "fusec/codegen/Pointwise.h"
@@ -127,6 +130,57 @@ g (float[4,1] a, float[1,8] b, float[8] c) => (float[4,8] y, float[4,8] s) {
 )";
 
 }  // namespace
+
+#ifdef __linux__
+TEST_CASE("PoCL's CPU workers are pinned by default only where the process may run on every CPU and the user is silent") {
+  // The runtime sets the variable as it opens a device: start from none,
+  // and give the environment back as it was.
+  std::map<std::string, std::optional<std::string>> saved;
+  for (const char* name : {"POCL_AFFINITY", "POCL_MAX_PTHREAD_COUNT"}) {
+    const char* v = std::getenv(name);
+    saved[name] = v ? std::optional<std::string>(v) : std::nullopt;
+    unsetenv(name);
+  }
+  auto affinity = [] {
+    const char* v = std::getenv("POCL_AFFINITY");
+    return v ? std::string(v) : std::string("(unset)");
+  };
+  cpu_set_t mask;
+  REQUIRE(sched_getaffinity(0, sizeof mask, &mask) == 0);
+  const bool everyCpu = CPU_COUNT(&mask) == sysconf(_SC_NPROCESSORS_ONLN);
+
+  setenv("POCL_AFFINITY", "0", 1);  // the user's choice stays
+  fusec::pinPoclWorkersByDefault();
+  CHECK(affinity() == "0");
+  unsetenv("POCL_AFFINITY");
+  setenv("POCL_MAX_PTHREAD_COUNT", "1", 1);  // so does a thread count of the user's
+  fusec::pinPoclWorkersByDefault();
+  CHECK(affinity() == "(unset)");
+  unsetenv("POCL_MAX_PTHREAD_COUNT");
+
+  if (CPU_COUNT(&mask) > 1) {  // a mask of one CPU (as taskset -c would leave): not pinned
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    for (int c = CPU_SETSIZE - 1; c >= 0; --c)
+      if (CPU_ISSET(c, &mask)) {
+        CPU_ZERO(&one);
+        CPU_SET(c, &one);
+      }
+    REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+    fusec::pinPoclWorkersByDefault();
+    CHECK(affinity() == "(unset)");
+    REQUIRE(sched_setaffinity(0, sizeof mask, &mask) == 0);
+  }
+  fusec::pinPoclWorkersByDefault();  // this process's own mask
+  CHECK(affinity() == (everyCpu ? "1" : "(unset)"));
+
+  for (const auto& [name, value] : saved)
+    if (value)
+      setenv(name.c_str(), value->c_str(), 1);
+    else
+      unsetenv(name.c_str());
+}
+#endif
 
 TEST_CASE("a fused pointwise group runs as one kernel and matches the interpreter and the unfused run") {
   std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");

@@ -28,5 +28,8 @@ Status writeBundle(const std::filesystem::path& dir, const Graph& g, const Sched
 const std::string& bundleHostSource();
 /// Tolerance.h, which the host program includes to check outputs.
 const std::string& bundleToleranceSource();
+/// CpuThreads.h, which the host program includes to run PoCL's CPU workers
+/// as the runtime does.
+const std::string& bundleCpuThreadsSource();
 
 }  // namespace fusec::codegen
