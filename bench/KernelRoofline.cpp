@@ -572,6 +572,20 @@ int main(int argc, char** argv) {
     g.addOutput(v);
     ok = ok && groupRows("convnext channel var", "96x56x56 ax 1", g, nodes);
   }
+  {  // ConvNeXt-T's LayerNorm2d before its first downsampling: the 96
+     // channels of each 56x56 pixel moved last, normalized, moved back.
+    Graph g;
+    const ValueId x = g.addInput("x", f32({1, 96, 56, 56})), scale = g.addInput("scale", f32({96})),
+                  bias = g.addInput("bias", f32({96}));
+    const ValueId t = g.addValue("t", f32({1, 56, 56, 96})), n = g.addValue("n", f32({1, 56, 56, 96})),
+                  y = g.addValue("y", f32({1, 96, 56, 56}));
+    const std::vector<NodeRef> nodes = {
+        g.addNode("Transpose", {x}, {t}, {{"perm", std::vector<int64_t>{0, 2, 3, 1}}}),
+        g.addNode("LayerNormalization", {t, scale, bias}, {n}, {{"epsilon", 1e-6f}}),
+        g.addNode("Transpose", {n}, {y}, {{"perm", std::vector<int64_t>{0, 3, 1, 2}}})};
+    g.addOutput(y);
+    ok = ok && groupRows("convnext channel layernorm", "96x56x56 ax 1", g, nodes);
+  }
   {  // ShuffleNetV2's channel shuffle on its 28x28 stage: the two branches
      // concatenated, shuffled (reshape, transpose, reshape) and split.
     Graph g;

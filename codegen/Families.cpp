@@ -112,6 +112,15 @@ std::vector<FunctionFamily::Spec> specs() {
        [](const Graph& g, const Group& grp, const OpCatalog&) { return isAxisReduction(g, grp.back()); },
        [](const Graph& g, const Group& group, const OpCatalog& catalog, const std::string& name, const std::string& comment,
           const KernelOptions& options) { return emitReduce(g, group, catalog, name, comment, options.vectorColumns); }},
+      {"axis_layernorm", "LayerNormalization over one axis that is not the innermost, as exporters write it: a "
+       "Transpose moving the axis last, LayerNormalization over the last axis, the inverse Transpose (float32, static "
+       "shapes; ConvNeXt's LayerNorm2d), as one kernel that reads and writes the tensor in its own layout",
+       "it is not a Transpose, LayerNormalization and Transpose",
+       [](const Graph& g, const Group& grp, const OpCatalog&) { return isAxisLayerNormGroup(g, grp); },
+       [](const Graph& g, const Group& group, const OpCatalog& catalog, const std::string& name, const std::string& comment,
+          const KernelOptions& options) {
+         return emitAxisLayerNorm(g, group, catalog, name, comment, options.vectorColumns);
+       }},
       {"index_map", "data-movement ops (Reshape, Transpose, Expand, Tile, Slice, Concat, Gather, Pad, Split, "
        "Resize, ...) with static shapes: one op, or a group composed into one index map that moves each element once",
        "it has an op that is not data movement",

@@ -1943,6 +1943,71 @@ TEST_CASE("column reductions a vector of outputs per work-item (CPUs) match the 
   CHECK(std::isinf(run.outputs[2].data<float>()[5]));
 }
 
+TEST_CASE("a LayerNormalization over a middle axis between its Transposes is one kernel and matches the interpreter") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  // ConvNeXt's LayerNorm2d (channels of NCHW: 40 positions a stride, 8
+  // lanes; with a bias and an epsilon of its own), the same on a 7x7 map
+  // (49: no whole vectors) without a bias, a rank-3 tensor's middle axis,
+  // and axis 2 of a rank-4 tensor.
+  Graph g = test::parse(test::model(
+      "g (float[2,6,5,8] x, float[6] s, float[6] b, float[1,5,7,7] x2, float[5] s2, float[3,4,6] x3, float[4] s3, "
+      "float[4] b3, float[1,3,4,8] x4, float[4] s4, float[4] b4) => "
+      "(float[2,6,5,8] y, float[1,5,7,7] y2, float[3,4,6] y3, float[1,3,4,8] y4)", R"(
+    t = Transpose <perm = [0, 2, 3, 1]> (x)
+    n = LayerNormalization <epsilon = 0.001> (t, s, b)
+    y = Transpose <perm = [0, 3, 1, 2]> (n)
+    t2 = Transpose <perm = [0, 2, 3, 1]> (x2)
+    n2 = LayerNormalization (t2, s2)
+    y2 = Transpose <perm = [0, 3, 1, 2]> (n2)
+    t3 = Transpose <perm = [0, 2, 1]> (x3)
+    n3 = LayerNormalization <axis = 2> (t3, s3, b3)
+    y3 = Transpose <perm = [0, 2, 1]> (n3)
+    t4 = Transpose <perm = [0, 1, 3, 2]> (x4)
+    n4 = LayerNormalization (t4, s4, b4)
+    y4 = Transpose <perm = [0, 1, 3, 2]> (n4)
+  )", 17));
+  std::vector<Tensor> inputs = randomInputs(g, 61);
+  for (int64_t i = 0; i < 80; ++i) inputs[0].data<float>()[i] += 30.f;  // a mean far from 0
+  const std::vector<Tensor> reference = test::run(g, inputs);
+  std::vector<codegen::KernelGroup> groups;
+  const std::vector<NodeRef> nodes = g.nodes();  // in the order written
+  for (size_t k = 0; k < 4; ++k)
+    groups.emplace_back(std::vector<NodeRef>(nodes.begin() + 3 * k, nodes.begin() + 3 * k + 3), "norm" + std::to_string(k));
+  for (const bool vectorColumns : {false, true}) {
+    CAPTURE(vectorColumns);
+    for (size_t k = 0; k < groups.size(); ++k) {
+      Expected<codegen::KernelSource> src =
+          codegen::emitAxisLayerNorm(g, groups[k].nodes, ops->catalog, groups[k].name, groups[k].name, vectorColumns);
+      REQUIRE_MESSAGE(src.ok(), test::why(src));
+      INFO(src->source);
+      CHECK((src->source.find("vstore8") != std::string::npos) == (vectorColumns && (k == 0 || k == 3)));
+      CHECK_MESSAGE(codegen::compileToSpirv(src->source, src->name).ok(), src->source);
+    }
+    codegen::KernelOptions options;
+    options.vectorColumns = vectorColumns;
+    CHECK(runAndCheck(g, groups, ops->catalog, inputs, reference, options, 1e-4f).kernelTimes.size() == 4);
+  }
+  // What the family refuses, and says so: axes not moved last and back in
+  // order, a LayerNormalization over more than the moved axis.
+  Graph bad = test::parse(test::model("g (float[2,3,4,5] x, float[3] s, float[60] s2) => (float[2,5,4,3] y, float[2,3,4,5] z)", R"(
+    t = Transpose <perm = [0, 3, 2, 1]> (x)
+    n = LayerNormalization (t, s)
+    y = Transpose <perm = [0, 1, 2, 3]> (n)
+    u = Transpose <perm = [0, 2, 3, 1]> (x)
+    m = LayerNormalization <axis = 1> (u, s2)
+    z = Transpose <perm = [0, 3, 1, 2]> (m)
+  )", 17));
+  const std::vector<NodeRef> all = bad.nodes();
+  Expected<codegen::KernelSource> wrongPerm =
+      codegen::emitAxisLayerNorm(bad, {all[0], all[1], all[2]}, ops->catalog, "p", "p", true);
+  REQUIRE_FALSE(wrongPerm.ok());
+  CHECK(wrongPerm.error().message.find("do not move one axis last and back") != std::string::npos);
+  Expected<codegen::KernelSource> wideNorm =
+      codegen::emitAxisLayerNorm(bad, {all[3], all[4], all[5]}, ops->catalog, "w", "w", true);
+  REQUIRE_FALSE(wideNorm.ok());
+  CHECK(wideNorm.error().message.find("not over the last axis alone") != std::string::npos);
+}
+
 TEST_CASE("the straight-line exp is accurate over float's whole range") {
   std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
   Graph g = test::parse(test::model("g (float[4001] x) => (float[4001] y)", "y = Exp (x)"));

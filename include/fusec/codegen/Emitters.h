@@ -89,6 +89,22 @@ bool isAxisReduction(const Graph& g, NodeRef n);
 Expected<KernelSource> emitReduce(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
                                   const std::string& name, const std::string& comment, bool vectorColumns = false);
 
+// ---- axis_layernorm
+
+/// Whether `members` has this family's shape: Transpose, LayerNormalization,
+/// Transpose (emitAxisLayerNorm says why when the details differ).
+bool isAxisLayerNormGroup(const Graph& g, const std::vector<NodeRef>& members);
+
+/// A LayerNormalization over one axis that is not the innermost, as
+/// exporters write it (ConvNeXt's LayerNorm2d: a Transpose moving the
+/// channels last, LayerNormalization over them, the inverse Transpose), as
+/// one kernel reading and writing x's layout: each work-item walks the
+/// normalized axis at its stride for one position of the others (with
+/// `vectorColumns`, for CPUs, 4-16 neighbouring positions as one vector).
+/// Errors are `unsupported` for groups outside the family.
+Expected<KernelSource> emitAxisLayerNorm(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
+                                         const std::string& name, const std::string& comment, bool vectorColumns);
+
 // ---- index_map
 
 /// OpenCL C for the index_map family: data movement, where each output
