@@ -257,53 +257,53 @@ int main(int argc, char** argv) {
   if (!bandwidthOnly) {
     const int64_t H = 12, S = 128, Dh = 64;
     auto f32 = [](Shape s) { return TensorType::of(DType::Float32, std::move(s)); };
-    Graph g;
-    const ValueId q = g.addInput("q", f32({1, H, S, Dh})), kt = g.addInput("kt", f32({1, H, Dh, S})),
-                  v = g.addInput("v", f32({1, H, S, Dh})), mask = g.addInput("mask", f32({1, 1, 1, S}));
-    const ValueId scale = g.addConstant("scale", Tensor::fromVector<float>({}, {0.125f}));
-    const ValueId s = g.addValue("s", f32({1, H, S, S})), z = g.addValue("z", f32({1, H, S, S})),
-                  m = g.addValue("m", f32({1, H, S, S})), p = g.addValue("p", f32({1, H, S, S})),
-                  o = g.addValue("o", f32({1, H, S, Dh}));
-    const std::vector<NodeRef> nodes = {g.addNode("MatMul", {q, kt}, {s}), g.addNode("Mul", {s, scale}, {z}),
-                                        g.addNode("Add", {z, mask}, {m}),
-                                        g.addNode("Softmax", {m}, {p}, {{"axis", int64_t{-1}}}),
-                                        g.addNode("MatMul", {p, v}, {o})};
-    g.addOutput(o);
-    std::map<ValueId, codegen::Buffer> buffers;
-    for (ValueId in : {q, kt, v, mask}) buffers.emplace(in, device.upload(randomTensor(g.value(in).type.staticShape(), rng)).value());
-    buffers.emplace(scale, device.upload(*g.value(scale).constant).value());
-    for (ValueId t : {s, p, o, m}) buffers.emplace(t, device.allocate(static_cast<size_t>(shapeNumel(g.value(t).type.staticShape())) * 4).value());
-    auto time = [&](Expected<codegen::KernelSource> k) { return bestTime(device, std::move(k), buffers); };
+    // The graph with K given transposed ([heads, D, S]) or, with `keyRows`,
+    // as rows ([heads, S, D], the heads of a projection: the form the
+    // models run) transposed by a view the kernel reads; its buffers.
+    struct Attention {
+      Graph g;
+      std::vector<NodeRef> nodes;
+      std::map<ValueId, codegen::Buffer> buffers;
+    };
+    auto attention = [&](bool keyRows) {
+      Attention a;
+      Graph& g = a.g;
+      const ValueId q = g.addInput("q", f32({1, H, S, Dh})), k = g.addInput("k", f32(keyRows ? Shape{1, H, S, Dh} : Shape{1, H, Dh, S})),
+                    v = g.addInput("v", f32({1, H, S, Dh})), mask = g.addInput("mask", f32({1, 1, 1, S}));
+      const ValueId scale = g.addConstant("scale", Tensor::fromVector<float>({}, {0.125f}));
+      const ValueId s = g.addValue("s", f32({1, H, S, S})), z = g.addValue("z", f32({1, H, S, S})),
+                    m = g.addValue("m", f32({1, H, S, S})), p = g.addValue("p", f32({1, H, S, S})),
+                    o = g.addValue("o", f32({1, H, S, Dh}));
+      ValueId kt = k;
+      if (keyRows) {
+        kt = g.addValue("kt", f32({1, H, Dh, S}));
+        a.nodes.push_back(g.addNode("Transpose", {k}, {kt}, {{"perm", std::vector<int64_t>{0, 1, 3, 2}}}));
+      }
+      for (NodeRef n : {g.addNode("MatMul", {q, kt}, {s}), g.addNode("Mul", {s, scale}, {z}), g.addNode("Add", {z, mask}, {m}),
+                        g.addNode("Softmax", {m}, {p}, {{"axis", int64_t{-1}}}), g.addNode("MatMul", {p, v}, {o})})
+        a.nodes.push_back(n);
+      g.addOutput(o);
+      for (ValueId in : {q, k, v, mask}) a.buffers.emplace(in, device.upload(randomTensor(g.value(in).type.staticShape(), rng)).value());
+      a.buffers.emplace(scale, device.upload(*g.value(scale).constant).value());
+      for (ValueId t : {s, p, o, m})
+        a.buffers.emplace(t, device.allocate(static_cast<size_t>(shapeNumel(g.value(t).type.staticShape())) * 4).value());
+      return a;
+    };
+    const Attention given = attention(false), rows = attention(true);
+    const Graph& g = given.g;
+    const std::vector<NodeRef>& nodes = given.nodes;
+    auto time = [&](Expected<codegen::KernelSource> k) { return bestTime(device, std::move(k), given.buffers); };
     const double flops = 4.0 * H * S * S * Dh;
     const double fused = time(codegen::emitAttention(g, nodes, ops->catalog, "bench_attention", "bench"));
     const double unfused = time(codegen::emitGemm(g, {nodes[0]}, ops->catalog, "bench_scores", "bench")) +
                            time(codegen::emitRowReduce(g, {nodes[1], nodes[2], nodes[3]}, ops->catalog, "bench_softmax", "bench")) +
                            time(codegen::emitGemm(g, {nodes[4]}, ops->catalog, "bench_context", "bench"));
-    if (fused < 0 || unfused < 0) return 1;
-    // The form the models run on a CPU: K as rows ([heads, S, D], the
-    // heads of a projection), transposed by a view the kernel reads, each
-    // work-item transposing its head's keys into its local memory once.
-    Graph gr;
-    const ValueId qr = gr.addInput("q", f32({1, H, S, Dh})), kr = gr.addInput("k", f32({1, H, S, Dh})),
-                  vr = gr.addInput("v", f32({1, H, S, Dh})), maskr = gr.addInput("mask", f32({1, 1, 1, S}));
-    const ValueId scaler = gr.addConstant("scale", Tensor::fromVector<float>({}, {0.125f}));
-    const ValueId ktr = gr.addValue("kt", f32({1, H, Dh, S})), sr = gr.addValue("s", f32({1, H, S, S})),
-                  zr = gr.addValue("z", f32({1, H, S, S})), mr = gr.addValue("m", f32({1, H, S, S})),
-                  pr = gr.addValue("p", f32({1, H, S, S})), outr = gr.addValue("o", f32({1, H, S, Dh}));
-    const std::vector<NodeRef> rowNodes = {
-        gr.addNode("Transpose", {kr}, {ktr}, {{"perm", std::vector<int64_t>{0, 1, 3, 2}}}),
-        gr.addNode("MatMul", {qr, ktr}, {sr}), gr.addNode("Mul", {sr, scaler}, {zr}), gr.addNode("Add", {zr, maskr}, {mr}),
-        gr.addNode("Softmax", {mr}, {pr}, {{"axis", int64_t{-1}}}), gr.addNode("MatMul", {pr, vr}, {outr})};
-    gr.addOutput(outr);
-    std::map<ValueId, codegen::Buffer> rowBuffers;
-    for (ValueId in : {qr, kr, vr, maskr})
-      rowBuffers.emplace(in, device.upload(randomTensor(gr.value(in).type.staticShape(), rng)).value());
-    rowBuffers.emplace(scaler, device.upload(*gr.value(scaler).constant).value());
-    rowBuffers.emplace(outr, device.allocate(static_cast<size_t>(shapeNumel(gr.value(outr).type.staticShape())) * 4).value());
+    // On a CPU each work-item transposes its head's keys into its local
+    // memory once (KernelOptions::attentionOwnedKeys).
     const bool owned = codegen::KernelOptions::forDevice(profile.value(), device.info()).attentionOwnedKeys;
-    const double keyRows = bestTime(device, codegen::emitAttention(gr, rowNodes, ops->catalog, "bench_attention_rows", "bench", owned),
-                                    rowBuffers);
-    if (keyRows < 0) return 1;
+    const double keyRows = bestTime(
+        device, codegen::emitAttention(rows.g, rows.nodes, ops->catalog, "bench_attention_rows", "bench", owned), rows.buffers);
+    if (fused < 0 || unfused < 0 || keyRows < 0) return 1;
     std::printf("\n%-22s %-16s %-20s %10s %10s %8s\n", "attention", "heads x S x D", "kernel", "ms", "GFLOP/s", "of peak");
     for (const auto& [kernel, sec] : {std::pair<const char*, double>{"attention", fused},
                                       {owned ? "attention, keys owned" : "attention, keys rows", keyRows},
