@@ -86,6 +86,15 @@ std::vector<FunctionFamily::Spec> specs() {
           const KernelOptions& options) {
          return emitGemmHorizontal(g, group, catalog, name, comment, [&](const NodeData& head) { return options.gemmFor(head); });
        }},
+      {"squeeze_excite", "a squeeze-and-excitation gate: the channel means (GlobalAveragePool, or ReduceMean over "
+       "the spatial axes), a 1x1 conv and elementwise ops on its result, a 1x1 conv and elementwise ops on that "
+       "(float32, static shapes), as one kernel: a work-group per image, the means and the squeezed vector in local "
+       "memory", "it is not a channel mean, a 1x1 conv, elementwise ops, a 1x1 conv and elementwise ops",
+       [](const Graph& g, const Group& grp, const OpCatalog&) { return isSqueezeExciteGroup(g, grp); },
+       [](const Graph& g, const Group& group, const OpCatalog& catalog, const std::string& name, const std::string& comment,
+          const KernelOptions& options) {
+         return emitSqueezeExcite(g, group, catalog, name, comment, options.vectorColumns);
+       }},
       {"conv_epilogue", "a Conv (any groups, strides, dilations and pads; tiled as an implicit GEMM, gathered "
        "directly when it cannot be tiled; depthwise convs computed directly, weights in registers) followed by "
        "elementwise ops on its result; before it, a per-channel scale of its input (Mul by [N, C, 1, 1]), or a "

@@ -65,6 +65,7 @@ Colour familyColour(const std::string& family) {
       {"reduce", {"#f8efc9", "#a88414"}},        {"index_map", {"#e6e6e6", "#6b6b6b"}},
       {"attention", {"#f7d9e3", "#b23a62"}},     {"contraction", {"#d6f0ef", "#2c8a86"}},
       {"pool_epilogue", {"#eadccd", "#8a5a2b"}},     {"axis_layernorm", {"#fde8d8", "#b5522a"}},
+      {"squeeze_excite", {"#e0ecd4", "#5a7d2a"}},
   };
   auto it = colours.find(family);
   return it == colours.end() ? Colour{"#f2f2f2", "#999999"} : it->second;

@@ -2008,6 +2008,75 @@ TEST_CASE("a LayerNormalization over a middle axis between its Transposes is one
   CHECK(wideNorm.error().message.find("not over the last axis alone") != std::string::npos);
 }
 
+TEST_CASE("a squeeze-and-excitation gate is one kernel and matches the interpreter, a work-group or a work-item per image") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  // MobileNetV3's gate (ReLU, HardSigmoid; 7x7 = 49 pixels: no whole
+  // vectors) on two images; EfficientNet's (SiLU written out, Sigmoid; no
+  // biases; means by ReduceMean) with channel counts no block of 8 rows
+  // divides; and a gate whose result is also read by an op after it.
+  Graph g = test::parse(test::model(
+      "g (float[2,20,7,7] x, float[6,20,1,1] w1, float[6] b1, float[20,6,1,1] w2, float[20] b2, float[1,11,4,6] x2, "
+      "float[3,11,1,1] v1, float[11,3,1,1] v2) => (float[2,20,1,1] y, float[1,11,1,1] y2, float[1,11,1,1] z2)", R"(
+    p = GlobalAveragePool (x)
+    c1 = Conv (p, w1, b1)
+    a = Relu (c1)
+    c2 = Conv (a, w2, b2)
+    y = HardSigmoid <alpha = 0.16666667> (c2)
+    q = ReduceMean <axes = [2, 3]> (x2)
+    d1 = Conv (q, v1)
+    s = Sigmoid (d1)
+    e = Mul (d1, s)
+    d2 = Conv (e, v2)
+    y2 = Sigmoid (d2)
+    z2 = Neg (y2)
+  )", 17));
+  std::vector<Tensor> inputs = randomInputs(g, 67);
+  const std::vector<Tensor> reference = test::run(g, inputs);
+  const std::vector<NodeRef> nodes = g.nodes();  // in the order written
+  std::vector<codegen::KernelGroup> groups;
+  groups.emplace_back(std::vector<NodeRef>(nodes.begin(), nodes.begin() + 5), "mnv3");
+  groups.emplace_back(std::vector<NodeRef>(nodes.begin() + 5, nodes.begin() + 11), "effnet");
+  groups.emplace_back(std::vector<NodeRef>{nodes[11]}, "neg");
+  for (const bool oneWorkItem : {false, true}) {
+    CAPTURE(oneWorkItem);
+    for (size_t k = 0; k < 2; ++k) {
+      Expected<codegen::KernelSource> src =
+          codegen::emitSqueezeExcite(g, groups[k].nodes, ops->catalog, groups[k].name, groups[k].name, oneWorkItem);
+      REQUIRE_MESSAGE(src.ok(), test::why(src));
+      INFO(src->source);
+      CHECK(src->localSize == (oneWorkItem ? 1u : 64u));
+      CHECK(src->globalSize == src->localSize * (k == 0 ? 2u : 1u));
+      CHECK_MESSAGE(codegen::compileToSpirv(src->source, src->name).ok(), src->source);
+    }
+    codegen::KernelOptions options;
+    options.vectorColumns = oneWorkItem;
+    CHECK(runAndCheck(g, groups, ops->catalog, inputs, reference, options, 1e-5f).kernelTimes.size() == 3);
+  }
+  // What the family refuses, and says so: a 3x3 conv, the squeezed vector
+  // read outside the gate.
+  Graph bad = test::parse(test::model(
+      "g (float[1,4,5,5] x, float[2,4,3,3] w1, float[4,2,1,1] w2, float[2,4,1,1] u1) => "
+      "(float[1,4,1,1] y, float[1,4,1,1] z, float[1,2,1,1] t)", R"(
+    p = GlobalAveragePool (x)
+    c1 = Conv <pads = [1, 1, 1, 1]> (p, w1)
+    r = Relu (c1)
+    y = Conv (r, w2)
+    q = GlobalAveragePool (x)
+    d1 = Conv (q, u1)
+    a = Relu (d1)
+    z = Conv (a, w2)
+    t = Neg (a)
+  )", 17));
+  const std::vector<NodeRef> all = bad.nodes();
+  Expected<codegen::KernelSource> wide = codegen::emitSqueezeExcite(bad, {all[0], all[1], all[2], all[3]}, ops->catalog, "w", "w", true);
+  REQUIRE_FALSE(wide.ok());
+  CHECK(wide.error().unsupported);
+  CHECK(wide.error().message.find("1x1 convs") != std::string::npos);
+  Expected<codegen::KernelSource> read = codegen::emitSqueezeExcite(bad, {all[4], all[5], all[6], all[7]}, ops->catalog, "r", "r", true);
+  REQUIRE_FALSE(read.ok());
+  CHECK(read.error().message.find("read after it or outside the group") != std::string::npos);
+}
+
 TEST_CASE("the straight-line exp is accurate over float's whole range") {
   std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
   Graph g = test::parse(test::model("g (float[4001] x) => (float[4001] y)", "y = Exp (x)"));

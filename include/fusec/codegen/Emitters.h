@@ -105,6 +105,23 @@ bool isAxisLayerNormGroup(const Graph& g, const std::vector<NodeRef>& members);
 Expected<KernelSource> emitAxisLayerNorm(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
                                          const std::string& name, const std::string& comment, bool vectorColumns);
 
+// ---- squeeze_excite
+
+/// Whether `members` has this family's shape: a channel mean
+/// (GlobalAveragePool, or ReduceMean over every spatial axis) first, and
+/// two Convs (emitSqueezeExcite says why when the details differ).
+bool isSqueezeExciteGroup(const Graph& g, const std::vector<NodeRef>& members);
+
+/// A squeeze-and-excitation gate as one kernel: the channel means of x
+/// [N, C, spatial...], a 1x1 conv to S channels and elementwise ops on its
+/// result, a 1x1 conv to E channels and elementwise ops on that (MobileNetV3's
+/// ReLU and HardSigmoid, EfficientNet's SiLU and Sigmoid). One work-group per
+/// image keeps the means and the squeezed vector in local memory; with
+/// `oneWorkItem` (for CPUs) the group is one work-item with vector loads.
+/// Errors are `unsupported` for groups outside the family.
+Expected<KernelSource> emitSqueezeExcite(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
+                                         const std::string& name, const std::string& comment, bool oneWorkItem);
+
 // ---- index_map
 
 /// OpenCL C for the index_map family: data movement, where each output
