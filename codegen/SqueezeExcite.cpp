@@ -14,7 +14,7 @@ namespace {
 struct PixelConv {
   NodeRef node{};
   ValueId weight = kNoValue, bias = kNoValue, y = kNoValue;
-  int64_t in = 0, out = 0;  ///< channels
+  int64_t out = 0;  ///< output channels
 };
 
 /// The gate's parts, or why the group is not this family's.
@@ -56,7 +56,6 @@ Expected<PixelConv> pixelConv(const Graph& g, NodeRef n, int64_t channels) {
   if (d.attrInt("group", 1) != 1 || ws.size() < 3 || ws[1] != channels ||
       std::any_of(ws.begin() + 2, ws.end(), [](int64_t k) { return k != 1; }))
     return Error{"the gate's convs must be 1x1 convs of one group", true};
-  c.in = channels;
   c.out = ws[0];
   if (ys.size() != ws.size() || ys[1] != c.out || std::any_of(ys.begin() + 2, ys.end(), [](int64_t k) { return k != 1; }))
     return Error{"the gate's convs must keep one pixel (no padding)", true};
@@ -114,6 +113,12 @@ Expected<Gate> gateOf(const Graph& g, const std::vector<NodeRef>& members, const
   Expected<PixelConv> excite = pixelConv(g, exciteNode, gate.squeeze.out);
   if (!excite) return excite.error();
   gate.excite = excite.value();
+  // Each elementwise op computes one value per image and channel of its conv.
+  for (const auto& [ops, head] : {std::pair{&gate.between, gate.squeeze.y}, std::pair{&gate.after, gate.excite.y}})
+    for (NodeRef n : *ops)
+      for (ValueId v : g.node(n).outputs)
+        if (v != kNoValue && (!g.value(v).type.isStatic() || g.value(v).type.staticShape() != g.value(head).type.staticShape()))
+          return Error{"an elementwise op after a conv changes the shape of its result", true};
   return gate;
 }
 
