@@ -119,6 +119,53 @@ std::optional<std::vector<size_t>> concatOffsets(const Graph& g, const std::vect
   return offsets;
 }
 
+/// The byte offset of a lone Slice's result in its operand where the
+/// result is one contiguous run of it starting at a multiple of
+/// `alignment` (the dims before the first one it cuts of extent 1, the ones
+/// after it whole, steps of 1); nullopt otherwise.
+std::optional<size_t> sliceOffset(const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog,
+                                  size_t alignment) {
+  if (alignment == 0 || group.size() != 1) return std::nullopt;
+  const NodeData& d = g.node(group[0]);
+  if (d.op != "Slice" || !d.domain.empty() || d.outputs.size() != 1 || d.inputs.size() < 3 || !catalog.find("Slice"))
+    return std::nullopt;
+  const TensorType& in = g.value(d.inputs[0]).type;
+  const TensorType& out = g.value(d.outputs[0]).type;
+  if (!in.isStatic() || !out.isStatic() || in.dtype != out.dtype || in.staticShape().size() != out.staticShape().size() || bytesOf(out) == 0)
+    return std::nullopt;
+  auto ints = [&](size_t j) -> std::optional<std::vector<int64_t>> {
+    if (j >= d.inputs.size() || d.inputs[j] == kNoValue) return std::vector<int64_t>{};
+    if (!g.isConstant(d.inputs[j])) return std::nullopt;
+    return g.value(d.inputs[j]).constant->toInt64s();
+  };
+  const std::optional<std::vector<int64_t>> starts = ints(1), axesGiven = ints(3), stepsGiven = ints(4);
+  if (!starts || !axesGiven || !stepsGiven) return std::nullopt;
+  const Shape is = in.staticShape(), os = out.staticShape();
+  const int64_t rank = static_cast<int64_t>(is.size());
+  std::vector<int64_t> axes = *axesGiven;
+  if (axes.empty())
+    for (size_t k = 0; k < starts->size(); ++k) axes.push_back(static_cast<int64_t>(k));
+  if (axes.size() != starts->size() || (!stepsGiven->empty() && stepsGiven->size() != starts->size())) return std::nullopt;
+  std::vector<int64_t> begin(is.size(), 0);
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const int64_t a = axes[k] < 0 ? axes[k] + rank : axes[k];
+    if (a < 0 || a >= rank || (!stepsGiven->empty() && (*stepsGiven)[k] != 1)) return std::nullopt;
+    const int64_t dim = is[static_cast<size_t>(a)], b = (*starts)[k] < 0 ? (*starts)[k] + dim : (*starts)[k];
+    begin[static_cast<size_t>(a)] = std::clamp<int64_t>(b, 0, dim);
+  }
+  // The first dim the Slice cuts; every one before it of extent 1, every one after it whole.
+  size_t first = is.size();
+  for (size_t k = 0; k < is.size() && first == is.size(); ++k)
+    if (os[k] != is[k] || begin[k] != 0) first = k;
+  if (first == is.size()) return std::nullopt;  // the whole operand: a copy the planner asked for
+  for (size_t k = 0; k < is.size(); ++k)
+    if ((k < first && is[k] != 1) || (k > first && (os[k] != is[k] || begin[k] != 0))) return std::nullopt;
+  if (begin[first] + os[first] > is[first]) return std::nullopt;
+  const size_t offset = static_cast<size_t>(begin[first]) * static_cast<size_t>(stridesOf(is)[first]) * dtypeSize(in.dtype);
+  if (offset % alignment != 0) return std::nullopt;
+  return offset;
+}
+
 }  // namespace
 
 BufferAliases aliasBuffers(const Graph& g, const std::vector<KernelGroup>& groups, const OpCatalog& catalog,
@@ -153,6 +200,20 @@ BufferAliases aliasBuffers(const Graph& g, const std::vector<KernelGroup>& group
       for (NodeRef n : group.nodes)
         for (ValueId v : g.node(n).outputs) written.insert(v);
   }
+  // Slices read in place, once the Concats written in place are known: a
+  // sub-buffer cannot start inside another one, so neither the Slice's
+  // operand nor its result may be a part, nor the operand a slice itself.
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    if (a.noKernel[gi]) continue;
+    const std::optional<size_t> offset = sliceOffset(g, groups[gi].nodes, catalog, subBufferAlignment);
+    if (!offset) continue;
+    const NodeData& d = g.node(groups[gi].nodes[0]);
+    const ValueId whole = a.resolve(d.inputs[0]), result = d.outputs[0];
+    if (a.parts.count(whole) || a.slices.count(whole) || a.parts.count(result)) continue;
+    a.slices[result] = {whole, *offset};
+    ++a.sliceViews;
+    a.noKernel[gi] = true;
+  }
   return a;
 }
 
@@ -163,9 +224,17 @@ Expected<Schedule> scheduleGraph(const Graph& g, const std::vector<KernelGroup>&
   auto resolve = [&](ValueId v) { return aliases.resolve(v); };
   // The value that owns a value's slot: a Concat input written in place
   // lives in its Concat's result.
+  // A slice read in place lives in its operand's slot.
   auto owner = [&](ValueId v) {
+    if (auto slice = aliases.slices.find(v); slice != aliases.slices.end()) v = slice->second.first;
     auto it = aliases.parts.find(v);
     return it == aliases.parts.end() ? v : it->second.first;
+  };
+  // The value whose buffer is allocated for `v`'s bytes: a slice's operand.
+  auto base = [&](ValueId v) {
+    v = resolve(v);
+    auto slice = aliases.slices.find(v);
+    return slice == aliases.slices.end() ? v : slice->second.first;
   };
   // Generate every kernel first: which values each one reads and writes.
   size_t index = 0;
@@ -204,9 +273,9 @@ Expected<Schedule> scheduleGraph(const Graph& g, const std::vector<KernelGroup>&
   };
   for (const KernelSource& k : s.kernels)
     for (ValueId v : k.inputs)
-      if (Status st = external(resolve(v)); !st) return st.error();
+      if (Status st = external(base(v)); !st) return st.error();
   for (ValueId v : g.outputs())
-    if (Status st = external(resolve(v)); !st) return st.error();
+    if (Status st = external(base(v)); !st) return st.error();
   for (ValueId v : g.inputs())  // unread inputs too, when their shape is known: a uniform calling convention
     if (g.value(v).type.isStatic())
       if (Status st = external(v); !st) return st.error();
@@ -226,10 +295,21 @@ Expected<Schedule> scheduleGraph(const Graph& g, const std::vector<KernelGroup>&
       ++s.memory.buffers;
     }
   };
+  // A slice read in place: a sub-buffer of its operand's buffer, made when
+  // first read (its operand computed by then).
+  auto sliceBuffer = [&](ValueId v) {
+    auto slice = aliases.slices.find(v);
+    if (bufferOf.count(v) || slice == aliases.slices.end() || !bufferOf.count(slice->second.first)) return;
+    bufferOf[v] = s.buffers.size();
+    s.buffers.push_back({ScheduledBuffer::Kind::Part, bytesOf(g.value(v).type), v, bufferOf.at(slice->second.first),
+                         slice->second.second});
+  };
   for (size_t i = 0; i < s.kernels.size(); ++i) {
     const KernelSource& k = s.kernels[i];
-    for (ValueId v : k.inputs)
+    for (ValueId v : k.inputs) {
+      sliceBuffer(resolve(v));
       if (!bufferOf.count(resolve(v))) return Error{"value `" + g.value(v).name + "` is read before it is computed"};
+    }
     for (ValueId v : k.outputs) {
       auto part = aliases.parts.find(v);
       if (part == aliases.parts.end()) {
@@ -257,6 +337,7 @@ Expected<Schedule> scheduleGraph(const Graph& g, const std::vector<KernelGroup>&
     s.inputBuffers.push_back(it == bufferOf.end() ? std::nullopt : std::optional<size_t>(it->second));
   }
   for (ValueId v : g.outputs()) {
+    sliceBuffer(resolve(v));
     auto it = bufferOf.find(resolve(v));
     if (it == bufferOf.end()) return Error{"graph output `" + g.value(v).name + "` is not computed by any kernel"};
     s.outputBuffers.push_back(it->second);

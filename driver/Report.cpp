@@ -160,11 +160,12 @@ json reportJson(const Compiled& c, const ReportContext& context) {
 Expected<KernelSources> kernelSources(const Compiled& c, const OpCatalog& catalog, const Target& target) {
   if (Status st = requireStaticShapes(c.graph, "bind the symbolic input dims"); !st) return st.error();
   const codegen::KernelOptions options = codegen::KernelOptions::forTarget(target);
-  // No kernel for reshape views and Concats written in place.
+  // No kernel for reshape views, Concats written in place and Slices read in place.
   const codegen::BufferAliases aliases = codegen::aliasBuffers(c.graph, c.groups, catalog, options.subBufferAlignment);
   KernelSources out;
   out.views = aliases.viewGroups;
   out.inPlaceConcats = aliases.inPlaceConcats;
+  out.sliceViews = aliases.sliceViews;
   for (size_t gi = 0; gi < c.groups.size(); ++gi) {
     const codegen::KernelGroup& grp = c.groups[gi];
     if (aliases.noKernel[gi]) continue;

@@ -72,8 +72,9 @@ bool emitKernels(const CompileOptions& o, const Session& s, const driver::Compil
     ++validated;
   }
   summary = fmt::format("\nkernels: {} OpenCL C files, {} SPIR-V modules validated, in {} ({} reshape(s) are views, "
-                        "{} concat(s) written in place by their inputs' producers: no kernel)\n",
-                        sources->kernels.size(), validated, dir.string(), sources->views, sources->inPlaceConcats);
+                        "{} concat(s) written in place by their inputs' producers, {} slice(s) read in place: no kernel)\n",
+                        sources->kernels.size(), validated, dir.string(), sources->views, sources->inPlaceConcats,
+                        sources->sliceViews);
   for (const auto& [op, n] : sources->unbuilt) summary += fmt::format("  no kernel family builds {} node(s) of op {}\n", n, op);
   return true;
 }

@@ -619,6 +619,81 @@ g (float[9,15,3] x, float[4,10,12] z, float[1,6,8] h, int64[5,7] n, float[4,600]
   }
 }
 
+TEST_CASE("chains of data movement whose results are runs of their inputs copy a run per work-item (CPUs)") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  // ShuffleNet's channel shuffle ending in two Slices (rows of 12); the
+  // same on 48x48 maps ending in a Split (runs of 2304, copied in two
+  // pieces); a Concat then a Slice of every other channel (a step along
+  // an outer axis keeps the runs); and a Concat then a Slice of the
+  // innermost axis, whose runs are single elements: the element form.
+  Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[1,4,3,4] a, float[1,4,3,4] b, float[1,1,48,48] p, float[1,1,48,48] q)
+  => (float[1,4,3,4] lo, float[1,4,3,4] hi, float[1,1,48,48] plo, float[1,1,48,48] phi, float[1,4,3,4] odd,
+      float[1,8,3,2] cut) {
+  s5 = Constant <value = int64[5] {1, 2, 4, 3, 4}> ()
+  s4 = Constant <value = int64[4] {1, 8, 3, 4}> ()
+  cat = Concat <axis = 1> (a, b)
+  r = Reshape (cat, s5)
+  t = Transpose <perm = [0, 2, 1, 3, 4]> (r)
+  f = Reshape (t, s4)
+  z = Constant <value = int64[1] {0}> ()
+  m = Constant <value = int64[1] {4}> ()
+  e = Constant <value = int64[1] {8}> ()
+  one = Constant <value = int64[1] {1}> ()
+  two = Constant <value = int64[1] {2}> ()
+  lo = Slice (f, z, m, one)
+  hi = Slice (f, m, e, one)
+  p5 = Constant <value = int64[5] {1, 2, 1, 48, 48}> ()
+  p4 = Constant <value = int64[4] {1, 2, 48, 48}> ()
+  pc = Concat <axis = 1> (p, q)
+  pr = Reshape (pc, p5)
+  pt = Transpose <perm = [0, 2, 1, 3, 4]> (pr)
+  pf = Reshape (pt, p4)
+  halves = Constant <value = int64[2] {1, 1}> ()
+  plo, phi = Split <axis = 1> (pf, halves)
+  cat2 = Concat <axis = 1> (a, b)
+  odd = Slice (cat2, one, e, one, two)
+  cat3 = Concat <axis = 1> (a, b)
+  three = Constant <value = int64[1] {3}> ()
+  last = Constant <value = int64[1] {3}> ()
+  cut = Slice (cat3, one, three, last)
+}
+)");
+  std::vector<Tensor> inputs = {randomTensor({1, 4, 3, 4}, 51), randomTensor({1, 4, 3, 4}, 52), randomTensor({1, 1, 48, 48}, 53),
+                                randomTensor({1, 1, 48, 48}, 54)};
+  std::vector<Tensor> reference = test::run(g, inputs);
+  auto group = [&](std::initializer_list<const char*> results) {
+    std::vector<NodeRef> out;
+    for (const char* r : results) out.push_back(*g.producer(*g.findValue(r)));
+    return out;
+  };
+  const std::vector<std::vector<NodeRef>> groups = {group({"cat", "r", "t", "f", "lo", "hi"}),
+                                                    group({"pc", "pr", "pt", "pf", "plo"}), group({"cat2", "odd"}),
+                                                    group({"cat3", "cut"})};
+  std::vector<codegen::KernelGroup> kernels;
+  for (const std::vector<NodeRef>& members : groups) {
+    Expected<codegen::KernelSource> k = codegen::emitIndexMap(g, members, ops->catalog, "chain", "chain", true);
+    REQUIRE_MESSAGE(k.ok(), test::why(k));
+    INFO(k->source);
+    const bool runs = k->source.find("copies a run of one result") != std::string::npos;
+    CHECK(runs == (&members != &groups.back()));
+    if (&members == &groups[0]) CHECK(k->globalSize == 8u);  // two results, four runs of 12 each
+    if (&members == &groups[1]) CHECK(k->globalSize == 4u);   // two results, one run of 2304 each, two pieces per run
+    Expected<codegen::SpirvModule> spv = codegen::compileToSpirv(k->source, k->name);
+    CHECK_MESSAGE(spv.ok(), test::why(spv));
+    kernels.emplace_back(members, "", "", "index_map");
+  }
+  codegen::KernelOptions options;
+  options.stridedRowCopies = true;
+  Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, kernels, ops->catalog, inputs, options);
+  REQUIRE_MESSAGE(run.ok(), test::why(run));
+  CHECK(run->kernelTimes.size() == groups.size());
+  for (size_t i = 0; i < reference.size(); ++i) {
+    INFO(g.value(g.outputs()[i]).name);
+    CHECK(run->outputs[i] == reference[i]);  // bit-exact
+  }
+}
+
 TEST_CASE("a pointwise kernel reads data movement before it through the index map, never storing it") {
   std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
   // DenseNet's Concat -> BatchNorm (as a multiply-add) -> ReLU, and a
@@ -1736,6 +1811,73 @@ TEST_CASE("a Concat's inputs are written in place by their producers where the d
   CHECK(concatKernels("g (float[1,3,4,4] x) => (float[1,6,4,4] c)",
                       "p = Relu (x)\n n = Neg (x)\n c = Concat <axis = 1> (p, n)", 64) == 0);
 }
+
+TEST_CASE("a Slice of one contiguous run of its operand is read in place where the device can start a sub-buffer there") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  // ShuffleNet's halves: c = Relu(x) sliced into channels 0..31 and
+  // 32..63 (2 KiB each); `hi` is also read after `y` is computed, and `w`
+  // (as large as c) in between: c's slot must outlive every reader of its
+  // slices. `mid` starts 24 channels in (1.5 KiB: no sub-buffer at 1 KiB
+  // alignment) and `odd` steps by 2: both stay kernels.
+  Graph g = test::parse(test::model(
+      "g (float[1,64,4,4] x) => (float[1,32,4,4] y, float[1,64,4,4] w, float[1,32,4,4] z, float[1,16,4,4] mid, "
+      "float[1,32,4,4] odd)",
+      R"(
+    c = Relu (x)
+    z0 = Constant <value = int64[1] {0}> ()
+    h = Constant <value = int64[1] {32}> ()
+    e = Constant <value = int64[1] {64}> ()
+    ax = Constant <value = int64[1] {1}> ()
+    lo = Slice (c, z0, h, ax)
+    hi = Slice (c, h, e, ax)
+    y = Neg (lo)
+    w = Neg (x)
+    z = Add (hi, y)
+    m0 = Constant <value = int64[1] {24}> ()
+    m1 = Constant <value = int64[1] {40}> ()
+    mid = Slice (c, m0, m1, ax)
+    two = Constant <value = int64[1] {2}> ()
+    odd = Slice (c, z0, e, ax, two)
+  )"));
+  const std::vector<codegen::KernelGroup> groups = codegen::singleNodeGroups(g);
+  codegen::KernelOptions inPlace;
+  inPlace.subBufferAlignment = 1024;
+  const codegen::BufferAliases aliases = codegen::aliasBuffers(g, groups, ops->catalog, inPlace.subBufferAlignment);
+  CHECK(aliases.sliceViews == 2);
+  Expected<codegen::Schedule> s = codegen::scheduleGraph(g, groups, ops->catalog, inPlace);
+  REQUIRE_MESSAGE(s.ok(), test::why(s));
+  std::vector<std::string> names;
+  for (const codegen::KernelSource& k : s->kernels) names.push_back(k.name);
+  const std::vector<std::string> launched = {"k0_Relu_0", "k3_Neg_3", "k4_Neg_4", "k5_Add_5", "k6_Slice_6", "k7_Slice_7"};
+  CHECK(names == launched);  // no k1_Slice_1, k2_Slice_2
+  REQUIRE(s->arguments.size() == 6);
+  const size_t c = s->arguments[0][1];
+  const codegen::ScheduledBuffer& lo = s->buffers[s->arguments[1][0]];
+  const codegen::ScheduledBuffer& hi = s->buffers[s->arguments[3][0]];
+  REQUIRE(lo.kind == codegen::ScheduledBuffer::Kind::Part);
+  REQUIRE(hi.kind == codegen::ScheduledBuffer::Kind::Part);
+  CHECK(lo.parent == c);
+  CHECK(hi.parent == c);
+  CHECK(lo.offset == 0);
+  CHECK(hi.offset == 32 * 16 * 4);
+  CHECK(s->arguments[2][1] != c);  // w does not take c's slot while hi is to be read
+
+  // Against the interpreter, bit for bit.
+  const Tensor x = randomTensor({1, 64, 4, 4}, 7);
+  std::vector<Tensor> reference = test::run(g, {x});
+  Expected<codegen::DeviceProgram> program = codegen::DeviceProgram::build(device(), g, groups, ops->catalog, inPlace);
+  REQUIRE_MESSAGE(program.ok(), test::why(program));
+  CHECK(program->kernels().size() == 6);
+  Expected<codegen::DeviceRun> run = program->run({x});
+  REQUIRE_MESSAGE(run.ok(), test::why(run));
+  for (size_t i = 0; i < reference.size(); ++i) {
+    INFO(g.value(g.outputs()[i]).name);
+    CHECK(run->outputs[i] == reference[i]);
+  }
+  // Without sub-buffers every Slice is a kernel.
+  CHECK(codegen::aliasBuffers(g, groups, ops->catalog, 0).sliceViews == 0);
+}
+
 
 TEST_CASE("2-D pooling a row segment at a time matches the interpreter inside the image and at its edges") {
   std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");

@@ -102,8 +102,12 @@ struct BufferAliases {
   /// A Concat input (as resolved through views) -> the Concat's result and
   /// the input's byte offset in it.
   std::map<ValueId, std::pair<ValueId, size_t>> parts;
+  /// A Slice's result that is one contiguous run of its operand (as
+  /// resolved through views) -> the operand and the run's byte offset in
+  /// it: a sub-buffer, no kernel (ShuffleNet's channel halves).
+  std::map<ValueId, std::pair<ValueId, size_t>> slices;
   std::vector<bool> noKernel;  ///< per group
-  size_t viewGroups = 0, inPlaceConcats = 0;
+  size_t viewGroups = 0, inPlaceConcats = 0, sliceViews = 0;
   /// The value whose buffer holds `v`'s bytes (itself unless a view).
   ValueId resolve(ValueId v) const;
 };
@@ -115,7 +119,8 @@ BufferAliases aliasBuffers(const Graph& g, const std::vector<KernelGroup>& group
 /// in launch order, the buffers they use, and which buffer each kernel
 /// argument and each graph input and output is. Reshape-likes are views:
 /// their value shares its operand's buffer; Concats may be written in place
-/// by their inputs' producers (BufferAliases). DeviceProgram runs a schedule;
+/// by their inputs' producers, and a Slice of one contiguous run read in
+/// place (BufferAliases). DeviceProgram runs a schedule;
 /// a deployment bundle writes one out.
 struct Schedule {
   std::vector<KernelSource> kernels;

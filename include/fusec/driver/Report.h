@@ -45,6 +45,7 @@ struct KernelSources {
   std::map<std::string, size_t> unbuilt;                    ///< op -> nodes no family builds
   size_t views = 0;            ///< reshapes that are views of their input: no kernel
   size_t inPlaceConcats = 0;   ///< concats written in place by their inputs' producers: no kernel
+  size_t sliceViews = 0;       ///< slices of one contiguous run of their input, read in place: no kernel
 };
 
 /// The kernels `fusec run` builds for `target`, tile for tile. Needs static
