@@ -551,6 +551,25 @@ g (float[1,3,2,5] a, float[1,3,2,5] b, float[4,6] x, int64[3] idx)
     }
 }
 
+namespace {
+
+/// Runs `kernels` (one per group) in their CPU forms (a row per work-item
+/// step) and checks every output bit for bit against `reference`.
+void checkRowKernels(const Graph& g, const std::vector<codegen::KernelGroup>& kernels, const OpCatalog& catalog,
+                     const std::vector<Tensor>& inputs, const std::vector<Tensor>& reference) {
+  codegen::KernelOptions options;
+  options.stridedRowCopies = true;
+  Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, kernels, catalog, inputs, options);
+  REQUIRE_MESSAGE(run.ok(), test::why(run));
+  CHECK(run->kernelTimes.size() == kernels.size());
+  for (size_t i = 0; i < reference.size(); ++i) {
+    INFO(g.value(g.outputs()[i]).name);
+    CHECK(run->outputs[i] == reference[i]);  // bit-exact
+  }
+}
+
+}  // namespace
+
 TEST_CASE("views copied a row at a time (CPUs) move the same bits as the element-per-work-item kernels") {
   std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
   // Rows of 3 (two per work-item, the last work-item's second past the
@@ -608,15 +627,7 @@ g (float[9,15,3] x, float[4,10,12] z, float[1,6,8] h, int64[5,7] n, float[4,600]
     CHECK_MESSAGE(spv.ok(), test::why(spv));
     kernels.emplace_back(members, "", "", "index_map");
   }
-  codegen::KernelOptions options;
-  options.stridedRowCopies = true;
-  Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, kernels, ops->catalog, inputs, options);
-  REQUIRE_MESSAGE(run.ok(), test::why(run));
-  CHECK(run->kernelTimes.size() == groups.size());
-  for (size_t i = 0; i < reference.size(); ++i) {
-    INFO(g.value(g.outputs()[i]).name);
-    CHECK(run->outputs[i] == reference[i]);  // bit-exact
-  }
+  checkRowKernels(g, kernels, ops->catalog, inputs, reference);
 }
 
 TEST_CASE("chains of data movement whose results are runs of their inputs copy a run per work-item (CPUs)") {
@@ -683,15 +694,7 @@ g (float[1,4,3,4] a, float[1,4,3,4] b, float[1,1,48,48] p, float[1,1,48,48] q)
     CHECK_MESSAGE(spv.ok(), test::why(spv));
     kernels.emplace_back(members, "", "", "index_map");
   }
-  codegen::KernelOptions options;
-  options.stridedRowCopies = true;
-  Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, kernels, ops->catalog, inputs, options);
-  REQUIRE_MESSAGE(run.ok(), test::why(run));
-  CHECK(run->kernelTimes.size() == groups.size());
-  for (size_t i = 0; i < reference.size(); ++i) {
-    INFO(g.value(g.outputs()[i]).name);
-    CHECK(run->outputs[i] == reference[i]);  // bit-exact
-  }
+  checkRowKernels(g, kernels, ops->catalog, inputs, reference);
 }
 
 TEST_CASE("a pointwise kernel reads data movement before it through the index map, never storing it") {
