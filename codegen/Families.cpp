@@ -131,7 +131,9 @@ std::vector<FunctionFamily::Spec> specs() {
          return emitAxisLayerNorm(g, group, catalog, name, comment, options.vectorColumns);
        }},
       {"index_map", "data-movement ops (Reshape, Transpose, Expand, Tile, Slice, Concat, Gather, Pad, Split, "
-       "Resize, ...) with static shapes: one op, or a group composed into one index map that moves each element once",
+       "Resize, ...) with static shapes: one op, or a group composed into one index map that moves each element once; "
+       "on CPUs a group whose results are runs of its inputs (Concat, Split, Slice along outer axes, a Transpose keeping "
+       "the trailing dims) copies a run per work-item",
        "it has an op that is not data movement",
        [](const Graph& g, const Group& grp, const OpCatalog&) {
          return !grp.empty() && std::all_of(grp.begin(), grp.end(), [&](NodeRef n) { return isIndexMapOp(g, n); });
