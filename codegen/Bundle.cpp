@@ -36,6 +36,7 @@ const char* kindName(ScheduledBuffer::Kind k) {
     case ScheduledBuffer::Kind::Input: return "input";
     case ScheduledBuffer::Kind::Intermediate: return "intermediate";
     case ScheduledBuffer::Kind::Part: return "part";
+    case ScheduledBuffer::Kind::View: return "view";
   }
   return "?";
 }
@@ -103,7 +104,7 @@ Status writeBundle(const fs::path& dir, const Graph& g, const Schedule& s, const
       constants.resize((constants.size() + 63) / 64 * 64);  // each constant 64-byte aligned in the file
       program << " " << t.byteSize() << " " << constants.size();
       constants.append(reinterpret_cast<const char*>(t.raw()), t.byteSize());
-    } else if (sb.kind == ScheduledBuffer::Kind::Part) {
+    } else if (sb.kind == ScheduledBuffer::Kind::Part || sb.kind == ScheduledBuffer::Kind::View) {
       program << " " << sb.bytes << " " << sb.parent << " " << sb.offset;
     } else {
       program << " " << sb.bytes;

@@ -301,7 +301,7 @@ Expected<Schedule> scheduleGraph(const Graph& g, const std::vector<KernelGroup>&
     auto slice = aliases.slices.find(v);
     if (bufferOf.count(v) || slice == aliases.slices.end() || !bufferOf.count(slice->second.first)) return;
     bufferOf[v] = s.buffers.size();
-    s.buffers.push_back({ScheduledBuffer::Kind::Part, bytesOf(g.value(v).type), v, bufferOf.at(slice->second.first),
+    s.buffers.push_back({ScheduledBuffer::Kind::View, bytesOf(g.value(v).type), v, bufferOf.at(slice->second.first),
                          slice->second.second});
   };
   for (size_t i = 0; i < s.kernels.size(); ++i) {
@@ -357,7 +357,8 @@ Expected<DeviceProgram> DeviceProgram::build(Device& device, const Graph& g, con
   p.schedule_ = std::move(schedule.value());
   for (const ScheduledBuffer& sb : p.schedule_.buffers) {
     Expected<Buffer> b = sb.kind == ScheduledBuffer::Kind::Constant ? device.upload(*g.value(sb.value).constant)
-                         : sb.kind == ScheduledBuffer::Kind::Part   ? device.subBuffer(p.buffers_.at(sb.parent), sb.offset, sb.bytes)
+                         : sb.kind == ScheduledBuffer::Kind::Part || sb.kind == ScheduledBuffer::Kind::View
+                             ? device.subBuffer(p.buffers_.at(sb.parent), sb.offset, sb.bytes)
                                                                     : device.allocate(sb.bytes);
     if (!b) return b.error();
     p.buffers_.push_back(std::move(b.value()));

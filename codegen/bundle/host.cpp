@@ -20,8 +20,9 @@
 // with expected/ by fusec's rule (Tolerance.h: float32 within
 // atol + rtol * max|expected| per output, other types exactly) and exits 1 on
 // a mismatch. --copy-parts gives every Concat input written in place a
-// buffer of its own, copied into place after its kernel, as on a device
-// whose sub-buffers cannot start at the input's offset.
+// buffer of its own, copied into place after its kernel, and every Slice
+// read in place one copied from its operand before each kernel reading it,
+// as on a device whose sub-buffers cannot start at their offsets.
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
 
@@ -112,6 +113,12 @@ Program parseProgram(const std::string& dir) {
         if (b.parent >= index || p.buffers[b.parent].kind != "intermediate" || b.bytes == 0 ||
             b.offset > p.buffers[b.parent].bytes || b.bytes > p.buffers[b.parent].bytes - b.offset)
           throw bad("a part must lie inside an earlier intermediate buffer");
+      }
+      if (b.kind == "view") {  // a Slice read in place: inside a constant, input or intermediate buffer
+        if (!(in >> b.parent >> b.offset)) throw bad("view without parent and offset");
+        if (b.parent >= index || p.buffers[b.parent].kind == "part" || p.buffers[b.parent].kind == "view" || b.bytes == 0 ||
+            b.offset > p.buffers[b.parent].bytes || b.bytes > p.buffers[b.parent].bytes - b.offset)
+          throw bad("a view must lie inside an earlier buffer that is not a part or a view");
       }
       p.buffers.push_back(b);
     } else if (record == "input" || record == "output") {
@@ -235,7 +242,9 @@ int run(int argc, char** argv) {
   // Buffers: constants uploaded once, inputs and intermediates allocated.
   // A part (a Concat input its producer writes in place) is a sub-buffer of
   // its parent; where this device cannot start one at the part's offset, a
-  // buffer of its own, copied into the parent after each kernel using it.
+  // buffer of its own, copied into the parent after each kernel using it. A
+  // view (a Slice read in place) likewise, copied from its parent before
+  // each kernel reading it.
   const std::string constants = readFile(dir + "/constants.bin");
   cl_uint alignBits = 0;
   clGetDeviceInfo(dev, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof alignBits, &alignBits, nullptr);
@@ -244,13 +253,13 @@ int run(int argc, char** argv) {
   std::vector<bool> detached(p.buffers.size(), false);
   for (const BufferSpec& b : p.buffers) {
     if (b.kind == "constant" && b.offset + b.bytes > constants.size()) throw Failure("constants.bin is too short");
-    if (b.kind == "part" && b.offset % align == 0 && !copyParts) {
+    if ((b.kind == "part" || b.kind == "view") && b.offset % align == 0 && !copyParts) {
       const cl_buffer_region region{b.offset, b.bytes};
       buffers.push_back(clCreateSubBuffer(buffers[b.parent], CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &region, &err));
       check(err, "clCreateSubBuffer of " + std::to_string(b.bytes) + " bytes");
       continue;
     }
-    detached[buffers.size()] = b.kind == "part";
+    detached[buffers.size()] = b.kind == "part" || b.kind == "view";
     cl_mem m = clCreateBuffer(ctx, CL_MEM_READ_WRITE, std::max<size_t>(b.bytes, 4), nullptr, &err);
     check(err, "clCreateBuffer of " + std::to_string(b.bytes) + " bytes");
     if (b.kind == "constant")
@@ -304,11 +313,17 @@ int run(int argc, char** argv) {
     for (size_t k = 0; k < kernels.size(); ++k) {
       const KernelSpec& spec = p.kernels[k];
       if (spec.global == 0) continue;  // an empty tensor
+      for (size_t a : spec.args)
+        if (detached[a] && p.buffers[a].kind == "view") {
+          const BufferSpec& view = p.buffers[a];
+          check(clEnqueueCopyBuffer(queue, buffers[view.parent], buffers[a], view.offset, 0, view.bytes, 0, nullptr, nullptr),
+                "copying a view from its buffer");
+        }
       check(clEnqueueNDRangeKernel(queue, kernels[k], 1, nullptr, &spec.global, spec.local ? &spec.local : nullptr, 0,
                                    nullptr, &events[k]),
             "launch of " + spec.name);
       for (size_t a : spec.args)
-        if (detached[a]) {
+        if (detached[a] && p.buffers[a].kind == "part") {
           const BufferSpec& part = p.buffers[a];
           check(clEnqueueCopyBuffer(queue, buffers[a], buffers[part.parent], 0, part.offset, part.bytes, 0, nullptr, nullptr),
                 "copying a part into its buffer");
@@ -343,6 +358,11 @@ int run(int argc, char** argv) {
   for (size_t i = 0; i < p.outputs.size(); ++i) {
     const Port& out = p.outputs[i];
     std::string data(out.bytes, '\0');
+    if (out.bytes && detached[out.buffer] && p.buffers[out.buffer].kind == "view") {
+      const BufferSpec& view = p.buffers[out.buffer];
+      check(clEnqueueCopyBuffer(queue, buffers[view.parent], buffers[out.buffer], view.offset, 0, view.bytes, 0, nullptr, nullptr),
+            "copying a view from its buffer");
+    }
     if (out.bytes)
       check(clEnqueueReadBuffer(queue, buffers[out.buffer], CL_TRUE, 0, out.bytes, data.data(), 0, nullptr, nullptr),
             "output download");

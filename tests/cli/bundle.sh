@@ -25,13 +25,16 @@ mkdir -p "$work/again"
 "$run" "$bundle" "${inputs[@]}" --output-dir "$work/again" >/dev/null
 for f in "$work"/again/*.bin; do cmp "$f" "$work/$(basename "$f")"; done
 
-# Concat inputs written in place (sub-buffers of the Concat's result): the
-# same bytes when each is a buffer of its own, copied into place.
-if grep -q "^buffer [0-9]* part " "$bundle/program.txt"; then
+# Concat inputs written in place (sub-buffers of the Concat's result) and
+# Slices read in place (sub-buffers of their operand): the same bytes when
+# each is a buffer of its own, copied into place after its writer or from
+# its operand before its readers.
+if grep -Eq "^buffer [0-9]* (part|view) " "$bundle/program.txt"; then
   mkdir -p "$work/copied"
   "$run" "$bundle" --copy-parts --output-dir "$work/copied" >/dev/null
   for f in "$work"/copied/*.bin; do cmp "$f" "$work/$(basename "$f")"; done
-  echo "parts copied: same outputs"
+  if grep -q "^buffer [0-9]* part " "$bundle/program.txt"; then echo "parts copied: same outputs"; fi
+  if grep -q "^buffer [0-9]* view " "$bundle/program.txt"; then echo "views copied: same outputs"; fi
 fi
 
 # Bad input: exit status 1 and a message naming the problem.

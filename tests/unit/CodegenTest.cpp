@@ -1857,8 +1857,8 @@ TEST_CASE("a Slice of one contiguous run of its operand is read in place where t
   const size_t c = s->arguments[0][1];
   const codegen::ScheduledBuffer& lo = s->buffers[s->arguments[1][0]];
   const codegen::ScheduledBuffer& hi = s->buffers[s->arguments[3][0]];
-  REQUIRE(lo.kind == codegen::ScheduledBuffer::Kind::Part);
-  REQUIRE(hi.kind == codegen::ScheduledBuffer::Kind::Part);
+  REQUIRE(lo.kind == codegen::ScheduledBuffer::Kind::View);
+  REQUIRE(hi.kind == codegen::ScheduledBuffer::Kind::View);
   CHECK(lo.parent == c);
   CHECK(hi.parent == c);
   CHECK(lo.offset == 0);

@@ -76,14 +76,16 @@ Expected<KernelSource> emitKernel(const Graph& g, const std::vector<NodeRef>& gr
 
 /// A device buffer of a schedule: a constant (uploaded once), a graph input
 /// (written each run), an intermediate slot (shared by values whose
-/// lifetimes do not overlap), or a part of a slot (`bytes` from `offset` of
-/// buffer `parent`): a Concat input its producer writes in place.
+/// lifetimes do not overlap), a part of a slot (`bytes` from `offset` of
+/// buffer `parent`): a Concat input its producer writes in place, or a view
+/// of a buffer (`bytes` from `offset` of buffer `parent`, a constant, an
+/// input or a slot): a Slice read in place, never written.
 struct ScheduledBuffer {
-  enum class Kind { Constant, Input, Intermediate, Part };
+  enum class Kind { Constant, Input, Intermediate, Part, View };
   Kind kind = Kind::Intermediate;
   size_t bytes = 0;
   ValueId value = kNoValue;  ///< the constant or input; for a slot, the first value placed in it
-  size_t parent = 0, offset = 0;  ///< a part's slot and where in it the part starts
+  size_t parent = 0, offset = 0;  ///< a part's or view's buffer and where in it it starts
 };
 
 /// The groups of a graph that launch nothing, because their result's bytes
