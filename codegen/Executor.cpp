@@ -223,8 +223,7 @@ Expected<Schedule> scheduleGraph(const Graph& g, const std::vector<KernelGroup>&
   const BufferAliases aliases = aliasBuffers(g, groups, catalog, options.subBufferAlignment);
   auto resolve = [&](ValueId v) { return aliases.resolve(v); };
   // The value that owns a value's slot: a Concat input written in place
-  // lives in its Concat's result.
-  // A slice read in place lives in its operand's slot.
+  // lives in its Concat's result, a Slice read in place in its operand's.
   auto owner = [&](ValueId v) {
     if (auto slice = aliases.slices.find(v); slice != aliases.slices.end()) v = slice->second.first;
     auto it = aliases.parts.find(v);

@@ -894,7 +894,7 @@ std::optional<KernelSource> emitChainRows(const Graph& g, const std::vector<Node
   KernelSource k;
   k.name = name;
   k.inputs = inputs;
-  std::ostringstream params, head, copy;
+  std::ostringstream params, head;
   for (size_t j = 0; j < inputs.size(); ++j) params << (j ? ",\n    " : "") << "__global const " << type << "* restrict in" << j;
   head << "  const int item = get_global_id(0);\n  int which = 0;\n";
   int64_t first = 0;
