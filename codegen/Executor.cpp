@@ -5,6 +5,7 @@
 #include <numeric>
 #include <set>
 
+#include "StridedView.h"
 
 namespace fusec::codegen {
 namespace {
@@ -120,48 +121,29 @@ std::optional<std::vector<size_t>> concatOffsets(const Graph& g, const std::vect
 }
 
 /// The byte offset of a lone Slice's result in its operand where the
-/// result is one contiguous run of it starting at a multiple of
-/// `alignment` (the dims before the first one it cuts of extent 1, the ones
-/// after it whole, steps of 1); nullopt otherwise.
+/// result is one contiguous run of it (its strided view: each dim longer
+/// than 1 steps over exactly the elements after it) starting at a multiple
+/// of `alignment`; nullopt otherwise.
 std::optional<size_t> sliceOffset(const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog,
                                   size_t alignment) {
   if (alignment == 0 || group.size() != 1) return std::nullopt;
   const NodeData& d = g.node(group[0]);
-  if (d.op != "Slice" || !d.domain.empty() || d.outputs.size() != 1 || d.inputs.size() < 3 || !catalog.find("Slice"))
+  if (d.op != "Slice" || !d.domain.empty() || d.outputs.size() != 1 || d.inputs.empty() || !catalog.find("Slice"))
     return std::nullopt;
-  const TensorType& in = g.value(d.inputs[0]).type;
   const TensorType& out = g.value(d.outputs[0]).type;
-  if (!in.isStatic() || !out.isStatic() || in.dtype != out.dtype || in.staticShape().size() != out.staticShape().size() || bytesOf(out) == 0)
-    return std::nullopt;
-  auto ints = [&](size_t j) -> std::optional<std::vector<int64_t>> {
-    if (j >= d.inputs.size() || d.inputs[j] == kNoValue) return std::vector<int64_t>{};
-    if (!g.isConstant(d.inputs[j])) return std::nullopt;
-    return g.value(d.inputs[j]).constant->toInt64s();
-  };
-  const std::optional<std::vector<int64_t>> starts = ints(1), axesGiven = ints(3), stepsGiven = ints(4);
-  if (!starts || !axesGiven || !stepsGiven) return std::nullopt;
-  const Shape is = in.staticShape(), os = out.staticShape();
-  const int64_t rank = static_cast<int64_t>(is.size());
-  std::vector<int64_t> axes = *axesGiven;
-  if (axes.empty())
-    for (size_t k = 0; k < starts->size(); ++k) axes.push_back(static_cast<int64_t>(k));
-  if (axes.size() != starts->size() || (!stepsGiven->empty() && stepsGiven->size() != starts->size())) return std::nullopt;
-  std::vector<int64_t> begin(is.size(), 0);
-  for (size_t k = 0; k < axes.size(); ++k) {
-    const int64_t a = axes[k] < 0 ? axes[k] + rank : axes[k];
-    if (a < 0 || a >= rank || (!stepsGiven->empty() && (*stepsGiven)[k] != 1)) return std::nullopt;
-    const int64_t dim = is[static_cast<size_t>(a)], b = (*starts)[k] < 0 ? (*starts)[k] + dim : (*starts)[k];
-    begin[static_cast<size_t>(a)] = std::clamp<int64_t>(b, 0, dim);
+  if (!out.isStatic() || bytesOf(out) == 0) return std::nullopt;
+  std::vector<NodeRef> chain;
+  Expected<detail::StridedView> view = detail::readView(g, d.outputs[0], {group[0]}, chain);
+  if (!view || view->buffer != d.inputs[0] || g.value(view->buffer).type.dtype != out.dtype) return std::nullopt;
+  int64_t run = 1;
+  for (size_t k = view->shape.size(); k-- > 0;) {
+    if (view->shape[k] == 1) continue;
+    if (view->strides[k] != run) return std::nullopt;
+    run *= view->shape[k];
   }
-  // The first dim the Slice cuts; every one before it of extent 1, every one after it whole.
-  size_t first = is.size();
-  for (size_t k = 0; k < is.size() && first == is.size(); ++k)
-    if (os[k] != is[k] || begin[k] != 0) first = k;
-  if (first == is.size()) return std::nullopt;  // the whole operand: a copy the planner asked for
-  for (size_t k = 0; k < is.size(); ++k)
-    if ((k < first && is[k] != 1) || (k > first && (os[k] != is[k] || begin[k] != 0))) return std::nullopt;
-  if (begin[first] + os[first] > is[first]) return std::nullopt;
-  const size_t offset = static_cast<size_t>(begin[first]) * static_cast<size_t>(stridesOf(is)[first]) * dtypeSize(in.dtype);
+  if (view->offset == 0 && run == shapeNumel(g.value(view->buffer).type.staticShape()))
+    return std::nullopt;  // the whole operand: a copy the planner asked for
+  const size_t offset = static_cast<size_t>(view->offset) * dtypeSize(out.dtype);
   if (offset % alignment != 0) return std::nullopt;
   return offset;
 }
