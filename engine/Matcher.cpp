@@ -137,21 +137,51 @@ class Search {
       fail([&] { return std::string(describe(n) + " is not " + describeOps(pn)); }, p, s);
       return false;
     }
-    // A repetition collects a maximal chain upward through operand 0.
+    if (pn.repeat == PatternNode::Repeat::Once) return matchChain(p, {n}, s, k);
+    // A repetition collects a maximal chain upward, each node reading the
+    // one before. Through operand 0 first; an elementwise or broadcast op
+    // may read it through any operand (GELU's `Mul(x, 1 + erf(...))`,
+    // SiLU's `Mul(x, Sigmoid(x))`). When the longer chain leaves the
+    // pattern unmatched (its first node does not read what the pattern
+    // binds), the chain through operands 0 alone is tried: every match
+    // through operand 0 still holds.
+    std::vector<NodeRef> anyOperand = collectChain(p, n, s, true);
+    if (matchChain(p, anyOperand, s, k)) return true;
+    std::vector<NodeRef> firstOperand = collectChain(p, n, s, false);
+    return firstOperand != anyOperand && matchChain(p, firstOperand, s, k);
+  }
+
+  /// The chain of nodes of pattern node `p`'s ops ending at `n`: each node's
+  /// producer through a link value read only by it (no graph output), not
+  /// yet in the match; through operand 0, or with `anyOperand` the first
+  /// operand that qualifies when the node is elementwise or broadcast.
+  std::vector<NodeRef> collectChain(int p, NodeRef n, const State& s, bool anyOperand) const {
     std::vector<NodeRef> chain = {n};
-    if (pn.repeat != PatternNode::Repeat::Once) {
-      NodeRef cur = n;
-      for (;;) {
-        const NodeData& d = g_.node(cur);
-        if (d.inputs.empty() || d.inputs[0] == kNoValue) break;
-        ValueId link = d.inputs[0];
+    for (NodeRef cur = n;;) {
+      const NodeData& d = g_.node(cur);
+      const OpDef* op = opOf(p, cur);
+      const bool dataOperands = anyOperand && op && (op->kind == OpKind::Elementwise || op->kind == OpKind::Broadcast);
+      std::optional<NodeRef> next;
+      for (size_t i = 0; i < d.inputs.size() && !next && (i == 0 || dataOperands); ++i) {
+        const ValueId link = d.inputs[i];
+        if (link == kNoValue) continue;
         auto prev = g_.producer(link);
-        if (!prev || s.uses(*prev) || std::count(chain.begin(), chain.end(), *prev) || !opOf(p, *prev)) break;
-        if (g_.uses(link).size() != 1 || g_.isGraphOutput(link)) break;  // the chain value is needed elsewhere
-        chain.insert(chain.begin(), *prev);
-        cur = *prev;
+        if (!prev || s.uses(*prev) || std::count(chain.begin(), chain.end(), *prev) || !opOf(p, *prev)) continue;
+        if (g_.uses(link).size() != 1 || g_.isGraphOutput(link)) continue;  // the chain value is needed elsewhere
+        next = prev;
       }
+      if (!next) return chain;
+      chain.insert(chain.begin(), *next);
+      cur = *next;
     }
+  }
+
+  /// Matches pattern node `p` with the graph nodes `chain` (one node, or a
+  /// repetition's chain), the last one giving the results and attributes.
+  bool matchChain(int p, const std::vector<NodeRef>& chain, State& s, const Cont& k) {
+    const PatternNode& pn = p_.nodes[static_cast<size_t>(p)];
+    const NodeRef n = chain.back();
+    const OpDef* op = opOf(p, n);
     State saved = s;
     s.matched[static_cast<size_t>(p)] = true;
     s.nodes[static_cast<size_t>(p)] = chain;

@@ -110,6 +110,27 @@ TEST_CASE("a repetition matches a maximal chain, stopping where a value is used 
   CHECK(bound(h, *n, "x") == "a");
 }
 
+TEST_CASE("a repetition of elementwise ops follows the chain through any operand, else through operands 0") {
+  // GELU as exporters write it: the erf chain reaches the Mul as its second operand.
+  Fixture f("rule chain { fuse { y = Elementwise+(x, ...) } kernel pointwise }");
+  Graph g = test::parse(test::model("g (float[4] p, float[] s, float[] one, float[] half) => (float[4] q)",
+                                    "a = Div (p, s)\nb = Erf (a)\nc = Add (b, one)\nd = Mul (p, c)\nq = Mul (d, half)"));
+  auto m = f.matcher.matchAt(g, node(g, "Mul", 1), f.rule());
+  REQUIRE(m);
+  REQUIRE(m->nodes[0].size() == 5);
+  CHECK(g.node(m->nodes[0][0]).op == "Div");
+  CHECK(bound(g, *m, "x") == "p");
+  // The longer chain's first node (the Neg) does not read the Conv the
+  // pattern needs; the chain through operands 0 (the Add) does.
+  Fixture epi("rule e { fuse { c = Conv(x, w) y = Elementwise+(c, ...) } kernel conv_epilogue }");
+  Graph h = test::parse(test::model("g (float[1,1,3,3] in, float[1,1,1,1] k, float[1,1,3,3] r) => (float[1,1,3,3] out)",
+                                    "t = Conv (in, k)\nn = Neg (r)\nout = Add (t, n)"));
+  auto e = epi.matcher.matchAt(h, node(h, "Add"), epi.rule());
+  REQUIRE(e);
+  CHECK(e->allNodes().size() == 2);
+  CHECK(bound(h, *e, "c") == "t");
+}
+
 TEST_CASE("an empty repetition binds its result to its operand") {
   Fixture f("rule z { fuse { c = Conv(x, w) e = Unary*(c) y = Relu(e) } kernel conv_epilogue }");
   Graph direct = test::parse(test::model("g (float[1,1,3,3] in, float[1,1,1,1] k) => (float[1,1,3,3] out)",
