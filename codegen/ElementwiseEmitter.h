@@ -226,6 +226,8 @@ class Emitter {
       if (s != space) return Error{"group `" + name + "` has results of different shapes", true};
     }
     k.globalSize = static_cast<size_t>(shapeNumel(space));
+    if (rowLoops_ && !fetches && !segmented)
+      if (std::optional<KernelSource> v = vectorForm(members, bodyInputs, space, k, comment)) return std::move(*v);
     rowDims_ = segmented                                                ? segmented->rowDims
                : !rowLoops_ || fetches || !broadcasts(bodyInputs, space) ? 0
                                                                           : rowDims(bodyInputs, space);
@@ -287,6 +289,48 @@ class Emitter {
       src << (segmented ? segmented->head : std::string("  const int i = get_global_id(0);\n"));
       src << body << out.str() << "}\n";
     }
+    k.source = src.str();
+    return k;
+  }
+
+  /// The vector form of emit() for CPUs: each work-item computes `lanes`
+  /// neighbouring results along the innermost axis as float vectors, for a
+  /// group that calls exp, erf or OpenCL's math library (Sigmoid, SiLU,
+  /// GELU, Softplus, Tanh, Log, Pow, ...): PoCL vectorizes the scalar form
+  /// across work-items, but with the straight-line fusec_exp and its
+  /// divisions, and a library call per element, while its library on an
+  /// explicit vector is vectorized code (EfficientNet's SiLU on 96x112x112:
+  /// 0.32 -> 0.24 ms; tanh of 1Mi floats 0.48 -> 0.35 ms, log 6.0 -> 0.29).
+  /// nullopt where the innermost extent is not a whole number of 4-lane
+  /// vectors, the group has no vector form (see vectorize()), or it calls
+  /// none of them.
+  std::optional<KernelSource> vectorForm(const std::vector<NodeRef>& members, const std::vector<ValueId>& inputs,
+                                         const Shape& space, const KernelSource& scalar, const std::string& comment) const {
+    if (space.empty()) return std::nullopt;
+    const int64_t inner = space.back();
+    const int lanes = inner % 16 == 0 ? 16 : inner % 8 == 0 ? 8 : inner % 4 == 0 ? 4 : 0;
+    if (!lanes || g_.info.defaultOpset() < 7) return std::nullopt;
+    for (ValueId v : scalar.outputs)
+      if (g_.value(v).type.dtype != DType::Float32) return std::nullopt;
+    Emitter e(g_, catalog_);
+    e.vectorize(lanes, 1);
+    std::string params, body;
+    if (!e.emitBody(members, inputs, space, "i", params, body) || (!e.usesVectorExp_ && !e.callsLibrary_))
+      return std::nullopt;
+    KernelSource k = scalar;
+    k.globalSize = static_cast<size_t>(shapeNumel(space) / lanes);
+    const std::string L = std::to_string(lanes);
+    std::ostringstream src;
+    src << "// " << comment << "\n// " << L << " results per work-item along the innermost axis, as float" << L
+        << " vectors.\n"
+        << prelude() << e.vectorHelpers();
+    for (size_t o = 0; o < k.outputs.size(); ++o) params += ",\n    __global float* restrict out" + std::to_string(o);
+    src << "__kernel void " << k.name << "(\n    " << params << ") {\n  const int i = get_global_id(0) * " << L << ";\n"
+        << body;
+    for (size_t o = 0; o < k.outputs.size(); ++o)
+      src << "  vstore" << L << "(" << e.vars_.at(k.outputs[o]) << ", 0, out" << o << " + i);  // "
+          << sanitize(g_.value(k.outputs[o]).name) << "\n";
+    src << "}\n";
     k.source = src.str();
     return k;
   }
@@ -980,6 +1024,10 @@ class Emitter {
       return Status::success();
     }
     std::string name = fn->opencl;
+    // OpenCL's math library beyond single instructions (sqrt, fabs, rint, ...).
+    static const std::set<std::string> library = {"log",  "log1p", "tanh", "pow",  "sin",   "cos",   "tan",  "asin",
+                                                  "acos", "atan",  "sinh", "cosh", "asinh", "acosh", "atanh"};
+    callsLibrary_ |= lanes_ && library.count(name);
     if (lanes_ && name.starts_with("fusec_")) {  // the prelude's helpers are scalar; vectorHelpers() has their forms
       usesVectorExp_ = true;
       usesVectorErf_ |= name == "fusec_erf";
@@ -1054,6 +1102,7 @@ class Emitter {
   bool rowLoops_ = false;  // the rows form allowed
   std::string validLanes_;
   bool usesVectorExp_ = false, usesVectorErf_ = false;
+  bool callsLibrary_ = false;  // vector mode: a call of OpenCL's math library (log, tanh, pow, sin, ...)
   std::map<ValueId, std::string> vars_;
   std::set<ValueId> fetched_;  ///< inputs computed by a movement prologue's fetch functions
   std::string fetchArgs_;      ///< the buffers those functions take

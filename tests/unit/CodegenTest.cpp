@@ -799,7 +799,7 @@ g (float[2,5,7,7] x, float[5,1,1] s, float[1,5,1,1] b, float[1,1,7,7] m, float[1
   x4 = Mul (x3, h)
   y = Relu (x4)
   z0 = Mul (big, bs)
-  z = Sigmoid (z0)
+  z = Abs (z0)
   w = Add (rowx, bias)
   c = Concat <axis = 1> (p, q)
   c1 = Mul (c, cs)
@@ -883,6 +883,64 @@ g (float[4,6] x, float[4,1] s) => (float[4,6] y) {
   REQUIRE_MESSAGE(k.ok(), test::why(k));
   CHECK(k->source.find("for (int j = ") == std::string::npos);
   CHECK(k->globalSize == 24u);
+}
+
+TEST_CASE("pointwise kernels that call exp or erf compute float vectors on CPUs and match the interpreter") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  // SiLU, exact GELU with its constants as scalars, a sigmoid gate scaled
+  // per channel (an operand broadcast across the lanes' axis), a Tanh of
+  // rows of 8 (float8); an innermost extent of 6, and a group without exp
+  // or erf, keep the scalar form.
+  Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[2,3,64] x, float[] r2, float[] one, float[] half, float[1,5,16,16] c, float[5,1,1] s, float[3,8] t,
+   float[4,6] odd, float[2,32] plain)
+  => (float[2,3,64] silu, float[2,3,64] gelu, float[1,5,16,16] gate, float[3,8] th, float[4,6] e, float[2,32] p) {
+  sg = Sigmoid (x)
+  silu = Mul (x, sg)
+  a = Div (x, r2)
+  b = Erf (a)
+  b1 = Add (b, one)
+  d = Mul (x, b1)
+  gelu = Mul (d, half)
+  cs = Mul (c, s)
+  gs = Sigmoid (cs)
+  gate = Mul (gs, c)
+  th = Tanh (t)
+  e = Exp (odd)
+  p = Relu (plain)
+}
+)");
+  const std::vector<Tensor> inputs = randomInputs(g, 83);
+  const std::vector<Tensor> reference = test::run(g, inputs);
+  auto group = [&](std::initializer_list<const char*> results) {
+    std::vector<NodeRef> out;
+    for (const char* r : results) out.push_back(*g.producer(*g.findValue(r)));
+    return out;
+  };
+  const std::vector<std::vector<NodeRef>> groups = {group({"sg", "silu"}), group({"a", "b", "b1", "d", "gelu"}),
+                                                    group({"cs", "gs", "gate"}), group({"th"}), group({"e"}), group({"p"})};
+  // Work-items: one per vector of 16 (8 for rows of 8); one per element in the scalar form.
+  const size_t items[] = {2 * 3 * 64 / 16, 2 * 3 * 64 / 16, 5 * 16 * 16 / 16, 3, 4 * 6, 2 * 32};
+  const bool vector[] = {true, true, true, true, false, false};
+  std::vector<codegen::KernelGroup> kernels;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    Expected<codegen::KernelSource> k = codegen::emitPointwise(g, groups[i], ops->catalog, "k", "k", true);
+    REQUIRE_MESSAGE(k.ok(), test::why(k));
+    INFO(k->source);
+    CHECK((k->source.find("results per work-item along the innermost axis") != std::string::npos) == vector[i]);
+    CHECK(k->globalSize == items[i]);
+    kernels.emplace_back(groups[i], "", "", "pointwise");
+    // Not for GPUs: one element per work-item.
+    Expected<codegen::KernelSource> gpu = codegen::emitPointwise(g, groups[i], ops->catalog, "k", "k");
+    REQUIRE_MESSAGE(gpu.ok(), test::why(gpu));
+    CHECK(gpu->source.find("vstore") == std::string::npos);
+  }
+  codegen::KernelOptions cpu;
+  cpu.stridedRowCopies = true;
+  Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, kernels, ops->catalog, inputs, cpu);
+  REQUIRE_MESSAGE(run.ok(), test::why(run));
+  REQUIRE(run->outputs.size() == reference.size());
+  for (size_t i = 0; i < reference.size(); ++i) test::checkClose(run->outputs[i], reference[i], 1e-5f);
 }
 
 TEST_CASE("convs and gemms with fused epilogues match the interpreter for every tiling") {
