@@ -152,7 +152,7 @@ class Search {
   }
 
   /// The chain of nodes of pattern node `p`'s ops ending at `n`: each node's
-  /// producer through a link value read only by it (no graph output), not
+  /// producer through a link value read only by that node (no graph output), not
   /// yet in the match; through operand 0, or with `anyOperand` the first
   /// operand that qualifies when the node is elementwise or broadcast.
   std::vector<NodeRef> collectChain(int p, NodeRef n, const State& s, bool anyOperand) const {
@@ -167,7 +167,9 @@ class Search {
         if (link == kNoValue) continue;
         auto prev = g_.producer(link);
         if (!prev || s.uses(*prev) || std::count(chain.begin(), chain.end(), *prev) || !opOf(p, *prev)) continue;
-        if (g_.uses(link).size() != 1 || g_.isGraphOutput(link)) continue;  // the chain value is needed elsewhere
+        // The chain value is read by this node alone (`Mul(d, d)` reads it twice).
+        const auto& uses = g_.uses(link);
+        if (g_.isGraphOutput(link) || std::any_of(uses.begin(), uses.end(), [&](const Use& u) { return u.node != cur; })) continue;
         next = prev;
       }
       if (!next) return chain;

@@ -255,19 +255,33 @@ Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target, cons
     }
   }
   // Two rules matching the same nodes make one candidate: the rule of higher
-  // priority's (a vendor pack's rule over the core one), then the first declared.
+  // priority's (a vendor pack's rule over the core one), then the first
+  // declared, unless its family cannot build them: then the next rule's
+  // (reduction_prologue_rows and reduction_prologue name two families for
+  // reductions over innermost and other axes), the refused one reported.
   std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) {
     return std::tuple(a.root, -a.rule->priority, a.ruleIndex) < std::tuple(b.root, -b.rule->priority, b.ruleIndex);
   });
   // ---- candidates
+  auto sortedNodes = [&](const Match& m) {
+    std::vector<NodeRef> nodes = m.allNodes();
+    std::sort(nodes.begin(), nodes.end(), [&](NodeRef a, NodeRef b) { return order.index.at(a) < order.index.at(b); });
+    return nodes;
+  };
   std::set<std::vector<NodeRef>> seenSets;
   for (const Found& f : found) {
     const Rule* rule = f.rule;
     const Match* m = &f.match;
-    std::vector<NodeRef> nodes = m->allNodes();
+    std::vector<NodeRef> nodes = sortedNodes(*m);
     if (nodes.size() < 2) continue;  // one node is no fusion
-    std::sort(nodes.begin(), nodes.end(), [&](NodeRef a, NodeRef b) { return order.index.at(a) < order.index.at(b); });
-    if (!seenSets.insert(nodes).second) continue;
+    if (seenSets.count(nodes)) continue;
+    if (!buildProblem(g, nodes, *rule, rules.catalog, target, families).empty() &&
+        std::any_of(found.begin() + (&f - found.data()) + 1, found.end(), [&](const Found& later) {
+          return later.root == f.root && sortedNodes(later.match) == nodes &&
+                 buildProblem(g, nodes, *later.rule, rules.catalog, target, families).empty();
+        }))
+      continue;  // a later rule's family builds these nodes
+    seenSets.insert(nodes);
     Candidate c;
     c.id = plan.candidates.size();
     c.rule = rule;
