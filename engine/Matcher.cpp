@@ -225,7 +225,10 @@ class Search {
     std::vector<std::vector<size_t>> orders = {{}};
     for (size_t i = 0; i < pn.operands.size(); ++i) orders[0].push_back(i);
     const bool rest = !pn.operands.empty() && pn.operands.back().kind == PatternOperand::Kind::Rest;
-    if (firstOp && firstOp->commutative && pn.operands.size() == 2 && !rest) orders.push_back({1, 0});
+    // `Mul(m, ...)` also matches a commutative pair with `m` second (a layer
+    // scale written `gamma * x`).
+    if (firstOp && firstOp->commutative && pn.operands.size() == 2 && (!rest || first.inputs.size() == 2))
+      orders.push_back({1, 0});
     if (!rest) {
       size_t present = 0;
       for (ValueId v : first.inputs) present += v != kNoValue;
@@ -287,9 +290,10 @@ class Search {
     if (i == order.size()) return k(s);
     const size_t patternIndex = order[i];
     const PatternOperand& po = pn.operands[patternIndex];
-    if (po.kind == PatternOperand::Kind::Rest) return k(s);
     const ValueId v = i < node.inputs.size() ? node.inputs[i] : kNoValue;
     auto next = [&](State& st) { return matchOperands(p, n, order, i + 1, st, k); };
+    // `...` ends the operands, or (a commutative pair's swapped order) stands for operand 0.
+    if (po.kind == PatternOperand::Kind::Rest) return i + 1 == order.size() ? k(s) : next(s);
     switch (po.kind) {
       case PatternOperand::Kind::Wildcard: return next(s);
       case PatternOperand::Kind::Binding: {

@@ -77,6 +77,21 @@ TEST_CASE("commutative ops match either operand order; others do not") {
   CHECK_FALSE(sub.matcher.matchAt(h, node(h, "Sub"), sub.rule()));
 }
 
+TEST_CASE("a commutative pair matches `op(m, ...)` with m as either operand") {
+  // ConvNeXt's layer scale: `gamma * x` after the Transpose back.
+  Fixture f("rule r { fuse { m = Transpose(x) y = Elementwise+(m, ...) } kernel pointwise }");
+  Graph g = test::parse(test::model("g (float[1,4,2,2] p, float[4] gamma, float[1,2,2,4] r) => (float[1,2,2,4] o)",
+                                    "t = Transpose <perm = [0, 2, 3, 1]> (p)\ns = Mul (gamma, t)\no = Add (s, r)"));
+  auto m = f.matcher.matchAt(g, node(g, "Add"), f.rule());
+  REQUIRE(m);
+  CHECK(m->allNodes().size() == 3);
+  CHECK(bound(g, *m, "m") == "t");
+  // Not a Sub: its operands do not commute.
+  Graph h = test::parse(test::model("g (float[1,4,2,2] p, float[4] gamma) => (float[1,2,2,4] o)",
+                                    "t = Transpose <perm = [0, 2, 3, 1]> (p)\no = Sub (gamma, t)"));
+  CHECK_FALSE(f.matcher.matchAt(h, node(h, "Sub"), f.rule()));
+}
+
 TEST_CASE("attribute patterns compare and bind") {
   Fixture f("rule a { fuse { c = Conv(x, w) { group: 1 } y = BatchNormalization(c, s, b, m, v) { epsilon: eps } }"
             " where c.group == 1 kernel conv_epilogue }");
