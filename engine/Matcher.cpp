@@ -154,9 +154,14 @@ class Search {
   /// The chain of nodes of pattern node `p`'s ops ending at `n`: each node's
   /// producer through a link value read only by that node (no graph output), not
   /// yet in the match; through operand 0, or with `anyOperand` the first
-  /// operand that qualifies when the node is elementwise or broadcast.
+  /// operand that qualifies when the node is elementwise or broadcast and
+  /// its operand 0 is read higher up the chain: a diamond that closes in
+  /// the chain (GELU's `Mul(x, 1 + erf(x / sqrt 2))`, SiLU's
+  /// `Mul(x, Sigmoid(x))`), not a residual `Add(skip, bias add)`, whose
+  /// bias add belongs to the MatMul before it.
   std::vector<NodeRef> collectChain(int p, NodeRef n, const State& s, bool anyOperand) const {
     std::vector<NodeRef> chain = {n};
+    std::vector<size_t> through = {0};  // the operand each node reads the one above through
     for (NodeRef cur = n;;) {
       const NodeData& d = g_.node(cur);
       const OpDef* op = opOf(p, cur);
@@ -171,11 +176,29 @@ class Search {
         const auto& uses = g_.uses(link);
         if (g_.isGraphOutput(link) || std::any_of(uses.begin(), uses.end(), [&](const Use& u) { return u.node != cur; })) continue;
         next = prev;
+        through.front() = i;
       }
-      if (!next) return chain;
+      if (!next) break;
       chain.insert(chain.begin(), *next);
+      through.insert(through.begin(), 0);
       cur = *next;
     }
+    // From the top down: a link through another operand than 0 whose
+    // operand 0 nothing above reads cuts the chain there.
+    for (size_t j = 1; j < chain.size(); ++j) {
+      if (through[j] == 0) continue;
+      const ValueId first = g_.node(chain[j]).inputs[0];
+      bool closes = false;
+      for (size_t a = 0; a < j && !closes; ++a) {
+        const std::vector<ValueId>& in = g_.node(chain[a]).inputs;
+        closes = std::find(in.begin(), in.end(), first) != in.end();
+      }
+      if (closes) continue;
+      chain.erase(chain.begin(), chain.begin() + static_cast<std::ptrdiff_t>(j));
+      through.erase(through.begin(), through.begin() + static_cast<std::ptrdiff_t>(j));
+      j = 0;
+    }
+    return chain;
   }
 
   /// Matches pattern node `p` with the graph nodes `chain` (one node, or a

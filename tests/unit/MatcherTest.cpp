@@ -135,6 +135,14 @@ TEST_CASE("a repetition of elementwise ops follows the chain through any operand
   REQUIRE(m->nodes[0].size() == 5);
   CHECK(g.node(m->nodes[0][0]).op == "Div");
   CHECK(bound(g, *m, "x") == "p");
+  // A residual Add reads the bias Add as its second operand, but nothing
+  // above reads the skip: no diamond, the bias Add stays with its MatMul.
+  Graph res = test::parse(test::model("g (float[4,8] a, float[8,8] w, float[8] b, float[4,8] skip) => (float[4,8] q)",
+                                      "m = MatMul (a, w)\nc = Add (m, b)\nq = Add (skip, c)"));
+  auto r = f.matcher.matchAt(res, node(res, "Add", 1), f.rule());
+  REQUIRE(r);
+  CHECK(r->allNodes().size() == 1);
+  CHECK(bound(res, *r, "x") == "skip");
   // The longer chain's first node (the Neg) does not read the Conv the
   // pattern needs; the chain through operands 0 (the Add) does.
   Fixture epi("rule e { fuse { c = Conv(x, w) y = Elementwise+(c, ...) } kernel conv_epilogue }");
