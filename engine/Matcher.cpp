@@ -140,8 +140,8 @@ class Search {
     if (pn.repeat == PatternNode::Repeat::Once) return matchChain(p, {n}, s, k);
     // A repetition collects a maximal chain upward, each node reading the
     // one before. Through operand 0 first; an elementwise or broadcast op
-    // may read it through any operand (GELU's `Mul(x, 1 + erf(...))`,
-    // SiLU's `Mul(x, Sigmoid(x))`). When the longer chain leaves the
+    // may read it through another operand where a diamond closes in the
+    // chain (collectChain). When the longer chain leaves the
     // pattern unmatched (its first node does not read what the pattern
     // binds), the chain through operands 0 alone is tried: every match
     // through operand 0 still holds.

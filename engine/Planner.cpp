@@ -258,7 +258,7 @@ Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target, cons
   // priority's (a vendor pack's rule over the core one), then the first
   // declared, unless its family cannot build them: then the next rule's
   // (reduction_prologue_rows and reduction_prologue name two families for
-  // reductions over innermost and other axes), the refused one reported.
+  // reductions over innermost and other axes), the refused one not reported.
   std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) {
     return std::tuple(a.root, -a.rule->priority, a.ruleIndex) < std::tuple(b.root, -b.rule->priority, b.ruleIndex);
   });
@@ -275,7 +275,8 @@ Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target, cons
     std::vector<NodeRef> nodes = sortedNodes(*m);
     if (nodes.size() < 2) continue;  // one node is no fusion
     if (seenSets.count(nodes)) continue;
-    if (!buildProblem(g, nodes, *rule, rules.catalog, target, families).empty() &&
+    const std::string problem = buildProblem(g, nodes, *rule, rules.catalog, target, families);
+    if (!problem.empty() &&
         std::any_of(found.begin() + (&f - found.data()) + 1, found.end(), [&](const Found& later) {
           return later.root == f.root && sortedNodes(later.match) == nodes &&
                  buildProblem(g, nodes, *later.rule, rules.catalog, target, families).empty();
@@ -303,9 +304,9 @@ Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target, cons
     } else if (std::string r = limitProblem(g, nodes, rules.catalog, target); !r.empty()) {
       c.status = Candidate::Status::Illegal;
       c.why = r;
-    } else if (std::string r = buildProblem(g, nodes, *rule, rules.catalog, target, families); !r.empty()) {
+    } else if (!problem.empty()) {
       c.status = Candidate::Status::Illegal;
-      c.why = r;
+      c.why = problem;
     } else if (c.benefit <= 0) {
       c.status = Candidate::Status::Unprofitable;
       c.why = "no time saved by the roofline estimate";
