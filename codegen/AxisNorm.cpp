@@ -1,6 +1,7 @@
 /// The axis_layernorm family: a LayerNormalization over one axis that is
 /// not the innermost, as exporters write it (a Transpose moving the axis
 /// last, LayerNormalization over it, the inverse Transpose); see Emitters.h.
+#include <algorithm>
 #include <numeric>
 #include <sstream>
 
@@ -110,13 +111,7 @@ Expected<KernelSource> emitAxisLayerNorm(const Graph& g, const std::vector<NodeR
   // slower (0.077-0.105 against 0.061-0.070 ms: fewer work-items to share).
   const Shape strides = stridesOf(s);
   const int64_t stride = strides[static_cast<size_t>(n.axis)];
-  int lanes = 1;
-  if (vectorColumns)
-    for (int l : {16, 8, 4})
-      if (stride % l == 0) {
-        lanes = l;
-        break;
-      }
+  const int lanes = vectorColumns ? std::max(detail::vectorLanes(stride), 1) : 1;
   const std::string L = lanes > 1 ? std::to_string(lanes) : "";
   const std::string vec = "float" + L;
   auto load = [&](const std::string& at) {

@@ -156,6 +156,10 @@ struct RowPieces {
 /// Rows shorter than this keep the element-per-work-item form.
 constexpr int64_t kMinRowLength = 8;
 
+/// The widest float vector (16, 8 or 4 lanes) whose lanes tile `n`
+/// elements exactly; 0 where none does.
+inline int vectorLanes(int64_t n) { return n % 16 == 0 ? 16 : n % 8 == 0 ? 8 : n % 4 == 0 ? 4 : 0; }
+
 /// A prologue that gives each work-group one segment of the iteration space
 /// (a Concat's inputs, each a contiguous run of the result at batch 1): its
 /// `head` declares the linear index `i` and the value's variable `var`, read
@@ -307,8 +311,7 @@ class Emitter {
   std::optional<KernelSource> vectorForm(const std::vector<NodeRef>& members, const std::vector<ValueId>& inputs,
                                          const Shape& space, const KernelSource& scalar, const std::string& comment) const {
     if (space.empty()) return std::nullopt;
-    const int64_t inner = space.back();
-    const int lanes = inner % 16 == 0 ? 16 : inner % 8 == 0 ? 8 : inner % 4 == 0 ? 4 : 0;
+    const int lanes = vectorLanes(space.back());
     if (!lanes || g_.info.defaultOpset() < 7) return std::nullopt;
     for (ValueId v : scalar.outputs)
       if (g_.value(v).type.dtype != DType::Float32) return std::nullopt;

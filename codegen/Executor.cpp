@@ -86,16 +86,25 @@ ValueId BufferAliases::resolve(ValueId v) const {
 
 namespace {
 
+/// The one node of `group` when it is an ONNX `op` of one result that the
+/// catalog knows and the byte aliasing below may apply to; nullptr otherwise.
+const NodeData* loneNode(const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog, std::string_view op,
+                         size_t alignment) {
+  if (alignment == 0 || group.size() != 1) return nullptr;
+  const NodeData& d = g.node(group[0]);
+  if (d.op != op || !d.domain.empty() || d.outputs.size() != 1 || d.inputs.empty() || !catalog.find(op)) return nullptr;
+  return &d;
+}
+
 /// The byte offset of each input in a lone Concat's result where the
 /// inputs lie one after another in it (only 1s before the axis), each of
 /// them non-empty and starting at a multiple of `alignment`; nullopt
 /// otherwise.
 std::optional<std::vector<size_t>> concatOffsets(const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog,
                                                  size_t alignment) {
-  if (alignment == 0 || group.size() != 1) return std::nullopt;
-  const NodeData& d = g.node(group[0]);
-  if (d.op != "Concat" || !d.domain.empty() || d.outputs.size() != 1 || d.inputs.empty() || !catalog.find("Concat"))
-    return std::nullopt;
+  const NodeData* lone = loneNode(g, group, catalog, "Concat", alignment);
+  if (!lone) return std::nullopt;
+  const NodeData& d = *lone;
   const TensorType& out = g.value(d.outputs[0]).type;
   if (!out.isStatic()) return std::nullopt;
   const Shape shape = out.staticShape();
@@ -126,10 +135,9 @@ std::optional<std::vector<size_t>> concatOffsets(const Graph& g, const std::vect
 /// of `alignment`; nullopt otherwise.
 std::optional<size_t> sliceOffset(const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog,
                                   size_t alignment) {
-  if (alignment == 0 || group.size() != 1) return std::nullopt;
-  const NodeData& d = g.node(group[0]);
-  if (d.op != "Slice" || !d.domain.empty() || d.outputs.size() != 1 || d.inputs.empty() || !catalog.find("Slice"))
-    return std::nullopt;
+  const NodeData* lone = loneNode(g, group, catalog, "Slice", alignment);
+  if (!lone) return std::nullopt;
+  const NodeData& d = *lone;
   const TensorType& out = g.value(d.outputs[0]).type;
   if (!out.isStatic() || bytesOf(out) == 0) return std::nullopt;
   std::vector<NodeRef> chain;

@@ -142,13 +142,11 @@ Expected<KernelSource> emitReduce(const Graph& g, const std::vector<NodeRef>& me
   std::string vectorBody;
   if (vectorColumns && kVectorOps.count(op) && xt == DType::Float32 && yt == DType::Float32 && !kept.empty() &&
       kept.back() == xs.size() - 1)
-    for (int l : {16, 8, 4})
-      if (xs.back() % l == 0) {
-        ve.vectorize(l, 1);
-        std::string vectorParams;
-        if (ve.emitBody(prologue, inputs, xs, "i", vectorParams, vectorBody, 0, false)) lanes = l;
-        break;
-      }
+    if (const int l = detail::vectorLanes(xs.back())) {
+      ve.vectorize(l, 1);
+      std::string vectorParams;
+      if (ve.emitBody(prologue, inputs, xs, "i", vectorParams, vectorBody, 0, false)) lanes = l;
+    }
 
   KernelSource k;
   k.name = name;

@@ -118,7 +118,7 @@ struct RowKernel {
 std::optional<KernelSource> vectorRowPerWorkItem(const Graph& g, const OpCatalog& catalog, const RowKernel& row,
                                                  KernelSource k, const std::string& comment) {
   const int64_t n = row.n;
-  const int lanes = n % 16 == 0 ? 16 : n % 8 == 0 ? 8 : n % 4 == 0 ? 4 : 0;
+  const int lanes = detail::vectorLanes(n);
   const std::string op = row.r.op.str();
   if (!lanes || n != row.xs.back()) return std::nullopt;
   detail::Emitter e(g, catalog);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <unordered_map>
@@ -275,13 +276,18 @@ Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target, cons
     std::vector<NodeRef> nodes = sortedNodes(*m);
     if (nodes.size() < 2) continue;  // one node is no fusion
     if (seenSets.count(nodes)) continue;
-    const std::string problem = buildProblem(g, nodes, *rule, rules.catalog, target, families);
-    if (!problem.empty() &&
-        std::any_of(found.begin() + (&f - found.data()) + 1, found.end(), [&](const Found& later) {
-          return later.root == f.root && sortedNodes(later.match) == nodes &&
-                 buildProblem(g, nodes, *later.rule, rules.catalog, target, families).empty();
-        }))
-      continue;  // a later rule's family builds these nodes
+    // Later rules matching the same nodes (the same root: next in `found`).
+    std::vector<const Rule*> alternatives;
+    for (auto later = found.begin() + (&f - found.data()) + 1; later != found.end() && later->root == f.root; ++later)
+      if (sortedNodes(later->match) == nodes) alternatives.push_back(later->rule);
+    std::optional<std::string> problem;  // asked of the family once, where there is a choice
+    if (!alternatives.empty()) {
+      problem = buildProblem(g, nodes, *rule, rules.catalog, target, families);
+      if (!problem->empty() && std::any_of(alternatives.begin(), alternatives.end(), [&](const Rule* other) {
+            return buildProblem(g, nodes, *other, rules.catalog, target, families).empty();
+          }))
+        continue;  // a later rule's family builds these nodes
+    }
     seenSets.insert(nodes);
     Candidate c;
     c.id = plan.candidates.size();
@@ -304,9 +310,9 @@ Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target, cons
     } else if (std::string r = limitProblem(g, nodes, rules.catalog, target); !r.empty()) {
       c.status = Candidate::Status::Illegal;
       c.why = r;
-    } else if (!problem.empty()) {
+    } else if (std::string r = problem ? *problem : buildProblem(g, nodes, *rule, rules.catalog, target, families); !r.empty()) {
       c.status = Candidate::Status::Illegal;
-      c.why = problem;
+      c.why = r;
     } else if (c.benefit <= 0) {
       c.status = Candidate::Status::Unprofitable;
       c.why = "no time saved by the roofline estimate";

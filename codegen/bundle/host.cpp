@@ -305,6 +305,14 @@ int run(int argc, char** argv) {
                         "input upload");
   }
 
+  // A view with a buffer of its own gets its bytes from its parent before it is read.
+  auto copyView = [&](size_t a) {
+    if (!detached[a] || p.buffers[a].kind != "view") return;
+    const BufferSpec& view = p.buffers[a];
+    check(clEnqueueCopyBuffer(queue, buffers[view.parent], buffers[a], view.offset, 0, view.bytes, 0, nullptr, nullptr),
+          "copying a view from its buffer");
+  };
+
   // Runs, timed by profiling events; the best run is reported.
   std::vector<double> best(kernels.size(), 0);
   double bestTotal = -1;
@@ -313,12 +321,7 @@ int run(int argc, char** argv) {
     for (size_t k = 0; k < kernels.size(); ++k) {
       const KernelSpec& spec = p.kernels[k];
       if (spec.global == 0) continue;  // an empty tensor
-      for (size_t a : spec.args)
-        if (detached[a] && p.buffers[a].kind == "view") {
-          const BufferSpec& view = p.buffers[a];
-          check(clEnqueueCopyBuffer(queue, buffers[view.parent], buffers[a], view.offset, 0, view.bytes, 0, nullptr, nullptr),
-                "copying a view from its buffer");
-        }
+      for (size_t a : spec.args) copyView(a);
       check(clEnqueueNDRangeKernel(queue, kernels[k], 1, nullptr, &spec.global, spec.local ? &spec.local : nullptr, 0,
                                    nullptr, &events[k]),
             "launch of " + spec.name);
@@ -358,11 +361,7 @@ int run(int argc, char** argv) {
   for (size_t i = 0; i < p.outputs.size(); ++i) {
     const Port& out = p.outputs[i];
     std::string data(out.bytes, '\0');
-    if (out.bytes && detached[out.buffer] && p.buffers[out.buffer].kind == "view") {
-      const BufferSpec& view = p.buffers[out.buffer];
-      check(clEnqueueCopyBuffer(queue, buffers[view.parent], buffers[out.buffer], view.offset, 0, view.bytes, 0, nullptr, nullptr),
-            "copying a view from its buffer");
-    }
+    if (out.bytes) copyView(out.buffer);
     if (out.bytes)
       check(clEnqueueReadBuffer(queue, buffers[out.buffer], CL_TRUE, 0, out.bytes, data.data(), 0, nullptr, nullptr),
             "output download");
