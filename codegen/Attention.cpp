@@ -148,7 +148,8 @@ bool isAttentionGroup(const Graph& g, const std::vector<NodeRef>& members) {
 }
 
 Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog&,
-                                     const std::string& name, const std::string& comment, bool ownedKeys) {
+                                     const std::string& name, const std::string& comment, const AttentionForm& form) {
+  const bool ownedKeys = form.ownedKeys;
   const std::vector<NodeRef> core = computing(g, members);
   Expected<AttentionParts> parts = attentionParts(g, core);
   if (!parts) return parts.error();
@@ -245,13 +246,6 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
     scale = sv.at(0);
   }
 
-  // Rows of queries per work-item: each key block and V row loaded is used
-  // for all of them (one row: two loads per FMA, 45 GFLOP/s on BERT-base).
-  // A count that 4 does not divide (ViT's 197) still takes 4 per work-item:
-  // the last work-item of each batch repeats the batch's last row past its
-  // end and does not store it.
-  const int QR = Sq >= 4 ? 4 : Sq >= 2 ? 2 : 1;
-  const int64_t W = (Sq + QR - 1) / QR;  // groups of QR rows per batch
   // Keys as rows (K not transposed in memory: the heads of a projection
   // [tokens, heads x D]): each score is a dot product along the head, Q's
   // rows held as vectors, each summed across its lanes.
@@ -267,13 +261,36 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
   // (197 keys) 88 -> 37 ms, the model 395 -> 342 ms.
   const int64_t SkPad = (Sk + KB - 1) / KB * KB;
   const bool own = ownedKeys && kS != 1 && D * SkPad * 4 <= 256 * 1024;
-  int64_t chunks = 1, perChunk = W;  // chunks of row groups per batch, row groups per chunk
+  if (own) keyRows = false;
+
+  // Rows of queries per work-item: each key block and V row loaded is used
+  // for all of them (one row: two loads per FMA, 45 GFLOP/s on BERT-base).
+  // A count the rows do not divide (ViT's 197) still takes as many per
+  // work-item: the last work-item of each batch repeats the batch's last
+  // row past its end and does not store it.
+  //
+  // With form.scoreRows (a CPU), a work-item holds its rows' whole rows of
+  // scores in private memory (up to kScoreBytes; keys read as vectors,
+  // given transposed or owned): it computes its query rows' scores against
+  // every key, then each row's maximum, exponentials and sum once, then
+  // the products with V a vector of V's columns at a time, each
+  // probability a broadcast load. No running maximum to correct the sums
+  // and results by, no lanes moved out of registers. BERT-base's attention
+  // (keys owned) on the build machine's PoCL (AVX-512): 0.34 ms online, 4
+  // rows -> 0.25 ms as rows of scores, 4 rows; 0.23 with 8, 0.21 with 16.
+  constexpr int64_t kScoreBytes = 16384;  // half a 32 KiB L1
+  const int64_t rowsFit = kScoreBytes / (SkPad * static_cast<int64_t>(sizeof(float)));
+  const int scoreRows = form.scoreRows > 0 && rowsFit >= 4 && (kS == 1 || own)
+                            ? static_cast<int>(std::min<int64_t>({form.scoreRows, rowsFit, Sq}))
+                            : 0;
+  const int QR = scoreRows > 0 ? scoreRows : Sq >= 4 ? 4 : Sq >= 2 ? 2 : 1;
+  const int64_t W = (Sq + QR - 1) / QR;  // groups of QR rows per batch
+  int64_t chunks = 1, perChunk = W;      // chunks of row groups per batch, row groups per chunk
   if (own) {
     constexpr int64_t kWantedItems = 16;
     chunks = std::clamp<int64_t>((kWantedItems + batches - 1) / batches, 1, W);
     perChunk = (W + chunks - 1) / chunks;
     chunks = (W + perChunk - 1) / perChunk;
-    keyRows = false;
   }
   KernelSource k;
   k.name = name;
@@ -297,7 +314,8 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
   src << "// " << comment << "\n";
   src << "// Attention: " << batches << " x " << Sq << " queries of " << D << " against " << Sk << " keys, values of " << Dv
       << ";\n// each work-item computes " << QR << " query row(s), " << KB
-      << " keys at a time, with a running maximum and sum per row (online softmax).\n";
+      << (scoreRows > 0 ? " keys at a time, their rows of scores kept in private memory.\n"
+                        : " keys at a time, with a running maximum and sum per row (online softmax).\n");
   src << detail::Emitter::prelude() << detail::Emitter::vectorExp(KB);
   src << "__kernel " << (own ? "__attribute__((reqd_work_group_size(1, 1, 1))) " : "") << "void " << name << "(\n";
   for (size_t i = 0; i < maskParam; ++i) src << "    __global const float* restrict in" << i << ",\n";
@@ -345,9 +363,36 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
       src << "  const __global " << (parts->cond != kNoValue ? "uchar" : "float") << "* mask" << n << " = in" << maskParam << " + "
           << row << ";\n";
     }
+    if (scoreRows > 0) continue;
     src << "  float m" << n << " = -INFINITY, l" << n << " = 0.0f;\n";
     for (int64_t c = 0; c < VC; ++c) src << "  " << vv << " acc" << n << "_" << c << " = (" << vv << ")(0.0f);\n";
   }
+  if (scoreRows > 0) {
+    src << "  float sc[" << QR * SkPad << "];  // the rows' scores, then their exponentials\n";
+    for (int t = 0; t < QR; ++t) src << "  " << kv << " mx" << t << " = (" << kv << ")(-INFINITY);\n";
+  }
+  // V's row at `base` + `offset` (its first element), vector c of it.
+  auto vRow = [&](const std::string& base, const std::string& offset, int64_t c) {
+    if (vD == 1) return "vload" + std::to_string(VW) + "(" + std::to_string(c) + ", " + base + " + " + offset + ")";
+    std::string row = "(" + vv + ")(";
+    for (int e = 0; e < VW; ++e)
+      row += (e ? ", " : "") + base + "[" + offset + " + " + std::to_string((c * VW + e) * vD) + "]";
+    return row + ")";
+  };
+  // Stores vector c of row t's result, `value`; a row past the batch's
+  // last (when QR does not divide Sq) is not stored.
+  auto store = [&](int t, int64_t c, const std::string& value, const std::string& indent) {
+    const bool past = Sq % QR != 0 && t > 0;
+    const std::string row = "o + row" + std::to_string(t) + " * " + std::to_string(oS);
+    src << indent << (past ? "if (i0 + " + std::to_string(t) + " < " + std::to_string(Sq) + ") " : std::string());
+    if (oD == 1) {
+      src << "vstore" << VW << "(" << value << ", " << c << ", " << row << ");\n";
+    } else {
+      src << "{ const " << vv << " res = " << value << ";";
+      for (int e = 0; e < VW; ++e) src << " (" << row << ")[" << (c * VW + e) * oD << "] = res.s" << kLanes[e] << ";";
+      src << " }\n";
+    }
+  };
   // One block of keys from j0, of which the first T are keys (T < KB only
   // in the tail past the last whole block: its lanes beyond are read as
   // nothing, score -inf, and add nothing).
@@ -409,6 +454,11 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
             << (parts->keepIf ? " == 0" : " != 0") << ");\n";
       }
       if (T < KB) src << indent << sN << " = " << lanes(kv, [&](int l) { return sN + ".s" + kLanes[l]; }, "-INFINITY") << ";\n";
+      if (scoreRows > 0) {
+        src << indent << "mx" << n << " = fmax(mx" << n << ", " << sN << ");\n";
+        src << indent << "vstore" << KB << "(" << sN << ", 0, sc + " << t * SkPad << " + j0);\n";
+        continue;
+      }
       // Online softmax: rescale what was summed so far to the new maximum.
       // While every score so far is -inf (keys masked out with -inf, as
       // left padding is), the sums stay 0 rather than exp(-inf - -inf).
@@ -420,17 +470,11 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
       src << indent << "m" << n << " = mn" << n << ";\n";
       for (int64_t c = 0; c < VC; ++c) src << indent << "acc" << n << "_" << c << " *= corr" << n << ";\n";
     }
+    if (scoreRows > 0) return;
     src << indent << "const __global float* vb = v + j0 * " << vS << ";\n";
     for (int jj = 0; jj < T; ++jj)
       for (int64_t c = 0; c < VC; ++c) {
-        std::string row = "vload" + std::to_string(VW) + "(" + std::to_string(c) + ", vb + " + std::to_string(jj * vS) + ")";
-        if (vD != 1) {
-          row = "(" + vv + ")(";
-          for (int e = 0; e < VW; ++e)
-            row += (e ? ", " : "") + std::string("vb[") + std::to_string(jj * vS + (c * VW + e) * vD) + "]";
-          row += ")";
-        }
-        src << indent << "{\n" << indent << "  const " << vv << " vr = " << row << ";\n";
+        src << indent << "{\n" << indent << "  const " << vv << " vr = " << vRow("vb", std::to_string(jj * vS), c) << ";\n";
         for (int t = 0; t < QR; ++t)
           src << indent << "  acc" << t << "_" << c << " = fma((" << vv << ")(p" << t << ".s" << kLanes[jj] << "), vr, acc" << t
               << "_" << c << ");\n";
@@ -446,21 +490,40 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
     block(static_cast<int>(Sk - whole), "    ");
     src << "  }\n";
   }
-  for (int t = 0; t < QR; ++t) {
-    const bool past = Sq % QR != 0 && t > 0;  // row t may lie past the batch's last
-    if (past) src << "  if (i0 + " << t << " < " << Sq << ") {\n";
-    for (int64_t c = 0; c < VC; ++c) {
-      const std::string value = "acc" + std::to_string(t) + "_" + std::to_string(c) + " / l" + std::to_string(t);
-      const std::string row = "o + row" + std::to_string(t) + " * " + std::to_string(oS);
-      if (oD == 1) {
-        src << (past ? "  " : "") << "  vstore" << VW << "(" << value << ", " << c << ", " << row << ");\n";
-      } else {
-        src << (past ? "  " : "") << "  { const " << vv << " res = " << value << ";";
-        for (int e = 0; e < VW; ++e) src << " (" << row << ")[" << (c * VW + e) * oD << "] = res.s" << kLanes[e] << ";";
-        src << " }\n";
-      }
+  if (scoreRows > 0) {
+    // Each row's maximum, its exponentials (in place of its scores) and
+    // their sum, then the products with V a vector of V's columns at a time.
+    for (int t = 0; t < QR; ++t) {
+      const std::string n = std::to_string(t);
+      src << "  const float mn" << n << " = " << horizontal("fmax", "mx" + n, KB) << ";\n";
+      src << "  const float base" << n << " = mn" << n << " == -INFINITY ? 0.0f : mn" << n << ";\n";
+      src << "  " << kv << " sum" << n << " = (" << kv << ")(0.0f);\n";
     }
-    if (past) src << "  }\n";
+    src << "  for (int j0 = 0; j0 < " << SkPad << "; j0 += " << KB << ") {\n";
+    for (int t = 0; t < QR; ++t) {
+      const std::string n = std::to_string(t), at = "sc + " + std::to_string(t * SkPad) + " + j0";
+      src << "    const " << kv << " p" << n << " = fusec_exp" << KB << "(vload" << KB << "(0, " << at << ") - base" << n << ");\n";
+      src << "    sum" << n << " += p" << n << ";\n";
+      src << "    vstore" << KB << "(p" << n << ", 0, " << at << ");\n";
+    }
+    src << "  }\n";
+    for (int t = 0; t < QR; ++t)
+      src << "  const float l" << t << " = " << horizontal("+", "sum" + std::to_string(t), KB) << ";\n";
+    for (int64_t c = 0; c < VC; ++c) {
+      src << "  {\n";
+      for (int t = 0; t < QR; ++t) src << "    " << vv << " a" << t << " = (" << vv << ")(0.0f);\n";
+      src << "    for (int j = 0; j < " << Sk << "; ++j) {\n";
+      src << "      const " << vv << " vr = " << vRow("v", "j * " + std::to_string(vS), c) << ";\n";
+      for (int t = 0; t < QR; ++t)
+        src << "      a" << t << " = fma((" << vv << ")(sc[" << t * SkPad << " + j]), vr, a" << t << ");\n";
+      src << "    }\n";
+      for (int t = 0; t < QR; ++t) store(t, c, "a" + std::to_string(t) + " / l" + std::to_string(t), "    ");
+      src << "  }\n";
+    }
+  } else {
+    for (int t = 0; t < QR; ++t)
+      for (int64_t c = 0; c < VC; ++c)
+        store(t, c, "acc" + std::to_string(t) + "_" + std::to_string(c) + " / l" + std::to_string(t), "  ");
   }
   if (own) src << "  }\n";
   src << "}\n";

@@ -64,12 +64,13 @@ std::vector<FunctionFamily::Spec> specs() {
       {"attention", "MatMul(Q, Kt), a constant scale (Mul or Div), an optional mask (added, or a Where filling with a "
        "constant), Softmax over the keys "
        "and MatMul with V (float32, static shapes, one batch shape), as one kernel: an online softmax over blocks "
-       "of keys, the scores kept in registers; Q, Kt and V may be read through chains of view ops (Slice, Reshape, "
+       "of keys, the scores kept in registers (on a CPU, whole rows of scores in a work-item's private memory, a "
+       "softmax in two passes); Q, Kt and V may be read through chains of view ops (Slice, Reshape, "
        "Transpose, ...) and the result written through Transposes and reshapes, as strided views",
        "it is not MatMul, a constant scale, an optional mask, Softmax and MatMul",
        [](const Graph& g, const Group& grp, const OpCatalog&) { return isAttentionGroup(g, grp); },
        [](const Graph& g, const Group& group, const OpCatalog& catalog, const std::string& name, const std::string& comment,
-          const KernelOptions& options) { return emitAttention(g, group, catalog, name, comment, options.attentionOwnedKeys); }},
+          const KernelOptions& options) { return emitAttention(g, group, catalog, name, comment, options.attention); }},
       {"gemm_epilogue", "a MatMul or Gemm (float32, static shapes) followed by elementwise ops on its result",
        "it does not start with a MatMul or Gemm",
        [](const Graph& g, const Group& grp, const OpCatalog&) {
@@ -179,6 +180,10 @@ KernelOptions KernelOptions::forDevice(const Target& target, const DeviceInfo& d
     };
     fit(o.gemm);
     for (auto& [id, t] : o.gemmTilings) fit(t);
+    // Attention's rows of scores: a float16 of scores per row in the
+    // registers while they are computed (6 rows with AVX2).
+    if (o.attention.scoreRows > 0)
+      o.attention.scoreRows = std::clamp(registers * 3 / 4 / ((16 + native - 1) / native), 4, o.attention.scoreRows);
   }
   return o;
 }

@@ -1519,6 +1519,34 @@ TEST_CASE("attention as one kernel matches the interpreter: masks, scales, and s
     REQUIRE_MESSAGE(run.ok(), test::why(run));
     CHECK(run->kernelTimes.size() == 1);
     test::checkClose(run->outputs[0], reference[0], 1e-4f);
+    // A CPU's form: rows of scores in private memory, 3 query rows per
+    // work-item (a count most cases do not divide) and 16.
+    for (int rows : {3, 16}) {
+      INFO("score rows ", rows);
+      codegen::KernelOptions cpu;
+      cpu.attention.scoreRows = rows;
+      Expected<codegen::KernelSource> form = codegen::emitAttention(g, order.value(), ops->catalog, "attn", "attn", cpu.attention);
+      REQUIRE_MESSAGE(form.ok(), test::why(form));
+      CHECK(form->source.find("float sc[") != std::string::npos);
+      CHECK(form->globalSize == static_cast<size_t>(c.B * c.H * ((c.Sq + std::min<int64_t>(rows, c.Sq) - 1) / std::min<int64_t>(rows, c.Sq))));
+      runAndCheck(g, {codegen::KernelGroup(order.value(), "attn", "", "attention")}, ops->catalog, inputs, reference, cpu, 1e-4f);
+    }
+  }
+  // Rows of scores past 16 KiB (2048 keys: fewer than 4 rows fit) keep the online form.
+  {
+    Graph longRows = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[1,8,8] q, float[1,8,2048] kt, float[1,2048,8] v) => (float[1,8,8] o) {
+  s = MatMul (q, kt)
+  p = Softmax <axis = -1> (s)
+  o = MatMul (p, v)
+}
+)");
+    Expected<std::vector<NodeRef>> order = longRows.topologicalOrder();
+    REQUIRE(order.ok());
+    Expected<codegen::KernelSource> k = codegen::emitAttention(longRows, order.value(), ops->catalog, "attn", "attn", {false, 16});
+    REQUIRE_MESSAGE(k.ok(), test::why(k));
+    CHECK(k->source.find("float sc[") == std::string::npos);
+    CHECK(k->source.find("online softmax") != std::string::npos);
   }
   // What the kernel cannot take is refused with the reason, before it runs.
   Graph odd = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
@@ -1651,10 +1679,13 @@ g (float[2,5,8] q, float[5,8,2] kx, float[8,5,2] vx) => (float[8,5,2] y) {
     // into each work-item's local memory (5 keys: a block of 4 and a tail;
     // two chunks of query rows per head).
     const codegen::KernelOptions cpu = codegen::KernelOptions::forTarget(target.value());
-    REQUIRE(cpu.attentionOwnedKeys);
-    Expected<codegen::KernelSource> owned = codegen::emitAttention(g, attention->nodes, packs->catalog, "attn", "attn", true);
+    REQUIRE(cpu.attention.ownedKeys);
+    REQUIRE(cpu.attention.scoreRows > 0);
+    Expected<codegen::KernelSource> owned = codegen::emitAttention(g, attention->nodes, packs->catalog, "attn", "attn", cpu.attention);
     REQUIRE_MESSAGE(owned.ok(), test::why(owned));
     CHECK((owned->source.find("__local float kl[") != std::string::npos) == (c.rule != "attention"));
+    // Rows of scores where the keys are read as vectors: given transposed, or owned.
+    CHECK(owned->source.find("float sc[") != std::string::npos);
     CHECK_MESSAGE(codegen::compileToSpirv(owned->source, owned->name).ok(), owned->source);
     runAndCheck(g, codegen::planGroups(plan), packs->catalog, inputs, reference, cpu, 1e-5f);
     if (c.rule == "attention_views")  // the whole block is one kernel: nothing copied before or after

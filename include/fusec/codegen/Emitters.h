@@ -162,18 +162,28 @@ Expected<IndexMapFetches> indexMapFetches(const Graph& g, const std::vector<Node
 
 /// OpenCL C for the attention family: MatMul(Q, Kt), a constant scale (Mul
 /// or Div), an optional additive mask, Softmax over the keys and MatMul
-/// with V as one kernel. Each work-item computes one query row: it takes
+/// with V as one kernel. Each work-item computes a few query rows: it takes
 /// the keys a block at a time, the block's scores as one vector (Kt's rows
 /// are contiguous along the keys), and keeps a running maximum and sum
-/// (online softmax), so the scores never leave registers.
+/// (online softmax), so the scores never leave registers; on a CPU
+/// (AttentionForm::scoreRows) it keeps its rows' scores in private memory
+/// and takes their maximum and sum once.
 bool isAttentionGroup(const Graph& g, const std::vector<NodeRef>& members);
 
-/// With `ownedKeys` (where local memory is emulated, as on a CPU), keys
-/// stored as rows (the heads of a projection, read through views) are
-/// transposed once per work-item into its local memory, and the work-item
-/// computes a chunk of its batch's query rows from them.
+/// How an attention kernel is laid out; the defaults suit a GPU.
+struct AttentionForm {
+  /// Where local memory is emulated (a CPU): keys stored as rows (the heads
+  /// of a projection, read through views) are transposed once per
+  /// work-item into its local memory, and the work-item computes a chunk
+  /// of its batch's query rows from them.
+  bool ownedKeys = false;
+  /// Above 0 (a CPU): a work-item computes up to this many query rows and
+  /// keeps their whole rows of scores in private memory (a softmax in two
+  /// passes over them, not online) where they fit in 16 KiB.
+  int scoreRows = 0;
+};
 Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
-                                     const std::string& name, const std::string& comment, bool ownedKeys = false);
+                                     const std::string& name, const std::string& comment, const AttentionForm& form = {});
 
 // ---- contraction
 

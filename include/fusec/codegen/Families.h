@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "fusec/codegen/Emitters.h"
 #include "fusec/codegen/Gemm.h"
 #include "fusec/codegen/Pointwise.h"
 #include "fusec/engine/KernelFamily.h"
@@ -33,7 +34,7 @@ struct KernelOptions {
   /// (emitPointwise, RowPieces).
   bool stridedRowCopies = false;
   bool vectorColumns = false;                  ///< column reductions a vector of outputs per work-item (emitReduce; CPUs)
-  bool attentionOwnedKeys = false;             ///< keys in rows transposed into a work-item's local memory (emitAttention; CPUs)
+  AttentionForm attention{};                   ///< keys owned, rows of scores per work-item (emitAttention; CPUs)
   /// Where sub-buffers may start, in bytes (the target's
   /// `mem_base_align_bytes`): a Concat whose inputs lie at multiples of it
   /// in its result has them written there by their producers and launches
@@ -105,7 +106,8 @@ struct KernelOptions {
       // BatchNorm + ReLU in rows: DenseNet-121's 62 such kernels 38 -> 3.8 ms.
       o.stridedRowCopies = true;
       o.vectorColumns = true;
-      o.attentionOwnedKeys = true;
+      o.attention.ownedKeys = true;
+      o.attention.scoreRows = 16;
       // Owned panels up to half the local memory at 16 lanes (8192 rows
       // in PoCL's 1 MiB).
       if (target.localMemBytes > 0)
