@@ -751,7 +751,9 @@ Expected<KernelSource> emitIndexMapChain(const Graph& g, const std::vector<NodeR
 /// inputs; 0 where that holds for the whole value (a group input, and
 /// reshapes of one). Per op: a reshape keeps its operand's runs; a
 /// Transpose keeps the trailing dims it leaves in place, a Concat or Split
-/// the dims after its axis, a Slice the dims after the last one it names;
+/// the dims after its axis (times the largest extent along it dividing
+/// every piece's extent and start), a Slice the dims after the last one it
+/// names;
 /// each composed with its operand's runs by their gcd. Any other op breaks
 /// every run (1). Throws UserError where a Slice's operands are not
 /// constants.
@@ -787,10 +789,27 @@ int64_t contiguousRun(const Graph& g, ValueId v, const std::map<ValueId, NodeRef
       kept *= out[static_cast<size_t>(k)];
     run = compose(kept, operandRun(0));
   } else if (op == "Concat" || op == "Split") {
+    // Whole pieces along the axis stay runs too, in units that divide
+    // every piece's extent and start there: GPT-2's Q, K and V, a Split of
+    // the packed projection's last axis, are rows of 768 in it.
     const int64_t axis = axisOf(d.attrInt("axis", 0));
     if (axis >= 0 && axis < rank) {
-      run = after(out, axis);
-      const size_t data = op == "Concat" ? d.inputs.size() : 1;
+      const bool split = op == "Split";
+      const std::vector<ValueId>& pieces = split ? d.outputs : d.inputs;
+      int64_t unit = 0, start = 0;
+      for (ValueId piece : pieces) {
+        if (piece == kNoValue || !g.value(piece).type.isStatic() || g.value(piece).type.staticShape().size() != out.size()) {
+          unit = 1;
+          break;
+        }
+        const int64_t extent = g.value(piece).type.staticShape()[static_cast<size_t>(axis)];
+        if (split && piece == v) unit = std::gcd(unit, std::gcd(extent, start));
+        if (!split) unit = std::gcd(unit, extent);
+        start += extent;
+      }
+      if (split) unit = std::gcd(unit, start);  // start: the operand's extent along the axis
+      run = std::max<int64_t>(unit, 1) * after(out, axis);
+      const size_t data = split ? 1 : d.inputs.size();
       for (size_t j = 0; j < data; ++j) run = compose(run, operandRun(j));
     }
   } else if (op == "Slice" && g.value(d.inputs[0]).type.isStatic()) {

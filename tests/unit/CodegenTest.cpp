@@ -637,10 +637,16 @@ TEST_CASE("chains of data movement whose results are runs of their inputs copy a
   // pieces); a Concat then a Slice of every other channel (a step along
   // an outer axis keeps the runs); and a Concat then a Slice of the
   // innermost axis, whose runs are single elements: the element form.
+  // GPT-2's packed projection split along its last axis into Q, K and V
+  // (rows of 16), Q's heads split off (rows of 8); a Concat along the
+  // last axis of pieces of 8 and 16 (rows of 8), flattened; a Split of 20
+  // into 8 and 12 (rows of 4, too short: the element form), flattened.
   Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
-g (float[1,4,3,4] a, float[1,4,3,4] b, float[1,1,48,48] p, float[1,1,48,48] q)
+g (float[1,4,3,4] a, float[1,4,3,4] b, float[1,1,48,48] p, float[1,1,48,48] q, float[1,4,48] qkv, float[1,2,8] c1,
+   float[1,2,16] c2, float[1,3,20] u)
   => (float[1,4,3,4] lo, float[1,4,3,4] hi, float[1,1,48,48] plo, float[1,1,48,48] phi, float[1,4,3,4] odd,
-      float[1,8,3,2] cut) {
+      float[1,8,3,2] cut, float[1,4,16] pk, float[1,4,16] pv, float[1,2,4,8] qh, float[1,48] ccr, float[1,24] u0r,
+      float[1,3,12] u1) {
   s5 = Constant <value = int64[5] {1, 2, 4, 3, 4}> ()
   s4 = Constant <value = int64[4] {1, 8, 3, 4}> ()
   cat = Concat <axis = 1> (a, b)
@@ -668,10 +674,23 @@ g (float[1,4,3,4] a, float[1,4,3,4] b, float[1,1,48,48] p, float[1,1,48,48] q)
   three = Constant <value = int64[1] {3}> ()
   last = Constant <value = int64[1] {3}> ()
   cut = Slice (cat3, one, three, last)
+  thirds = Constant <value = int64[3] {16, 16, 16}> ()
+  pq, pk, pv = Split <axis = 2> (qkv, thirds)
+  heads = Constant <value = int64[4] {1, 4, 2, 8}> ()
+  qr = Reshape (pq, heads)
+  qh = Transpose <perm = [0, 2, 1, 3]> (qr)
+  cc = Concat <axis = 2> (c1, c2)
+  flat48 = Constant <value = int64[2] {1, 48}> ()
+  ccr = Reshape (cc, flat48)
+  uneven = Constant <value = int64[2] {8, 12}> ()
+  u0, u1 = Split <axis = -1> (u, uneven)
+  flat24 = Constant <value = int64[2] {1, 24}> ()
+  u0r = Reshape (u0, flat24)
 }
 )");
   std::vector<Tensor> inputs = {randomTensor({1, 4, 3, 4}, 51), randomTensor({1, 4, 3, 4}, 52), randomTensor({1, 1, 48, 48}, 53),
-                                randomTensor({1, 1, 48, 48}, 54)};
+                                randomTensor({1, 1, 48, 48}, 54), randomTensor({1, 4, 48}, 55), randomTensor({1, 2, 8}, 56),
+                                randomTensor({1, 2, 16}, 57), randomTensor({1, 3, 20}, 58)};
   std::vector<Tensor> reference = test::run(g, inputs);
   auto group = [&](std::initializer_list<const char*> results) {
     std::vector<NodeRef> out;
@@ -680,16 +699,19 @@ g (float[1,4,3,4] a, float[1,4,3,4] b, float[1,1,48,48] p, float[1,1,48,48] q)
   };
   const std::vector<std::vector<NodeRef>> groups = {group({"cat", "r", "t", "f", "lo", "hi"}),
                                                     group({"pc", "pr", "pt", "pf", "plo"}), group({"cat2", "odd"}),
-                                                    group({"cat3", "cut"})};
+                                                    group({"pk", "qr", "qh"}), group({"cc", "ccr"}),
+                                                    group({"u0", "u0r"}), group({"cat3", "cut"})};
   std::vector<codegen::KernelGroup> kernels;
   for (const std::vector<NodeRef>& members : groups) {
     Expected<codegen::KernelSource> k = codegen::emitIndexMap(g, members, ops->catalog, "chain", "chain", true);
     REQUIRE_MESSAGE(k.ok(), test::why(k));
     INFO(k->source);
     const bool runs = k->source.find("copies a run of one result") != std::string::npos;
-    CHECK(runs == (&members != &groups.back()));
+    CHECK(runs == (&members != &groups.back() && &members != &groups[5]));
     if (&members == &groups[0]) CHECK(k->globalSize == 8u);  // two results, four runs of 12 each
     if (&members == &groups[1]) CHECK(k->globalSize == 4u);   // two results, one run of 2304 each, two pieces per run
+    if (&members == &groups[3]) CHECK(k->globalSize == 16u);  // K and V four rows of 16 each, Q's heads eight of 8
+    if (&members == &groups[4]) CHECK(k->globalSize == 6u);   // rows of 8: 2 x 24 / 8
     Expected<codegen::SpirvModule> spv = codegen::compileToSpirv(k->source, k->name);
     CHECK_MESSAGE(spv.ok(), test::why(spv));
     kernels.emplace_back(members, "", "", "index_map");
