@@ -248,7 +248,7 @@ class RuleChecker {
       }
     }
     const int wanted = fusion ? options_.fusionInstances : options_.instances;
-    const int maxDraws = wanted * options_.drawsPerInstance;
+    const int maxDraws = wanted * (fusion ? options_.fusionDrawsPerInstance : options_.drawsPerInstance);
     Rng rng(options_.seed ^ std::hash<std::string>{}(rule_.name));
     std::map<std::string, int> discards, refusals;
     while (v.instances < wanted && v.draws < maxDraws) {

@@ -120,6 +120,10 @@ class Generator {
       : rng_(rng), lim_(limits), p_(rule.pattern) {
     if (rule.guard) {
       collectLiterals(*rule.guard, literals_);
+      for (double l : literals_)  // the number and a few past it (a bound: `>= 8` holds for 10)
+        if (l == std::floor(l) && l > lim_.maxDim && l <= 16)
+          for (int64_t d = static_cast<int64_t>(l); d <= std::min<int64_t>(16, static_cast<int64_t>(l) + 4); d += 2)
+            dimLiterals_.push_back(d);
       collectConstants(*rule.guard, constants_);
       collectValueHints(*rule.guard, hints_);
     }
@@ -146,10 +150,14 @@ class Generator {
  private:
   // ---- data ------------------------------------------------------------------
 
-  /// A dim: sometimes 1 (broadcasting), sometimes a multiple of 4 (the
-  /// vector widths kernels block by: attention's keys and head size), else any.
+  /// A dim: sometimes 1 (broadcasting), sometimes a number the guard
+  /// compares with or a little past it (up to 16: `shape(d)[3] >= 8`),
+  /// sometimes a multiple of
+  /// 4 (the vector widths kernels block by: attention's keys and head
+  /// size), else any.
   int64_t dim() {
     if (chance(rng_, 0.2)) return 1;
+    if (!dimLiterals_.empty() && chance(rng_, 0.3)) return oneOf(rng_, dimLiterals_);
     if (lim_.maxDim >= 4 && chance(rng_, 0.3)) return 4 * between(rng_, 1, lim_.maxDim / 4);
     return between(rng_, 2, std::max<int64_t>(2, lim_.maxDim));
   }
@@ -277,7 +285,10 @@ class Generator {
     if (n == "epsilon") return Attribute(static_cast<float>(oneOf(rng_, std::vector<double>{1e-5, 1e-3, 0.1, 0.5})));
     if (a.type == AttrType::Float) {
       std::vector<double> options = {0.0, 0.5, -1.5, 2.0, 0.01};
-      options.insert(options.end(), literals_.begin(), literals_.end());
+      // The guard's numbers too, but not its size bounds (`numel(x) <=
+      // 262144`): a Celu's alpha of 2^18 measures float32's exp near 1.
+      for (double l : literals_)
+        if (std::abs(l) <= 64) options.push_back(l);
       return Attribute(static_cast<float>(oneOf(rng_, options)));
     }
     if (a.defaultValue) return *a.defaultValue;
@@ -411,6 +422,7 @@ class Generator {
 
     for (const AttrSpec& a : op->attrs) {
       if (pinned.count(a.name)) continue;
+      if (name == "Conv" && a.name == "group") continue;  // drawn with the channels (proposeOperands)
       if (auto v = drawAttr(a, rank, false)) attrs[a.name] = *v;
     }
     for (const auto& [attr, binding] : boundAttrs) {
@@ -468,13 +480,14 @@ class Generator {
       int64_t group = 1;
       if (auto* g = std::get_if<int64_t>(attrs.count("group") ? &attrs["group"] : nullptr)) group = *g;
       else {
-        group = chance(rng_, 0.3) ? channels : 1;
+        group = chance(rng_, 0.5) ? channels : 1;  // depthwise half the time: MobileNets are full of them
         if (group != 1) attrs["group"] = group;
       }
       if (group <= 0 || channels % group != 0) throw Discard{"the channels do not divide into the groups"};
       std::vector<int64_t> kernel(spatial), strides(spatial, 1), dilations(spatial, 1), pads(2 * spatial, 0);
       for (size_t d = 0; d < spatial; ++d) {
-        kernel[d] = between(rng_, 1, std::min<int64_t>(3, x[d + 2]));
+        // 1x1 often: pointwise convs are most of a CNN's, and rules ask for them.
+        kernel[d] = chance(rng_, 0.4) ? 1 : between(rng_, 1, std::min<int64_t>(3, x[d + 2]));
         if (chance(rng_, 0.3)) strides[d] = 2;
         if (chance(rng_, 0.3)) pads[d] = pads[d + spatial] = 1;
       }
@@ -616,6 +629,7 @@ class Generator {
   const Pattern& p_;
   DType dtype_ = DType::Float32;
   std::vector<double> literals_;
+  std::vector<int64_t> dimLiterals_;  // the guard's whole numbers past maxDim, up to 16: dims it may ask for
   std::set<int> constants_;
   std::map<int, std::vector<double>> hints_;
   Graph g_;

@@ -39,6 +39,11 @@ struct VerifyOptions {
   int instances = 40;           ///< checked instances wanted per rewrite rule
   int fusionInstances = 6;      ///< ... per fusion rule (each builds OpenCL kernels)
   int drawsPerInstance = 400;   ///< a rule gives up after instances * this many draws
+  /// ... a fusion rule after fusionInstances * this many: its few instances
+  /// are costly to check, its draws cheap (a guard evaluated), and guards
+  /// on shapes (a depthwise conv into a 1x1 conv on maps 8 wide or more)
+  /// hold for few of them.
+  int fusionDrawsPerInstance = 5000;
   const Target* target = nullptr;     ///< for guards and fusion planning; required
   codegen::Device* device = nullptr;  ///< fusion rules run here; without one they are not checked
   bool prove = true;                  ///< try a symbolic proof first
