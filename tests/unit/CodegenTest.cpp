@@ -1565,15 +1565,16 @@ TEST_CASE("attention as one kernel matches the interpreter: masks, scales, and s
       runAndCheck(g, {codegen::KernelGroup(order.value(), "attn", "", "attention")}, ops->catalog, inputs, reference, cpu, 1e-4f);
     }
   }
+  // MatMul, Softmax, MatMul: Sq queries of 8 against Sk keys.
+  auto bare = [](int64_t Sq, int64_t Sk) {
+    const std::string q = std::to_string(Sq), k = std::to_string(Sk);
+    return test::parse("<ir_version: 8, opset_import: [\"\" : 17]>\ng (float[1," + q + ",8] q, float[1,8," + k +
+                       "] kt, float[1," + k + ",8] v) => (float[1," + q + ",8] o) {\n  s = MatMul (q, kt)\n"
+                       "  p = Softmax <axis = -1> (s)\n  o = MatMul (p, v)\n}\n");
+  };
   // Rows of scores past 16 KiB (2048 keys: fewer than 4 rows fit) keep the online form.
   {
-    Graph longRows = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
-g (float[1,8,8] q, float[1,8,2048] kt, float[1,2048,8] v) => (float[1,8,8] o) {
-  s = MatMul (q, kt)
-  p = Softmax <axis = -1> (s)
-  o = MatMul (p, v)
-}
-)");
+    Graph longRows = bare(8, 2048);
     Expected<std::vector<NodeRef>> order = longRows.topologicalOrder();
     REQUIRE(order.ok());
     Expected<codegen::KernelSource> k = codegen::emitAttention(longRows, order.value(), ops->catalog, "attn", "attn", {false, 16});
@@ -1598,13 +1599,7 @@ g (float[1,4,8] q, float[1,8,10] kt, float[1,10,8] v) => (float[1,4,8] o, float[
   CHECK(refused.error().message == "`p` is read outside the group; the attention kernel keeps it in registers");
   // An odd number of queries (ViT's 197) still takes 4 rows per work-item:
   // 5 queries, 2 work-items.
-  Graph oddRows = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
-g (float[1,5,8] q, float[1,8,12] kt, float[1,12,8] v) => (float[1,5,8] o) {
-  s = MatMul (q, kt)
-  p = Softmax <axis = -1> (s)
-  o = MatMul (p, v)
-}
-)");
+  Graph oddRows = bare(5, 12);
   order = oddRows.topologicalOrder();
   REQUIRE(order.ok());
   Expected<codegen::KernelSource> grouped = codegen::emitAttention(oddRows, order.value(), ops->catalog, "attn", "attn");
