@@ -152,9 +152,8 @@ class Generator {
 
   /// A dim: sometimes 1 (broadcasting), sometimes a number the guard
   /// compares with or a little past it (up to 16: `shape(d)[3] >= 8`),
-  /// sometimes a multiple of
-  /// 4 (the vector widths kernels block by: attention's keys and head
-  /// size), else any.
+  /// sometimes a multiple of 4 (the vector widths kernels block by:
+  /// attention's keys and head size), else any.
   int64_t dim() {
     if (chance(rng_, 0.2)) return 1;
     if (!dimLiterals_.empty() && chance(rng_, 0.3)) return oneOf(rng_, dimLiterals_);
