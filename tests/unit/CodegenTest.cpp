@@ -965,7 +965,7 @@ g (float[2,3,64] x, float[] r2, float[] one, float[] half, float[1,5,16,16] c, f
   for (size_t i = 0; i < reference.size(); ++i) test::checkClose(run->outputs[i], reference[i], 1e-5f);
 }
 
-TEST_CASE("erf is within 1e-6 of std::erf, relatively near 0, and a division by a constant multiplies") {
+TEST_CASE("erf and exp on vectors are within 1e-6 of the standard ones, relatively; a division by a constant multiplies") {
   std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
   // Rows of 64 (float16 vectors) and of 6 (one element per work-item):
   // both forms of the erf helper on the same values. The rows of 64 are
@@ -974,6 +974,10 @@ TEST_CASE("erf is within 1e-6 of std::erf, relatively near 0, and a division by 
   for (int i = 0; i < 8 * 64 - 12; ++i) xs.push_back(-6.0f + 12.0f * static_cast<float>(i) / (8 * 64 - 13));
   for (float x : {0.0f, -0.0f, 1e-30f, -3e-5f, 1e-3f, 0.07f, 3.9f, 4.5f, INFINITY, -INFINITY, NAN, -1e-6f}) xs.push_back(x);
   const std::vector<float> rows6(xs.begin(), xs.begin() + 8 * 6);
+  // exp over its whole range, past its overflow and underflow.
+  std::vector<float> es;
+  for (int i = 0; i < 8 * 64 - 8; ++i) es.push_back(-100.0f + 200.0f * static_cast<float>(i) / (8 * 64 - 9));
+  for (float x : {88.72f, 88.73f, -87.3f, 0.0f, 1e-7f, INFINITY, -INFINITY, NAN}) es.push_back(x);
   Graph g;
   const ValueId x = g.addInput("x", TensorType::of(DType::Float32, {8, 64}));
   const ValueId x6 = g.addInput("x6", TensorType::of(DType::Float32, {8, 6}));
@@ -983,10 +987,13 @@ TEST_CASE("erf is within 1e-6 of std::erf, relatively near 0, and a division by 
   const ValueId e6 = g.addValue("e6", TensorType::of(DType::Float32, {8, 6}));
   const ValueId h = g.addValue("h", TensorType::of(DType::Float32, {8, 64}));
   const ValueId z = g.addValue("z", TensorType::of(DType::Float32, {8, 64}));
+  const ValueId xe = g.addInput("xe", TensorType::of(DType::Float32, {8, 64}));
+  const ValueId ex = g.addValue("ex", TensorType::of(DType::Float32, {8, 64}));
   const std::vector<NodeRef> erf = {g.addNode("Erf", {x}, {e})}, erf6 = {g.addNode("Erf", {x6}, {e6})},
-                             halve = {g.addNode("Div", {x, root2}, {h})}, byZero = {g.addNode("Div", {x, zero}, {z})};
-  for (ValueId out : {e, e6, h, z}) g.addOutput(out);
-  const std::vector<Tensor> inputs = {test::floats({8, 64}, xs), test::floats({8, 6}, rows6)};
+                             halve = {g.addNode("Div", {x, root2}, {h})}, byZero = {g.addNode("Div", {x, zero}, {z})},
+                             exp = {g.addNode("Exp", {xe}, {ex})};
+  for (ValueId out : {e, e6, h, z, ex}) g.addOutput(out);
+  const std::vector<Tensor> inputs = {test::floats({8, 64}, xs), test::floats({8, 6}, rows6), test::floats({8, 64}, es)};
   const std::vector<Tensor> reference = test::run(g, inputs);
 
   Expected<codegen::KernelSource> vec = codegen::emitPointwise(g, erf, ops->catalog, "k", "k", true);
@@ -1009,7 +1016,8 @@ TEST_CASE("erf is within 1e-6 of std::erf, relatively near 0, and a division by 
   Expected<codegen::DeviceRun> run = codegen::runOnDevice(
       device(), g,
       {codegen::KernelGroup(erf, "", "", "pointwise"), codegen::KernelGroup(erf6, "", "", "pointwise"),
-       codegen::KernelGroup(halve, "", "", "pointwise"), codegen::KernelGroup(byZero, "", "", "pointwise")},
+       codegen::KernelGroup(halve, "", "", "pointwise"), codegen::KernelGroup(byZero, "", "", "pointwise"),
+       codegen::KernelGroup(exp, "", "", "pointwise")},
       ops->catalog, inputs, cpu);
   REQUIRE_MESSAGE(run.ok(), test::why(run));
   for (int out = 0; out < 2; ++out) {
@@ -1023,6 +1031,13 @@ TEST_CASE("erf is within 1e-6 of std::erf, relatively near 0, and a division by 
   }
   test::checkClose(run->outputs[2], reference[2], 1e-6f);  // within 1.5 ulp of x / sqrt 2
   test::checkClose(run->outputs[3], reference[3], 0.0f);   // the infinities and NaN of x / 0
+  for (int64_t i = 0; i < run->outputs[4].numel(); ++i) {
+    const double in = es[i], want = static_cast<float>(std::exp(in)), y = run->outputs[4].scalarAt(i);
+    INFO("exp(" << in << ") = " << y << ", want " << want);
+    if (std::isnan(in)) CHECK(std::isnan(y));
+    else if (std::isinf(want)) CHECK(y == want);
+    else CHECK(std::abs(y - want) <= 1e-6 * want + 1e-37);  // 0 below -87.33
+  }
 }
 
 TEST_CASE("convs and gemms with fused epilogues match the interpreter for every tiling") {
