@@ -158,7 +158,7 @@ Expected<std::unique_ptr<Device>> Device::open(const std::string& match) {
 }
 
 Expected<void*> Device::kernel(const std::string& source, const std::string& kernelName) {
-  const std::string key = hashHex(source + "\n" + info_.name + "\n" + info_.version);
+  const std::string key = hashHex(source + "\n" + info_.name + "\n" + info_.version + "\n" + kKernelBuildOptions);
   if (auto it = kernels_.find(key + kernelName); it != kernels_.end()) return it->second;
   cl_int err = CL_SUCCESS;
   auto ctx = static_cast<cl_context>(context_);
@@ -176,7 +176,7 @@ Expected<void*> Device::kernel(const std::string& source, const std::string& ker
       const size_t len = bin->size();
       cl_int status = CL_SUCCESS;
       program = clCreateProgramWithBinary(ctx, 1, &dev, &len, &ptr, &status, &err);
-      if (err != CL_SUCCESS || status != CL_SUCCESS || clBuildProgram(program, 1, &dev, "", nullptr, nullptr) != CL_SUCCESS) {
+      if (err != CL_SUCCESS || status != CL_SUCCESS || clBuildProgram(program, 1, &dev, kKernelBuildOptions, nullptr, nullptr) != CL_SUCCESS) {
         if (program) clReleaseProgram(program);
         program = nullptr;
       } else {
@@ -187,7 +187,7 @@ Expected<void*> Device::kernel(const std::string& source, const std::string& ker
       const char* src = source.c_str();
       program = clCreateProgramWithSource(ctx, 1, &src, nullptr, &err);
       if (err != CL_SUCCESS) return Error{"cannot create a program: " + clError(err)};
-      err = clBuildProgram(program, 1, &dev, "-cl-std=CL1.2", nullptr, nullptr);
+      err = clBuildProgram(program, 1, &dev, kKernelBuildOptions, nullptr, nullptr);
       if (err != CL_SUCCESS) {
         size_t n = 0;
         clGetProgramBuildInfo(program, dev, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);

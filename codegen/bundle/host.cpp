@@ -277,7 +277,7 @@ int run(int argc, char** argv) {
     const char* src = source.c_str();
     cl_program prog = clCreateProgramWithSource(ctx, 1, &src, nullptr, &err);
     check(err, "clCreateProgramWithSource for " + k.file);
-    if (clBuildProgram(prog, 1, &dev, "-cl-std=CL1.2", nullptr, nullptr) != CL_SUCCESS) {
+    if (clBuildProgram(prog, 1, &dev, fusec::kKernelBuildOptions, nullptr, nullptr) != CL_SUCCESS) {
       size_t n = 0;
       clGetProgramBuildInfo(prog, dev, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
       std::string log(n, '\0');
