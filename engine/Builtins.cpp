@@ -106,7 +106,7 @@ std::vector<Builtin> makeBuiltins() {
       unary("log1p", FN1(std::log1p(x)), "", "log1p"),
       unary("sqrt", FN1(std::sqrt(x)), "Sqrt", "sqrt"),
       unary("erf", FN1(std::erf(x)), "Erf", "fusec_erf"),
-      unary("tanh", FN1(std::tanh(x)), "Tanh", "tanh"),
+      unary("tanh", FN1(std::tanh(x)), "Tanh", "fusec_tanh"),
       unary("abs", FN1(std::abs(x)), "Abs", "fabs"),
       unary("floor", FN1(std::floor(x)), "Floor", "floor"),
       unary("ceil", FN1(std::ceil(x)), "Ceil", "ceil"),

@@ -965,15 +965,15 @@ g (float[2,3,64] x, float[] r2, float[] one, float[] half, float[1,5,16,16] c, f
   for (size_t i = 0; i < reference.size(); ++i) test::checkClose(run->outputs[i], reference[i], 1e-5f);
 }
 
-TEST_CASE("erf and exp on vectors are within 1e-6 of the standard ones, relatively; a division by a constant multiplies") {
+TEST_CASE("erf, tanh and exp are within 1e-6 of the standard ones, relatively; a division by a constant multiplies") {
   std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
   // Rows of 64 (float16 vectors) and of 6 (one element per work-item):
   // both forms of the erf helper on the same values. The rows of 64 are
   // divided by a constant sqrt 2, and by a constant 0 (no reciprocal).
   std::vector<float> xs;
-  for (int i = 0; i < 8 * 64 - 12; ++i) xs.push_back(-6.0f + 12.0f * static_cast<float>(i) / (8 * 64 - 13));
+  for (int i = 0; i < 8 * 64 - 12; ++i) xs.push_back(-9.0f + 18.0f * static_cast<float>(i) / (8 * 64 - 13));
   for (float x : {0.0f, -0.0f, 1e-30f, -3e-5f, 1e-3f, 0.07f, 3.9f, 4.5f, INFINITY, -INFINITY, NAN, -1e-6f}) xs.push_back(x);
-  const std::vector<float> rows6(xs.begin(), xs.begin() + 8 * 6);
+  const std::vector<float> rows6(xs.begin() + 226, xs.begin() + 226 + 8 * 6);  // -0.85 .. 0.85
   // exp over its whole range, past its overflow and underflow.
   std::vector<float> es;
   for (int i = 0; i < 8 * 64 - 8; ++i) es.push_back(-100.0f + 200.0f * static_cast<float>(i) / (8 * 64 - 9));
@@ -989,10 +989,13 @@ TEST_CASE("erf and exp on vectors are within 1e-6 of the standard ones, relative
   const ValueId z = g.addValue("z", TensorType::of(DType::Float32, {8, 64}));
   const ValueId xe = g.addInput("xe", TensorType::of(DType::Float32, {8, 64}));
   const ValueId ex = g.addValue("ex", TensorType::of(DType::Float32, {8, 64}));
+  const ValueId th = g.addValue("th", TensorType::of(DType::Float32, {8, 64}));
+  const ValueId th6 = g.addValue("th6", TensorType::of(DType::Float32, {8, 6}));
   const std::vector<NodeRef> erf = {g.addNode("Erf", {x}, {e})}, erf6 = {g.addNode("Erf", {x6}, {e6})},
                              halve = {g.addNode("Div", {x, root2}, {h})}, byZero = {g.addNode("Div", {x, zero}, {z})},
-                             exp = {g.addNode("Exp", {xe}, {ex})};
-  for (ValueId out : {e, e6, h, z, ex}) g.addOutput(out);
+                             exp = {g.addNode("Exp", {xe}, {ex})}, tanh = {g.addNode("Tanh", {x}, {th})},
+                             tanh6 = {g.addNode("Tanh", {x6}, {th6})};
+  for (ValueId out : {e, e6, h, z, ex, th, th6}) g.addOutput(out);
   const std::vector<Tensor> inputs = {test::floats({8, 64}, xs), test::floats({8, 6}, rows6), test::floats({8, 64}, es)};
   const std::vector<Tensor> reference = test::run(g, inputs);
 
@@ -1003,6 +1006,11 @@ TEST_CASE("erf and exp on vectors are within 1e-6 of the standard ones, relative
   for (const Expected<codegen::KernelSource>* k : {&vec, &scalar, &div, &div0}) REQUIRE_MESSAGE(k->ok(), test::why(*k));
   CHECK(vec->source.find("fusec_erf16(") != std::string::npos);
   CHECK(scalar->source.find("fusec_erf16(") == std::string::npos);
+  for (const std::vector<NodeRef>* t : {&tanh, &tanh6}) {  // not OpenCL's tanh, a library call
+    Expected<codegen::KernelSource> k = codegen::emitPointwise(g, *t, ops->catalog, "k", "k", true);
+    REQUIRE_MESSAGE(k.ok(), test::why(k));
+    CHECK(k->source.find(t == &tanh ? "= (float16)(fusec_tanh16(" : "= (float)(fusec_tanh(") != std::string::npos);
+  }
   // The statement computing the Div's result.
   auto divLine = [](const std::string& source) {
     const size_t end = source.find("// Div"), start = source.rfind('\n', end);
@@ -1017,14 +1025,16 @@ TEST_CASE("erf and exp on vectors are within 1e-6 of the standard ones, relative
       device(), g,
       {codegen::KernelGroup(erf, "", "", "pointwise"), codegen::KernelGroup(erf6, "", "", "pointwise"),
        codegen::KernelGroup(halve, "", "", "pointwise"), codegen::KernelGroup(byZero, "", "", "pointwise"),
-       codegen::KernelGroup(exp, "", "", "pointwise")},
+       codegen::KernelGroup(exp, "", "", "pointwise"), codegen::KernelGroup(tanh, "", "", "pointwise"),
+       codegen::KernelGroup(tanh6, "", "", "pointwise")},
       ops->catalog, inputs, cpu);
   REQUIRE_MESSAGE(run.ok(), test::why(run));
-  for (int out = 0; out < 2; ++out) {
+  for (int out : {0, 1, 5, 6}) {  // erf, tanh: vectors and one element per work-item
     const Tensor& got = run->outputs[out];
     for (int64_t i = 0; i < got.numel(); ++i) {
-      const double in = xs[i], want = std::erf(in), y = got.scalarAt(i);
-      INFO("output " << out << " erf(" << in << ") = " << y << ", want " << want);
+      const double in = got.numel() == 48 ? rows6[i] : xs[i], want = out == 0 || out == 1 ? std::erf(in) : std::tanh(in),
+                   y = got.scalarAt(i);
+      INFO("output " << out << " of erf(" << in << ") or tanh = " << y << ", want " << want);
       if (std::isnan(in)) CHECK(std::isnan(y));
       else CHECK((std::abs(y - want) <= 1e-6 && std::abs(y - want) <= 1e-6 * std::abs(want) + 1e-37));
     }
