@@ -557,6 +557,24 @@ int main(int argc, char** argv) {
     g.addOutput(y);
     ok = ok && groupRows("bert gelu (pointwise)", "128x3072", g, nodes);
   }
+  {  // GPT-2's tanh GELU after its FF up projection, as exported:
+     // x * 0.5 * (1 + tanh(0.7978846 * (x + 0.044715 * x * x * x))).
+    Graph g;
+    const ValueId x = g.addInput("x", f32({1, 128, 3072}));
+    std::vector<ValueId> v;
+    for (const char* name : {"a", "b", "c", "d", "e", "t", "u", "w", "y"}) v.push_back(g.addValue(name, f32({1, 128, 3072})));
+    const std::vector<NodeRef> nodes = {g.addNode("Mul", {x, x}, {v[0]}),
+                                        g.addNode("Mul", {v[0], x}, {v[1]}),
+                                        g.addNode("Mul", {v[1], number(g, 0.044715f)}, {v[2]}),
+                                        g.addNode("Add", {x, v[2]}, {v[3]}),
+                                        g.addNode("Mul", {v[3], number(g, 0.7978846f)}, {v[4]}),
+                                        g.addNode("Tanh", {v[4]}, {v[5]}),
+                                        g.addNode("Add", {v[5], number(g, 1.0f)}, {v[6]}),
+                                        g.addNode("Mul", {x, v[6]}, {v[7]}),
+                                        g.addNode("Mul", {v[7], number(g, 0.5f)}, {v[8]})};
+    g.addOutput(v[8]);
+    ok = ok && groupRows("gpt-2 gelu (tanh)", "128x3072", g, nodes);
+  }
   {  // EfficientNet-B0's first SiLU, x * sigmoid(x), on its largest map.
     Graph g;
     const ValueId x = g.addInput("x", f32({1, 96, 112, 112}));
