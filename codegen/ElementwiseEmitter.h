@@ -318,8 +318,7 @@ class Emitter {
     Emitter e(g_, catalog_);
     e.vectorize(lanes, 1);
     std::string params, body;
-    if (!e.emitBody(members, inputs, space, "i", params, body) || (!e.usesVectorExp_ && !e.usesVectorErf_ && !e.usesVectorTanh_ && !e.callsLibrary_))
-      return std::nullopt;
+    if (!e.emitBody(members, inputs, space, "i", params, body) || !e.callsMath()) return std::nullopt;
     KernelSource k = scalar;
     k.globalSize = static_cast<size_t>(shapeNumel(space) / lanes);
     const std::string L = std::to_string(lanes);
@@ -393,8 +392,8 @@ class Emitter {
     return out;
   }
 
-  static std::string prelude() {
-    return std::string() +
+  static const std::string& prelude() {
+    static const std::string text = std::string() +
            "#define FUSEC_MIN(a, b) ((isnan(a) || (a) < (b)) ? (a) : (b))\n"
            "#define FUSEC_MAX(a, b) ((isnan(a) || (a) > (b)) ? (a) : (b))\n"
            // The same on float vectors, lane by lane, as one select on two
@@ -442,6 +441,7 @@ class Emitter {
            "}\n" +
            // erf and tanh: see OddRational.
            oddRational("fusec_erf", 0, kErf) + oddRational("fusec_tanh", 0, kTanh);
+    return text;
   }
 
   /// Vector mode: the body computes `lanes` (4, 8 or 16) neighbouring
@@ -462,8 +462,12 @@ class Emitter {
     validLanes_ = validLanes;
   }
 
+  /// Vector mode: whether the body calls exp, erf, tanh or OpenCL's math
+  /// library, the calls that are cheaper on explicit vectors.
+  bool callsMath() const { return usesVectorExp_ || usesVectorErf_ || usesVectorTanh_ || callsLibrary_; }
+
   /// The helper functions a vector body calls (vector forms of the
-  /// prelude's fusec_exp and fusec_erf), to print before the kernel.
+  /// prelude's fusec_exp, fusec_erf and fusec_tanh), to print before the kernel.
   std::string vectorHelpers() const {
     return (usesVectorExp_ ? vectorExp(lanes_) : "") + (usesVectorErf_ ? oddRational("fusec_erf", lanes_, kErf) : "") +
            (usesVectorTanh_ ? oddRational("fusec_tanh", lanes_, kTanh) : "");
@@ -1100,7 +1104,7 @@ class Emitter {
     }
     std::string name = fn->opencl;
     // OpenCL's math library beyond single instructions (sqrt, fabs, rint, ...).
-    static const std::set<std::string> library = {"log",  "log1p", "tanh", "pow",  "sin",   "cos",   "tan",  "asin",
+    static const std::set<std::string> library = {"log",  "log1p", "pow",  "sin",  "cos",   "tan",   "asin",
                                                   "acos", "atan",  "sinh", "cosh", "asinh", "acosh", "atanh"};
     callsLibrary_ |= lanes_ && library.count(name);
     if (lanes_ && name.starts_with("fusec_")) {  // the prelude's helpers are scalar; vectorHelpers() has their forms
@@ -1178,7 +1182,7 @@ class Emitter {
   bool rowLoops_ = false;  // the rows form allowed
   std::string validLanes_;
   bool usesVectorExp_ = false, usesVectorErf_ = false, usesVectorTanh_ = false;
-  bool callsLibrary_ = false;  // vector mode: a call of OpenCL's math library (log, tanh, pow, sin, ...)
+  bool callsLibrary_ = false;  // vector mode: a call of OpenCL's math library (log, pow, sin, ...)
   std::map<ValueId, std::string> vars_;
   std::set<ValueId> fetched_;  ///< inputs computed by a movement prologue's fetch functions
   std::string fetchArgs_;      ///< the buffers those functions take
