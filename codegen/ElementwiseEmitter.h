@@ -473,6 +473,11 @@ class Emitter {
            (usesVectorTanh_ ? oddRational("fusec_tanh", lanes_, kTanh) : "");
   }
 
+  /// The float literal `x` as a floatN of it (itself for lanes 0).
+  static std::string splat(int lanes, const std::string& x) {
+    return lanes ? "(float" + std::to_string(lanes) + ")(" + x + ")" : x;
+  }
+
   /// `floatN fusec_expN(floatN)`: e^x = 2^k e^r, k the nearest integer
   /// to x log2(e) (rounded by adding 1.5 * 2^23, which also leaves k in
   /// the low bits, to shift into the exponent), r = x - k ln2 (ln2 in two
@@ -487,7 +492,7 @@ class Emitter {
   /// to the library (BERT's FF GEMM with its GELU epilogue 11.1 ms vs 6.9).
   static std::string vectorExp(int lanes) {
     const std::string n = std::to_string(lanes), f = "float" + n;
-    auto c = [&](const char* x) { return "(" + f + ")(" + x + ")"; };
+    auto c = [&](const std::string& x) { return splat(lanes, x); };
     std::string s = "inline " + f + " fusec_exp" + n + "(const " + f + " x) {\n";
     s += "  const " + f + " c = fmin(fmax(x, " + c("-87.33f") + "), " + c("88.72f") + ");\n";
     s += "  const " + f + " t = fma(c, " + c("1.44269504f") + ", " + c("12582912.0f") + ");  // 1.5 * 2^23 + k\n";
@@ -535,9 +540,9 @@ class Emitter {
   /// NaN stays NaN.
   static std::string oddRational(const std::string& name, int lanes, const OddRational& f) {
     const std::string n = lanes ? std::to_string(lanes) : "", t = "float" + n;
-    auto c = [&](const char* x) { return lanes ? "(" + t + ")(" + std::string(x) + ")" : std::string(x); };
+    auto c = [&](const std::string& x) { return splat(lanes, x); };
     std::string s = "inline " + t + " " + name + n + "(const " + t + " x) {\n";
-    s += "  const " + t + " c = fmin(fmax(x, " + c((std::string("-") + f.clamp).c_str()) + "), " + c(f.clamp) + "), c2 = c * c;\n";
+    s += "  const " + t + " c = fmin(fmax(x, " + c("-" + std::string(f.clamp)) + "), " + c(f.clamp) + "), c2 = c * c;\n";
     auto horner = [&](const char* var, const std::vector<const char*>& k) {
       s += "  " + t + " " + var + " = fma(c2, " + c(k[0]) + ", " + c(k[1]) + ");\n";
       for (size_t i = 2; i < k.size(); ++i) s += "  " + std::string(var) + " = fma(c2, " + var + ", " + c(k[i]) + ");\n";

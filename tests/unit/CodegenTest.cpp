@@ -968,8 +968,9 @@ g (float[2,3,64] x, float[] r2, float[] one, float[] half, float[1,5,16,16] c, f
 TEST_CASE("erf, tanh and exp are within 1e-6 of the standard ones, relatively; a division by a constant multiplies") {
   std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
   // Rows of 64 (float16 vectors) and of 6 (one element per work-item):
-  // both forms of the erf helper on the same values. The rows of 64 are
-  // divided by a constant sqrt 2, and by a constant 0 (no reciprocal).
+  // both forms of the erf and tanh helpers, the rows of 6 on values around
+  // 0 taken from the 64s. The rows of 64 are also divided by a constant
+  // sqrt 2, and by a constant 0 (no reciprocal).
   std::vector<float> xs;
   for (int i = 0; i < 8 * 64 - 12; ++i) xs.push_back(-9.0f + 18.0f * static_cast<float>(i) / (8 * 64 - 13));
   for (float x : {0.0f, -0.0f, 1e-30f, -3e-5f, 1e-3f, 0.07f, 3.9f, 4.5f, INFINITY, -INFINITY, NAN, -1e-6f}) xs.push_back(x);
