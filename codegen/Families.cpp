@@ -177,6 +177,9 @@ KernelOptions KernelOptions::forDevice(const Target& target, const DeviceInfo& d
     auto fit = [&](GemmTiling& t) {
       const int perRow = (t.width + native - 1) / native;
       t.rows = std::clamp(registers * 3 / 4 / perRow, 1, t.rows);
+      // Two panels where both rows of accumulators, the two B vectors and
+      // A's broadcast still fit the registers (12 x 2 + 3 of AVX-512's 32).
+      t.panels = t.shallowLocalRows == 1 && (2 * t.rows + 3) * perRow <= registers ? 2 : 1;
     };
     fit(o.gemm);
     for (auto& [id, t] : o.gemmTilings) fit(t);

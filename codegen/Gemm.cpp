@@ -1093,12 +1093,21 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   // apart (tiling.localRows).
   const bool shallow = K <= tiling.shallowDepth && (tiling.shallowLocalRows == 1 || !(geo->im2col && K >= 64));
   const bool ownPanel = pro ? !tiling.stagedPrologue : shallow && tiling.shallowLocalRows == 1 && !sc;
+  // An owned panel's work-item may own two neighbouring column panels
+  // (tiling.panels): each of A's broadcasts then feeds two FMAs, a tile of
+  // TM rows by 2W columns, where the loop of one panel issues a load per
+  // FMA and is bound by the load ports, not the FMA units (AVX-512, 11x16
+  // tiles: 12 loads for 11 FMAs). Not for a prologue's panel (computed,
+  // not loaded) nor where an odd count of panels would leave the last
+  // pair's second panel idle for more than an eighth of the work.
+  const int P = ownPanel && !pro && !part && tiling.panels == 2 && NT >= 2 && (NT % 2 == 0 || NT >= 8) ? 2 : 1;
+  const int64_t NP = (NT + P - 1) / P;  // work-items' column panels (pairs of panels where P = 2)
   int64_t splits = 1, splitTiles = MT;
   // A dense prologue's panel costs its conv's whole window per element:
   // never recomputed, so never split (7x7 maps have 7 panels per image).
   if (ownPanel && !(pro && pro->dense)) {
     constexpr int64_t kWantedGroups = 16, kMinSplitRows = 64;
-    splits = std::clamp<int64_t>((kWantedGroups + NT * batches - 1) / (NT * batches), 1,
+    splits = std::clamp<int64_t>((kWantedGroups + NP * batches - 1) / (NP * batches), 1,
                                  std::max<int64_t>(1, M / kMinSplitRows));
     splitTiles = (MT + splits - 1) / splits;
     splits = (MT + splitTiles - 1) / splitTiles;
@@ -1112,14 +1121,13 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   // A dense prologue's window rows are gathered this many at a time.
   const int64_t KB1 = pro && pro->dense ? std::max<int64_t>(1, std::min<int64_t>(tiling.depth, pro->geo.K)) : 0;
   const bool staged = localRows > 0;
-  k.globalSize = static_cast<size_t>((ownPanel ? splits : staged ? RB * L : MT) * NT * batches);
+  k.globalSize = static_cast<size_t>((ownPanel ? splits : staged ? RB * L : MT) * NP * batches);
   if (staged) {
     k.localSize = static_cast<size_t>(L);
     k.localMemBytes = static_cast<size_t>(KB) * static_cast<size_t>(W) * sizeof(float);
   } else if (ownPanel) {
     k.localSize = 1;
-    k.localMemBytes = static_cast<size_t>(K + KB1) *
-                      static_cast<size_t>(W) * sizeof(float);
+    k.localMemBytes = static_cast<size_t>(P * K + KB1) * static_cast<size_t>(W) * sizeof(float);
   }
   const std::string vec = "float" + std::to_string(W);
   // B's columns are contiguous for a plain B and strided for a transposed one.
@@ -1140,7 +1148,10 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   if (batches > 1) src << ", " << batches << " batches";
   src << "; each work-item computes a " << TM << "x" << W << " tile with " << vec << " accumulators";
   if (staged) src << ",\n// " << L << " work-items share a column panel of B staged in local memory " << KB << " rows at a time";
-  if (ownPanel)
+  if (ownPanel && P == 2)
+    src << ",\n// one work-item per work-group computes two neighbouring column panels of B, all " << K
+        << " rows, in local memory, then " << splitTiles << " row tiles of " << TM << "x" << 2 * W << " from them";
+  else if (ownPanel)
     src << ",\n// one work-item per work-group computes its column panel of B, all " << K << " rows, in local memory, then "
         << splitTiles << " row tiles from it";
   if (pro)
@@ -1214,7 +1225,11 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
     if (ownPanel) src << "__attribute__((reqd_work_group_size(1, 1, 1))) ";
     src << "void " << name << ek->signature() << " {\n";
   }
-  if (ownPanel) {
+  if (ownPanel && P == 2) {
+    src << "  const int grp = " << id << ";\n";
+    src << "  const int pair = grp % " << NP << ", split = (grp / " << NP << ") % " << splits << ", bt = grp / " << NP * splits
+        << ";\n";
+  } else if (ownPanel) {
     src << "  const int grp = " << id << ";\n";
     src << "  const int colPanel = grp % " << NT << ", split = (grp / " << NT << ") % " << splits << ", bt = grp / " << NT * splits
         << ";\n";
@@ -1233,12 +1248,27 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
     src << "  const int m0 = (gid % " << MT << ") * " << TM << ", colPanel = (gid / " << MT << ") % " << NT
         << ", bt = gid / " << NT * MT << ";\n";
   }
-  // The panel's first column, and how many of its W are results.
-  if (rowPanels)
-    src << "  const int oy = colPanel / " << OWT << ", ox0 = (colPanel % " << OWT << ") * " << W << ", n0 = oy * " << geo->OW
-        << " + ox0, valid = " << geo->OW << " - ox0;\n";
-  else
-    src << "  const int n0 = colPanel * " << W << ", valid = N - n0;\n";
+  // The panel's first column, and how many of its W are results (with
+  // suffix `p`, the pair's panel p: past the last panel it repeats the
+  // last one's columns and stores none).
+  auto panelPosition = [&](const std::string& p) {
+    if (!p.empty())
+      src << "  const int colPanel" << p << " = min(pair * 2 + " << p.substr(1) << ", " << NT - 1 << "), none" << p
+          << " = pair * 2 + " << p.substr(1) << " >= " << NT << ";\n";
+    if (rowPanels)
+      src << "  const int oy" << p << " = colPanel" << p << " / " << OWT << ", ox0" << p << " = (colPanel" << p << " % " << OWT
+          << ") * " << W << ", n0" << p << " = oy" << p << " * " << geo->OW << " + ox0" << p << ", valid" << p << " = "
+          << (p.empty() ? "" : "none" + p + " ? 0 : ") << geo->OW << " - ox0" << p << ";\n";
+    else
+      src << "  const int n0" << p << " = colPanel" << p << " * " << W << ", valid" << p << " = "
+          << (p.empty() ? "" : "none" + p + " ? 0 : ") << "N - n0" << p << ";\n";
+  };
+  if (P == 2) {
+    panelPosition("_0");
+    panelPosition("_1");
+  } else {
+    panelPosition("");
+  }
   const Shape bst = stridesOf(geo->batch);
   for (size_t d = 0; d < geo->batch.size(); ++d)
     src << "  const int b" << d << " = (bt / " << bst[d] << ") % " << geo->batch[d] << ";\n";
@@ -1359,7 +1389,7 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
       src << indent << "{ const int m = m0 + " << r << "; FUSEC_EPILOGUE(acc" << r << ", bt * " << M * N
           << " + m * N + n0, m < M ? valid : 0) }\n";
   };
-  if (geo->im2col && !rowPanels) windowOrigins(geo.value());
+  if (geo->im2col && !rowPanels && P == 1) windowOrigins(geo.value());
   // B's row `k` of the panel as a vector.
   auto bRowPlain = [&](const std::string& k, bool vectorLoad) -> std::string {
     if (rowPanels) return "fusec_im2row(b, " + k + ", oy, ox0)";
@@ -1396,6 +1426,42 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
       body(false);
     }
   };
+  if (P == 2) {
+    // Two panels interleaved, row k of panel p at panel[2k + p]: each
+    // filled in a scope of its own, with the names the row loads read.
+    src << ek->laneMacro(e, W, prologue);
+    src << "  __local " << vec << " panel[2 * K];\n";
+    for (int p = 0; p < 2; ++p) {
+      const std::string q = "_" + std::to_string(p);
+      src << "  {\n  const int n0 = n0" << q << (rowPanels ? ", oy = oy" + q + ", ox0 = ox0" + q : std::string()) << ";\n";
+      if (geo->im2col && !rowPanels) windowOrigins(geo.value());
+      panelCases([&](bool vectorLoad) {
+        src << "  for (int k = 0; k < K; ++k) panel[2 * k + " << p << "] = " << bRow("k", vectorLoad) << ";\n";
+      });
+      src << "  }\n";
+    }
+    src << "  const int mEnd = min(M, (split + 1) * " << splitTiles * TM << ");\n";
+    src << "  for (int m0 = split * " << splitTiles * TM << "; m0 < mEnd; m0 += " << TM << ") {\n";
+    for (int r = 0; r < TM; ++r)
+      src << "    const __global float* a" << r << " = a + min(m0 + " << r << ", M - 1) * " << geo->am << ";\n";
+    for (int r = 0; r < TM; ++r)
+      src << "    " << vec << " acc" << r << "_0 = (" << vec << ")(0.0f), acc" << r << "_1 = acc" << r << "_0;\n";
+    src << "    for (int k = 0; k < K; ++k) {\n      const " << vec << " bv0 = panel[2 * k], bv1 = panel[2 * k + 1];\n";
+    for (int r = 0; r < TM; ++r)
+      src << "      { const " << vec << " ar = (" << vec << ")(a" << r << "[k * " << geo->ak << "]); acc" << r
+          << "_0 = fma(ar, bv0, acc" << r << "_0); acc" << r << "_1 = fma(ar, bv1, acc" << r << "_1); }\n";
+    src << "    }\n";
+    for (int p = 0; p < 2; ++p) {
+      const std::string q = "_" + std::to_string(p);
+      src << "    {\n    const int n0 = n0" << q << ", valid = valid" << q << ";\n";
+      for (int r = 0; r < TM; ++r)
+        src << "    { const int m = m0 + " << r << "; FUSEC_EPILOGUE(acc" << r << q << ", bt * " << M * N
+            << " + m * N + n0, m < M ? valid : 0) }\n";
+      src << "    }\n";
+    }
+    src << "  }\n#undef FUSEC_EPILOGUE\n}\n";
+    return finish(src);
+  }
   if (ownPanel) {
     src << ek->laneMacro(e, W, prologue);
     if (!part) src << "  __local " << vec << " panel[K];\n";

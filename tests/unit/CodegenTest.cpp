@@ -1152,19 +1152,27 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
                                 codegen::GemmTiling{6, 16, 16, 128, true, true, 0, true, 1 << 20, 1, false},
                                 codegen::GemmTiling{.rows = 5, .width = 8, .localRows = 3, .depth = 7, .depthwiseOwnedBytes = 600},
                                 codegen::GemmTiling{.rows = 4, .width = 16, .localRows = 0, .depth = 0,
-                                                    .depthwiseOwnedBytes = codegen::KernelOptions::kDepthwiseOwnedBytes}}) {
+                                                    .depthwiseOwnedBytes = codegen::KernelOptions::kDepthwiseOwnedBytes},
+                                codegen::GemmTiling{.rows = 12, .width = 16, .shallowDepth = 1 << 20, .shallowLocalRows = 1,
+                                                    .panels = 2},
+                                codegen::GemmTiling{.rows = 5, .width = 4, .shallowDepth = 1 << 20, .shallowLocalRows = 1,
+                                                    .convRowPanels = false, .panels = 2},
+                                codegen::GemmTiling{.rows = 3, .width = 8, .shallowDepth = 1 << 20, .shallowLocalRows = 1,
+                                                    .panels = 2}}) {
     INFO("tiling " << t.rows << "x" << t.width << " local " << t.localRows << " depth " << t.depth << " shallow "
-                   << t.shallowDepth << "/" << t.shallowLocalRows << " depthwise owned " << t.depthwiseOwnedBytes);
+                   << t.shallowDepth << "/" << t.shallowLocalRows << " depthwise owned " << t.depthwiseOwnedBytes << " panels "
+                   << t.panels);
     Expected<codegen::DeviceRun> tiled = codegen::runOnDevice(device(), g, groups, core->catalog, inputs, codegen::KernelOptions{.gemm = t, .gemmTilings = {}});
     REQUIRE_MESSAGE(tiled.ok(), test::why(tiled));
     for (size_t i = 0; i < reference.size(); ++i) test::checkClose(tiled->outputs[i], reference[i], 1e-4f);
-    int ownedRows = 0;
+    int ownedRows = 0, pairs = 0;
     for (const codegen::KernelGroup& grp : groups) {
       if (!codegen::isGemmGroup(g, grp.nodes)) continue;
       Expected<codegen::KernelSource> k = codegen::emitGemm(g, grp.nodes, core->catalog, "k", "k", t);
       REQUIRE_MESSAGE(k.ok(), test::why(k));
       INFO(k->source);
       ownedRows += k->source.find("zero-padded, into its local memory") != std::string::npos;
+      pairs += k->source.find("two neighbouring column panels") != std::string::npos;
       if (t.rows <= 5) {  // the depthwise kernel with and without row gathers
         Expected<codegen::SpirvModule> spv = codegen::compileToSpirv(k->source, k->name);
         CHECK_MESSAGE(spv.ok(), test::why(spv));
@@ -1172,6 +1180,10 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
     }
     // dw, dwm, dwa, dw1, dwr, dwc: every depthwise conv in the owned form.
     CHECK(ownedRows == (t.depthwiseOwnedBytes > 0 ? 6 : 0));
+    // Two panels per work-item wherever a product has two or more (the
+    // conv with its residual, the grouped, strided and 21-wide convs, ...).
+    if (t.panels == 2) CHECK(pairs >= 5);
+    else CHECK(pairs == 0);
   }
 }
 

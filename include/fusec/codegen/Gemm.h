@@ -71,6 +71,11 @@ struct GemmTiling {
   /// computes the block with every tap one vector load and no edge tests.
   /// 0: each work-item computes one row segment straight from global memory.
   int64_t depthwiseOwnedBytes = 0;
+  /// Column panels a work-item owning its panel computes at once (1 or 2):
+  /// with 2, tiles of rows x 2*width, each broadcast of A feeding two FMAs.
+  /// KernelOptions::forDevice sets 2 where the accumulators fit the
+  /// registers (AVX-512: 12 rows x 2 float16).
+  int panels = 1;
 };
 
 /// Whether `members` start with a MatMul, Gemm or Conv this family
