@@ -167,8 +167,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   const codegen::GemmTiling fitted = codegen::KernelOptions::forDevice(profile.value(), device.info()).gemm;
+  // The fitted tiling with one column panel per work-item, against the
+  // default's two (GemmTiling::panels) where the registers allow them.
+  codegen::GemmTiling onePanel = fitted;
+  onePanel.panels = 1;
   const codegen::GemmTiling tilings[] = {{12, 16, 0, 0}, {8, 16, 8, 128}, {8, 16, 16, 256}, {12, 16, 8, 128}, {12, 16, 16, 256}, {6, 16, 16, 256},
-                                         fitted};
+                                         onePanel, fitted};
   // Generates `node`'s kernel with tiling `t`, times it on `buffers` and
   // prints one row: `work` (FLOPs or DRAM bytes) per second, and its share
   // of `roof` (the measured peak or bandwidth). False when it does not generate.
@@ -189,7 +193,8 @@ int main(int argc, char** argv) {
   };
   auto tile = [](const codegen::GemmTiling& t) {
     char text[32];
-    std::snprintf(text, sizeof text, "%dx%d/%d/%d%s", t.rows, t.width, t.localRows, t.depth, t.convRowPanels ? "" : " gather");
+    std::snprintf(text, sizeof text, "%dx%d%s/%d/%d%s", t.rows, t.width, t.panels == 2 ? "x2" : "", t.localRows, t.depth,
+                  t.convRowPanels ? "" : " gather");
     return std::string(text);
   };
   std::mt19937 rng(1);
@@ -233,7 +238,7 @@ int main(int argc, char** argv) {
   };
   const codegen::GemmTiling convTilings[] = {{12, 16, 16, 256}, gathered({12, 16, 16, 256}), {12, 16, 16, 128}, {8, 16, 16, 256},
                                              gathered({8, 16, 16, 256}), {8, 16, 8, 128}, gathered({8, 16, 8, 128}),
-                                             {12, 16, 2, 256}, gathered({12, 16, 2, 256}), fitted};
+                                             {12, 16, 2, 256}, gathered({12, 16, 2, 256}), onePanel, fitted};
   if (!bandwidthOnly) std::printf("\n%-22s %-16s %-20s %10s %10s %8s\n", "conv", "CxHxW->M", "tile", "ms", "GFLOP/s", "of peak");
   for (const ConvShape& s : bandwidthOnly ? std::vector<ConvShape>{} : std::vector<ConvShape>(std::begin(convs), std::end(convs))) {
     const int64_t pad = s.R / 2, out = (s.H + 2 * pad - s.R) / s.stride + 1;
