@@ -1249,6 +1249,39 @@ g (float[2,6,11,10] x, float[8,6,3,3] w1, float[8,8,3,3] w2, float[8] b2, float[
   CHECK(refused.error().message.find("1x1 projection shortcut") != std::string::npos);
 }
 
+TEST_CASE("owned panels in pairs, M split among work-items, match the interpreter") {
+  // 300 output channels on a 7x7 map: 49 columns are 4 panels of 16, 2
+  // pairs; 25 row tiles of 12 split in two (at least 128 rows a split),
+  // the second pair's second panel past the last column (valid 0).
+  // A 3x3 conv (gathered window rows) with its bias and ReLU, and the
+  // same shape as a 1x1 conv on 52 columns (4 panels, the last partial).
+  std::unique_ptr<RuleSet> core = test::loadDefaultPacks();
+  Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[1,8,7,7] x, float[300,8,3,3] w, float[300] b, float[1,8,4,13] x1, float[300,8,1,1] w1)
+  => (float[1,300,7,7] y, float[1,300,4,13] y1) {
+  c = Conv <pads = [1, 1, 1, 1]> (x, w, b)
+  y = Relu (c)
+  y1 = Conv (x1, w1)
+}
+)");
+  std::vector<Tensor> inputs;
+  for (ValueId v : g.inputs()) inputs.push_back(randomTensor(g.value(v).type.staticShape(), 40 + inputs.size()));
+  const std::vector<Tensor> reference = test::run(g, inputs);
+  const std::vector<codegen::KernelGroup> groups = fuseOneGroup(g, {"c", "y"}, "conv");
+  for (int panels : {1, 2}) {
+    const codegen::GemmTiling t{.rows = 12, .width = 16, .shallowDepth = 1 << 20, .shallowLocalRows = 1, .panels = panels};
+    INFO("panels " << panels);
+    runAndCheck(g, groups, core->catalog, inputs, reference, codegen::KernelOptions{.gemm = t, .gemmTilings = {}}, 1e-4f);
+    for (const codegen::KernelGroup& grp : groups) {
+      Expected<codegen::KernelSource> k = codegen::emitGemm(g, grp.nodes, core->catalog, "k", "k", t);
+      REQUIRE_MESSAGE(k.ok(), test::why(k));
+      CHECK(k->globalSize == static_cast<size_t>(4 / panels * 2));  // panels (or pairs) x 2 splits
+      CHECK(k->localMemBytes == static_cast<size_t>(panels) * (grp.nodes.size() > 1 ? 72 : 8) * 16 * sizeof(float));
+      CHECK((k->source.find("two neighbouring column panels") != std::string::npos) == (panels == 2));
+    }
+  }
+}
+
 TEST_CASE("a depthwise conv as the prologue of the 1x1 conv after it matches the interpreter for every tiling") {
   std::unique_ptr<RuleSet> packs = test::loadDefaultPacks();
   // Planned for a GPU: on a CPU the rules leave maps narrower than 8 apart
@@ -1306,8 +1339,9 @@ g (float[1,6,9,10] x, float[6,1,3,3] wd, float[6] bd, float[5,6,1,1] w, float[5]
     tilings.back().stagedPrologue = false;
   }
   checkTilings(g, plan, packs->catalog, inputs, reference, tilings, 1e-4f);
-  // The CPU form: one work-item per work-group, the panel all of K; M
-  // split in two on the 7x7 map.
+  // The CPU form: one work-item per work-group, the panel all of K; on
+  // the 7x7 map M's 130 rows stay one split (each split rebuilds the
+  // panel, so a split has at least 128 rows).
   codegen::GemmTiling own;
   own.stagedPrologue = false;
   const NodeRef c5 = *g.producer(*g.findValue("y5"));
@@ -1317,7 +1351,7 @@ g (float[1,6,9,10] x, float[6,1,3,3] wd, float[6] bd, float[5,6,1,1] w, float[5]
       REQUIRE_MESSAGE(k.ok(), test::why(k));
       CHECK(k->localSize == 1);
       CHECK(k->localMemBytes == 9 * 8 * sizeof(float));
-      CHECK(k->globalSize == 7 * 2);  // 7 row panels of 8 lanes, 2 splits of the 130 rows
+      CHECK(k->globalSize == 7);  // 7 row panels of 8 lanes
     }
   // On the CPU profile only the blocks on maps 8 wide or more are fused:
   // the first and the 30-wide one.
