@@ -1060,7 +1060,8 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   const Geometry& rg = pro ? pro->geo : geo.value();
   const bool rowPanels = (pro || (geo->im2col && OWT >= 3)) && tiling.convRowPanels && (rg.SW == 1 || rg.SW == 2) &&
                          4 * (OWT * W - geo->OW) <= OWT * W;
-  const int64_t MT = (M + TM - 1) / TM, NT = rowPanels ? OH * OWT : (N + W - 1) / W, batches = shapeNumel(geo->batch);
+  int64_t MT = (M + TM - 1) / TM;
+  const int64_t NT = rowPanels ? OH * OWT : (N + W - 1) / W, batches = shapeNumel(geo->batch);
   // With local memory, a work-group of L work-items takes L row tiles of
   // one column panel and stages the panel's rows of B, KB at a time, in
   // local memory: contiguous, so strided B rows (a power-of-two N) no
@@ -1097,10 +1098,18 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   // (tiling.panels): each of A's broadcasts then feeds two FMAs, a tile of
   // TM rows by 2W columns, where the loop of one panel issues a load per
   // FMA and is bound by the load ports, not the FMA units (AVX-512, 11x16
-  // tiles: 12 loads for 11 FMAs). Not for a prologue's panel (computed,
-  // not loaded) nor where an odd count of panels would leave the last
-  // pair's second panel idle for more than an eighth of the work.
-  const int P = ownPanel && !pro && !part && tiling.panels == 2 && NT >= 2 && (NT % 2 == 0 || NT >= 8) ? 2 : 1;
+  // tiles: 12 loads for 11 FMAs). A depthwise prologue computes both
+  // panels (a dense one's panel is a GEMM of its own: one); not where an
+  // odd count of panels would leave the last pair's second panel idle for
+  // more than an eighth of the work.
+  const int P = ownPanel && !(pro && pro->dense) && !part && tiling.panels == 2 && NT >= 2 && (NT % 2 == 0 || NT >= 8) ? 2 : 1;
+  // Two panels hold the tiling's rows at most (a depthwise prologue's
+  // narrower panels took more rows for one).
+  if (P == 2 && TM > tiling.rows) {
+    const int64_t tiles = (std::max<int64_t>(M, 1) + tiling.rows - 1) / tiling.rows;
+    TM = static_cast<int>((std::max<int64_t>(M, 1) + tiles - 1) / tiles);
+    MT = (M + TM - 1) / TM;
+  }
   const int64_t NP = (NT + P - 1) / P;  // work-items' column panels (pairs of panels where P = 2)
   int64_t splits = 1, splitTiles = MT;
   // A dense prologue's panel costs its conv's whole window per element:
@@ -1299,6 +1308,26 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
     m += prologueBody + "OUT_ = " + prologueResult + ";\n";
     return detail::macro("FUSEC_BROW(K_, OUT_)", "{\n" + m + "}");
   };
+  // Where the depthwise prologue's panel starting at column n0 (output
+  // row oy from ox0 with row panels) reads its window: the names
+  // FUSEC_BROW reads, declared once, or in each panel's scope where a
+  // work-item owns two.
+  auto depthwisePanelOrigin = [&] {
+    const Geometry& d = pro->geo;
+    if (!rowPanels) {  // each lane's window origin, gathered
+      src << "  const int" << W << " dcol = min((int" << W << ")(n0) + (int" << W << ")(";
+      for (int j = 0; j < W; ++j) src << (j ? ", " : "") << j;
+      src << "), N - 1);\n";
+      src << "  const int" << W << " dy0 = (dcol / " << d.OW << ") * " << d.SH << " - " << d.PH << ", dx0 = (dcol % " << d.OW
+          << ") * " << d.SW << " - " << d.PW << ";\n";
+    } else {  // the panel's window columns, as the direct depthwise kernel takes them
+      src << "  const int ix0 = ox0 * " << d.SW << " - " << d.PW << ";\n";
+      src << "  const int" << W << " lane = (int" << W << ")(";
+      for (int j = 0; j < W; ++j) src << (j ? ", " : "") << j;
+      src << ");\n";
+      src << "  const int inner = " << depthwiseInner(d, W) << ";\n";
+    }
+  };
   if (pro && pro->dense) {
     // in0 is the prologue conv's image, in1 the 1x1 conv's weights; the
     // panel holds the prologue conv's sums (the ownPanel code below
@@ -1315,21 +1344,8 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
     const Geometry& d = pro->geo;
     src << "  const __global float* a = in1;\n";
     src << "  const __global float* b = in0 + b0 * " << d.bImage << ";\n";
-    if (!rowPanels) {  // each lane's window origin, gathered
-      src << "  const int" << W << " dcol = min((int" << W << ")(n0) + (int" << W << ")(";
-      for (int j = 0; j < W; ++j) src << (j ? ", " : "") << j;
-      src << "), N - 1);\n";
-      src << "  const int" << W << " dy0 = (dcol / " << d.OW << ") * " << d.SH << " - " << d.PH << ", dx0 = (dcol % " << d.OW
-          << ") * " << d.SW << " - " << d.PW << ";\n";
-    }
+    if (P == 1) depthwisePanelOrigin();
     const std::string iv = "int" + std::to_string(W);
-    if (rowPanels) {  // the panel's window columns, as the direct depthwise kernel takes them
-      src << "  const int ix0 = ox0 * " << d.SW << " - " << d.PW << ";\n";
-      src << "  const int" << W << " lane = (int" << W << ")(";
-      for (int j = 0; j < W; ++j) src << (j ? ", " : "") << j;
-      src << ");\n";
-      src << "  const int inner = " << depthwiseInner(d, W) << ";\n";
-    }
     std::string m = "const int ci = (K_);\n";
     m += "const __global float* plane = b + ci * " + std::to_string(d.H * d.Wd) + ";\n";
     m += "const __global float* wt = in" + std::to_string(proAt) + " + ci * " + std::to_string(d.KH * d.KW) + ";\n";
@@ -1441,10 +1457,15 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
     for (int p = 0; p < 2; ++p) {
       const std::string q = "_" + std::to_string(p);
       src << "  {\n  const int n0 = n0" << q << (rowPanels ? ", oy = oy" + q + ", ox0 = ox0" + q : std::string()) << ";\n";
-      if (geo->im2col && !rowPanels) windowOrigins(geo.value());
-      panelCases([&](bool vectorLoad) {
-        src << "  for (int k = 0; k < K; ++k) panel[2 * k + " << p << "] = " << bRow("k", vectorLoad) << ";\n";
-      });
+      if (pro) {
+        depthwisePanelOrigin();
+        src << "  for (int k = 0; k < K; ++k) FUSEC_BROW(k, panel[2 * k + " << p << "])\n";
+      } else {
+        if (geo->im2col && !rowPanels) windowOrigins(geo.value());
+        panelCases([&](bool vectorLoad) {
+          src << "  for (int k = 0; k < K; ++k) panel[2 * k + " << p << "] = " << bRow("k", vectorLoad) << ";\n";
+        });
+      }
       src << "  }\n";
     }
     src << "  const int mEnd = min(M, (split + 1) * " << splitTiles * TM << ");\n";

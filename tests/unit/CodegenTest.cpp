@@ -66,7 +66,7 @@ void checkTilings(const Graph& g, const Plan& plan, const OpCatalog& catalog, co
   const std::vector<codegen::KernelGroup> groups = codegen::planGroups(plan);
   for (const codegen::GemmTiling& t : tilings) {
     INFO("tiling " << t.rows << "x" << t.width << " local " << t.localRows << " depth " << t.depth << " row panels "
-                   << t.convRowPanels << " staged prologue " << t.stagedPrologue);
+                   << t.convRowPanels << " staged prologue " << t.stagedPrologue << " panels " << t.panels);
     Expected<codegen::DeviceRun> run =
         codegen::runOnDevice(device(), g, groups, catalog, inputs, codegen::KernelOptions{.gemm = t, .gemmTilings = {}});
     REQUIRE_MESSAGE(run.ok(), test::why(run));
@@ -1338,6 +1338,12 @@ g (float[1,6,9,10] x, float[6,1,3,3] wd, float[6] bd, float[5,6,1,1] w, float[5]
     tilings.push_back(tilings[i]);
     tilings.back().stagedPrologue = false;
   }
+  // Owned panels in pairs: both computed by the prologue (rows of 8 and
+  // 16 lanes, gathered and row segments).
+  for (size_t i = tilings.size() / 2, n = tilings.size(); i < n; ++i) {
+    tilings.push_back(tilings[i]);
+    tilings.back().panels = 2;
+  }
   checkTilings(g, plan, packs->catalog, inputs, reference, tilings, 1e-4f);
   // The CPU form: one work-item per work-group, the panel all of K; on
   // the 7x7 map M's 130 rows stay one split (each split rebuilds the
@@ -1353,6 +1359,16 @@ g (float[1,6,9,10] x, float[6,1,3,3] wd, float[6] bd, float[5,6,1,1] w, float[5]
       CHECK(k->localMemBytes == 9 * 8 * sizeof(float));
       CHECK(k->globalSize == 7);  // 7 row panels of 8 lanes
     }
+  // In pairs, the blocks with an even count of panels (or 8 and more).
+  codegen::GemmTiling ownPairs = own;
+  ownPairs.panels = 2;
+  int paired = 0;
+  for (const Group& grp : plan.groups) {
+    Expected<codegen::KernelSource> k = codegen::emitGemm(g, grp.nodes, packs->catalog, "k", "k", ownPairs);
+    REQUIRE_MESSAGE(k.ok(), test::why(k));
+    paired += k->source.find("two neighbouring column panels") != std::string::npos;
+  }
+  CHECK(paired >= 2);
   // On the CPU profile only the blocks on maps 8 wide or more are fused:
   // the first and the 30-wide one.
   Expected<Target> cpu = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
