@@ -1396,21 +1396,38 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   // A tile of TM rows from m0: A's row pointers and the accumulators (rows
   // past M and columns past N are clamped: they compute duplicates that
   // are never stored, so the hot loop has no branches), the FMAs of B's
-  // row `k` held in `bv`, and the epilogue storing each row.
+  // row `k` held in `bv` (two panels: `bv0`, `bv1`, one broadcast of A
+  // for both), and the epilogue storing each row (two panels: each from
+  // its own first column).
+  auto acc = [&](int r, int p) { return "acc" + std::to_string(r) + (P == 2 ? "_" + std::to_string(p) : std::string()); };
   auto tileStart = [&](const std::string& indent) {
     for (int r = 0; r < TM; ++r)
       src << indent << "const __global float* a" << r << " = a + min(m0 + " << r << ", M - 1) * " << geo->am << ";\n";
-    for (int r = 0; r < TM; ++r) src << indent << vec << " acc" << r << " = (" << vec << ")(0.0f);\n";
+    for (int r = 0; r < TM; ++r) {
+      src << indent << vec << " " << acc(r, 0) << " = (" << vec << ")(0.0f)";
+      if (P == 2) src << ", " << acc(r, 1) << " = " << acc(r, 0);
+      src << ";\n";
+    }
   };
   auto fmas = [&](const std::string& indent, const std::string& k) {
-    for (int r = 0; r < TM; ++r)
-      src << indent << "acc" << r << " = fma((" << vec << ")(a" << r << "[" << k << " * " << geo->ak << "]), bv, acc" << r
-          << ");\n";
+    for (int r = 0; r < TM; ++r) {
+      const std::string a = "a" + std::to_string(r) + "[" + k + " * " + std::to_string(geo->ak) + "]";
+      if (P == 1)
+        src << indent << acc(r, 0) << " = fma((" << vec << ")(" << a << "), bv, " << acc(r, 0) << ");\n";
+      else
+        src << indent << "{ const " << vec << " ar = (" << vec << ")(" << a << "); " << acc(r, 0) << " = fma(ar, bv0, "
+            << acc(r, 0) << "); " << acc(r, 1) << " = fma(ar, bv1, " << acc(r, 1) << "); }\n";
+    }
   };
   auto tileStores = [&](const std::string& indent) {
-    for (int r = 0; r < TM; ++r)
-      src << indent << "{ const int m = m0 + " << r << "; FUSEC_EPILOGUE(acc" << r << ", bt * " << M * N
-          << " + m * N + n0, m < M ? valid : 0) }\n";
+    for (int p = 0; p < P; ++p) {
+      const std::string q = "_" + std::to_string(p);
+      if (P == 2) src << indent << "{\n" << indent << "const int n0 = n0" << q << ", valid = valid" << q << ";\n";
+      for (int r = 0; r < TM; ++r)
+        src << indent << "{ const int m = m0 + " << r << "; FUSEC_EPILOGUE(" << acc(r, p) << ", bt * " << M * N
+            << " + m * N + n0, m < M ? valid : 0) }\n";
+      if (P == 2) src << indent << "}\n";
+    }
   };
   if (geo->im2col && !rowPanels && P == 1) windowOrigins(geo.value());
   // B's row `k` of the panel as a vector.
@@ -1449,50 +1466,9 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
       body(false);
     }
   };
-  if (P == 2) {
-    // Two panels interleaved, row k of panel p at panel[2k + p]: each
-    // filled in a scope of its own, with the names the row loads read.
-    src << ek->laneMacro(e, W, prologue);
-    src << "  __local " << vec << " panel[2 * K];\n";
-    for (int p = 0; p < 2; ++p) {
-      const std::string q = "_" + std::to_string(p);
-      src << "  {\n  const int n0 = n0" << q << (rowPanels ? ", oy = oy" + q + ", ox0 = ox0" + q : std::string()) << ";\n";
-      if (pro) {
-        depthwisePanelOrigin();
-        src << "  for (int k = 0; k < K; ++k) FUSEC_BROW(k, panel[2 * k + " << p << "])\n";
-      } else {
-        if (geo->im2col && !rowPanels) windowOrigins(geo.value());
-        panelCases([&](bool vectorLoad) {
-          src << "  for (int k = 0; k < K; ++k) panel[2 * k + " << p << "] = " << bRow("k", vectorLoad) << ";\n";
-        });
-      }
-      src << "  }\n";
-    }
-    src << "  const int mEnd = min(M, (split + 1) * " << splitTiles * TM << ");\n";
-    src << "  for (int m0 = split * " << splitTiles * TM << "; m0 < mEnd; m0 += " << TM << ") {\n";
-    for (int r = 0; r < TM; ++r)
-      src << "    const __global float* a" << r << " = a + min(m0 + " << r << ", M - 1) * " << geo->am << ";\n";
-    for (int r = 0; r < TM; ++r)
-      src << "    " << vec << " acc" << r << "_0 = (" << vec << ")(0.0f), acc" << r << "_1 = acc" << r << "_0;\n";
-    src << "    for (int k = 0; k < K; ++k) {\n      const " << vec << " bv0 = panel[2 * k], bv1 = panel[2 * k + 1];\n";
-    for (int r = 0; r < TM; ++r)
-      src << "      { const " << vec << " ar = (" << vec << ")(a" << r << "[k * " << geo->ak << "]); acc" << r
-          << "_0 = fma(ar, bv0, acc" << r << "_0); acc" << r << "_1 = fma(ar, bv1, acc" << r << "_1); }\n";
-    src << "    }\n";
-    for (int p = 0; p < 2; ++p) {
-      const std::string q = "_" + std::to_string(p);
-      src << "    {\n    const int n0 = n0" << q << ", valid = valid" << q << ";\n";
-      for (int r = 0; r < TM; ++r)
-        src << "    { const int m = m0 + " << r << "; FUSEC_EPILOGUE(acc" << r << q << ", bt * " << M * N
-            << " + m * N + n0, m < M ? valid : 0) }\n";
-      src << "    }\n";
-    }
-    src << "  }\n#undef FUSEC_EPILOGUE\n}\n";
-    return finish(src);
-  }
   if (ownPanel) {
     src << ek->laneMacro(e, W, prologue);
-    if (!part) src << "  __local " << vec << " panel[K];\n";
+    if (!part) src << "  __local " << vec << " panel[" << (P == 2 ? "2 * K" : "K") << "];\n";
     if (pro && pro->dense) {
       // The prologue conv as a GEMM of its own: its K output channels by
       // the panel's W columns, its window rows gathered KB1 at a time into
@@ -1518,7 +1494,24 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
       for (int r = 0; r < TP; ++r) src << "      if (c0 + " << r << " < K) panel[c0 + " << r << "] = s" << r << ";\n";
       src << "    }\n  }\n";
     }
-    if (pro) {
+    if (P == 2) {
+      // Two panels interleaved, row k of panel p at panel[2k + p]: each
+      // filled in a scope of its own, with the names the row loads read.
+      for (int p = 0; p < 2; ++p) {
+        const std::string q = "_" + std::to_string(p);
+        src << "  {\n  const int n0 = n0" << q << (rowPanels ? ", oy = oy" + q + ", ox0 = ox0" + q : std::string()) << ";\n";
+        if (pro) {
+          depthwisePanelOrigin();
+          src << "  for (int k = 0; k < K; ++k) FUSEC_BROW(k, panel[2 * k + " << p << "])\n";
+        } else {
+          if (geo->im2col && !rowPanels) windowOrigins(geo.value());
+          panelCases([&](bool vectorLoad) {
+            src << "  for (int k = 0; k < K; ++k) panel[2 * k + " << p << "] = " << bRow("k", vectorLoad) << ";\n";
+          });
+        }
+        src << "  }\n";
+      }
+    } else if (pro) {
       src << "  for (int k = 0; k < K; ++k) FUSEC_BROW(k, panel[k])\n";
     } else {
       panelCases([&](bool vectorLoad) { src << "  for (int k = 0; k < K; ++k) panel[k] = " << bRow("k", vectorLoad) << ";\n"; });
@@ -1526,7 +1519,8 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
     src << "  const int mEnd = min(M, (split + 1) * " << splitTiles * TM << ");\n";
     src << "  for (int m0 = split * " << splitTiles * TM << "; m0 < mEnd; m0 += " << TM << ") {\n";
     tileStart("    ");
-    src << "    for (int k = 0; k < K; ++k) {\n      const " << vec << " bv = panel[k];\n";
+    src << "    for (int k = 0; k < K; ++k) {\n      const " << vec
+        << (P == 2 ? " bv0 = panel[2 * k], bv1 = panel[2 * k + 1];\n" : " bv = panel[k];\n");
     fmas("      ", "k");
     src << "    }\n";
     tileStores("    ");
