@@ -1279,6 +1279,18 @@ g (float[1,8,7,7] x, float[300,8,3,3] w, float[300] b, float[1,8,4,13] x1, float
       CHECK(k->localMemBytes == static_cast<size_t>(panels) * (grp.nodes.size() > 1 ? 72 : 8) * 16 * sizeof(float));
       CHECK((k->source.find("two neighbouring column panels") != std::string::npos) == (panels == 2));
     }
+    // Streamed (GemmTiling::streamDepth 8): the 1x1 conv (K = 8, a plain
+    // panel) gives each work-group one of its 25 row tiles; the 3x3 conv's
+    // gathered rows (K = 72) keep their two splits.
+    codegen::GemmTiling streamed = t;
+    streamed.streamDepth = 8;
+    runAndCheck(g, groups, core->catalog, inputs, reference, codegen::KernelOptions{.gemm = streamed, .gemmTilings = {}},
+                1e-4f);
+    for (const codegen::KernelGroup& grp : groups) {
+      Expected<codegen::KernelSource> k = codegen::emitGemm(g, grp.nodes, core->catalog, "k", "k", streamed);
+      REQUIRE_MESSAGE(k.ok(), test::why(k));
+      CHECK(k->globalSize == static_cast<size_t>(4 / panels * (grp.nodes.size() > 1 ? 2 : 25)));
+    }
   }
 }
 

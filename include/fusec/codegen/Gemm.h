@@ -76,6 +76,15 @@ struct GemmTiling {
   /// KernelOptions::forDevice sets 2 where the accumulators fit the
   /// registers (AVX-512: 12 rows x 2 float16).
   int panels = 1;
+  /// Products at most this deep whose owned panel is a plain load (a 1x1
+  /// conv, a MatMul; not a gathered window or a prologue) give each
+  /// work-group one row tile: consecutive work-groups then walk along N over
+  /// the same rows, so each core writes a few long runs of C instead of one
+  /// short segment in every row of M, and a shallow product is bound by
+  /// those stores, not its FMAs. Reloading the K x W panel per tile costs
+  /// 1/TM of the tile's loads. 0: M is split only to make work-groups.
+  /// KernelOptions::forTarget sets it on CPUs.
+  int64_t streamDepth = 0;
 };
 
 /// Whether `members` start with a MatMul, Gemm or Conv this family
