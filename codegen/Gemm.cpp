@@ -318,6 +318,13 @@ int64_t depthwiseReach(const Geometry& geo, int W) {
   return geo.SW == 2 ? (geo.KW - 1) * geo.DW + 2 * W - 1 : span - 1;
 }
 
+/// FUSEC_PREFETCH(P): a prefetch of the cache line at P for reading where
+/// the compiler has one (clang's builtin, which PoCL lowers to the CPU's
+/// prefetch instruction); nothing elsewhere, SPIR-V included.
+constexpr const char* kPrefetchMacro =
+    "#ifndef FUSEC_PREFETCH\n#if defined(__clang__) && !defined(__SPIR__)\n#define FUSEC_PREFETCH(P) "
+    "__builtin_prefetch((P), 0, 3)\n#else\n#define FUSEC_PREFETCH(P)\n#endif\n#endif\n";
+
 std::string depthwiseInner(const Geometry& geo, int W) {
   return "ix0 >= 0 && ix0 + " + std::to_string(depthwiseReach(geo, W)) + " < " + std::to_string(geo.Wd);
 }
@@ -347,8 +354,11 @@ std::string depthwiseLoad(const Geometry& geo, int W, const std::string& first) 
 /// read (ix0 .. ix0 + span - 1) are gathered once, zero in the padding,
 /// into float16 segments, and each tap takes its lanes from them: a gather
 /// per tap read the row KW times, on a 14-wide row at every tap.
+///
+/// prefetchAhead > 0: each row also prefetches its segment that many
+/// columns on (FUSEC_PREFETCH, kPrefetchMacro), the next work-group's.
 std::string depthwiseTaps(const Geometry& geo, int W, bool rowGather, const std::function<std::string(int64_t)>& weight,
-                          const std::string& sums) {
+                          const std::string& sums, int64_t prefetchAhead = 0) {
   const std::string vec = "float" + std::to_string(W);
   static const char* kLanes = "0123456789abcdef";
   const int64_t span = (W - 1) * geo.SW + (geo.KW - 1) * geo.DW + 1;
@@ -359,6 +369,8 @@ std::string depthwiseTaps(const Geometry& geo, int W, bool rowGather, const std:
     src << "  {\n    const int iy = oy * " << geo.SH << " - " << geo.PH << " + " << ky * geo.DH << ";\n";
     src << "    if (iy >= 0 && iy < " << geo.H << ") {\n";
     src << "      const __global float* row = plane + iy * " << geo.Wd << ";\n";
+    for (int64_t c = 0; prefetchAhead > 0 && c < span + 15; c += 16)
+      src << "      FUSEC_PREFETCH(row + ix0 + " << prefetchAhead + c << ");\n";
     src << "      if (inner) {\n";
     for (int64_t kx = 0; kx < geo.KW; ++kx) {
       const std::string v = depthwiseLoad(geo, W, "row + ix0 + " + std::to_string(kx * geo.DW));
@@ -1192,6 +1204,7 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
     else src << prologueHelpers << ek->vectorHelpers;
   }
   src << "#define M " << M << "\n#define N " << N << "\n#define K " << K << "  // within this program only\n";
+  if (pro && !pro->dense && rowPanels && tiling.prefetchRows) src << kPrefetchMacro;
   static const char* kLanes = "0123456789abcdef";
   // The windowed input's rows: the conv's own, or a dense prologue's.
   const bool windowRows = pro ? pro->dense : geo->im2col;
@@ -1362,7 +1375,8 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
     // once at its edges (a gather per tap made MobileNetV2's fused blocks
     // on 14-wide maps 3x their two kernels).
     if (rowPanels)
-      m += depthwiseTaps(d, W, tiling.depthwiseRowGather, [](int64_t t) { return "wt[" + std::to_string(t) + "]"; }, "dwv");
+      m += depthwiseTaps(d, W, tiling.depthwiseRowGather, [](int64_t t) { return "wt[" + std::to_string(t) + "]"; }, "dwv",
+                         tiling.prefetchRows ? P * W * d.SW : 0);
     for (int64_t ky = 0; ky < d.KH && !rowPanels; ++ky)
       for (int64_t kx = 0; kx < d.KW; ++kx) {
         m += "{\n  const " + iv + " iy = dy0 + " + std::to_string(ky * d.DH) + ", ix = dx0 + " + std::to_string(kx * d.DW) + ";\n";

@@ -1381,6 +1381,25 @@ g (float[1,6,9,10] x, float[6,1,3,3] wd, float[6] bd, float[5,6,1,1] w, float[5]
     paired += k->source.find("two neighbouring column panels") != std::string::npos;
   }
   CHECK(paired >= 2);
+  // Prefetching the next work-group's row segments changes no result; the
+  // four blocks whose panels are row segments prefetch, gathered panels
+  // do not.
+  std::vector<codegen::GemmTiling> prefetching;
+  for (codegen::GemmTiling t : {own, ownPairs, gathered}) {
+    t.stagedPrologue = false;
+    t.prefetchRows = true;
+    prefetching.push_back(t);
+  }
+  checkTilings(g, plan, packs->catalog, inputs, reference, prefetching, 1e-4f);
+  for (const codegen::GemmTiling& t : prefetching) {
+    int prefetched = 0;
+    for (const Group& grp : plan.groups) {
+      Expected<codegen::KernelSource> k = codegen::emitGemm(g, grp.nodes, packs->catalog, "k", "k", t);
+      REQUIRE_MESSAGE(k.ok(), test::why(k));
+      prefetched += k->source.find("FUSEC_PREFETCH(row + ix0 + ") != std::string::npos;
+    }
+    CHECK(prefetched == (t.convRowPanels ? 4 : 0));
+  }
   // On the CPU profile only the blocks on maps 8 wide or more are fused:
   // the first and the 30-wide one.
   Expected<Target> cpu = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");

@@ -85,6 +85,12 @@ struct GemmTiling {
   /// 1/TM of the tile's loads. 0: M is split only to make work-groups.
   /// KernelOptions::forTarget sets it on CPUs.
   int64_t streamDepth = 0;
+  /// A depthwise prologue's panel reads KH short row segments of each of K
+  /// channel planes, runs too short and too many for the hardware
+  /// prefetchers: true, each row read also prefetches the next
+  /// work-group's segment of the same row (where the compiler has a
+  /// prefetch). KernelOptions::forTarget sets it on CPUs.
+  bool prefetchRows = false;
 };
 
 /// Whether `members` start with a MatMul, Gemm or Conv this family
