@@ -325,6 +325,13 @@ constexpr const char* kPrefetchMacro =
     "#ifndef FUSEC_PREFETCH\n#if defined(__clang__) && !defined(__SPIR__)\n#define FUSEC_PREFETCH(P) "
     "__builtin_prefetch((P), 0, 3)\n#else\n#define FUSEC_PREFETCH(P)\n#endif\n#endif\n";
 
+/// Rows per tile for M rows in tiles of at most `rows`: as many tiles as
+/// that takes, each as short as they allow (fewer rows computed past M).
+int balancedRows(int64_t M, int64_t rows) {
+  const int64_t rowsM = std::max<int64_t>(M, 1), tiles = (rowsM + rows - 1) / rows;
+  return static_cast<int>((rowsM + tiles - 1) / tiles);
+}
+
 std::string depthwiseInner(const Geometry& geo, int W) {
   return "ix0 >= 0 && ix0 + " + std::to_string(depthwiseReach(geo, W)) + " < " + std::to_string(geo.Wd);
 }
@@ -979,10 +986,7 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   // rows computed past M. DenseNet's 3x3 convs (M = 32) in 3 tiles of 11
   // rows instead of 12: 6.1 -> 5.3 ms for the first (five alternating runs;
   // an AVX2 device's fitted 6 rows stay 6 tiles of 6).
-  {
-    const int64_t rowsM = std::max<int64_t>(M, 1), tiles = (rowsM + TM - 1) / TM;
-    TM = static_cast<int>((rowsM + tiles - 1) / tiles);
-  }
+  TM = balancedRows(M, TM);
   // Smaller tiles until the product has the work-items the device needs to
   // be busy (a GPU's SMs; a CPU asks for none): a 1x1 conv to 576 channels
   // on a 7x7 map is 192 work-items in 12x16 tiles, 12 of an H200's 132 SMs.
@@ -1118,15 +1122,22 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   // Two panels hold the tiling's rows at most (a depthwise prologue's
   // narrower panels took more rows for one).
   if (P == 2 && TM > tiling.rows) {
-    const int64_t tiles = (std::max<int64_t>(M, 1) + tiling.rows - 1) / tiling.rows;
-    TM = static_cast<int>((std::max<int64_t>(M, 1) + tiles - 1) / tiles);
+    TM = balancedRows(M, tiling.rows);
     MT = (M + TM - 1) / TM;
   }
   const int64_t NP = (NT + P - 1) / P;  // work-items' column panels (pairs of panels where P = 2)
   int64_t splits = 1, splitTiles = MT;
   // A dense prologue's panel costs its conv's whole window per element:
   // never recomputed, so never split (7x7 maps have 7 panels per image).
-  if (ownPanel && !(pro && pro->dense)) {
+  if (ownPanel && !pro && !geo->im2col && K <= tiling.streamDepth) {
+    // A shallow product with a plain panel streams C, one row tile a
+    // work-group (GemmTiling::streamDepth): MobileNetV2's 16 -> 96 1x1
+    // conv on 112x112 (4.8 MB of C, caches flushed before each run as the
+    // model leaves them) 0.88 -> 0.35 ms, 0.44-0.60 -> 0.29-0.32 ms within
+    // the model.
+    splitTiles = 1;
+    splits = MT;
+  } else if (ownPanel && !(pro && pro->dense)) {
     // Each split rebuilds the panel: a gathered window row costs about as
     // much as 40 of the split's FMAs on it. At least 128 rows per split
     // and 8 work-groups wanted (16 and 64 before): ResNet-18's 14x14 and
@@ -1139,14 +1150,6 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
                                  std::max<int64_t>(1, M / kMinSplitRows));
     splitTiles = (MT + splits - 1) / splits;
     splits = (MT + splitTiles - 1) / splitTiles;
-    // A shallow product with a plain panel streams C (GemmTiling::streamDepth):
-    // MobileNetV2's 16 -> 96 1x1 conv on 112x112 (4.8 MB of C, caches
-    // flushed before each run as the model leaves them) 0.88 -> 0.35 ms,
-    // 0.44-0.60 -> 0.29-0.32 ms within the model.
-    if (!pro && !geo->im2col && K <= tiling.streamDepth) {
-      splitTiles = 1;
-      splits = MT;
-    }
   }
   const int localRows = ownPanel ? 0
                         : pro     ? static_cast<int>(std::min<int64_t>(MT, 64))
@@ -1204,7 +1207,10 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
     else src << prologueHelpers << ek->vectorHelpers;
   }
   src << "#define M " << M << "\n#define N " << N << "\n#define K " << K << "  // within this program only\n";
-  if (pro && !pro->dense && rowPanels && tiling.prefetchRows) src << kPrefetchMacro;
+  // A depthwise prologue's row segments prefetch the next work-group's
+  // (GemmTiling::prefetchRows), P x W columns on.
+  const int64_t prefetchAhead = tiling.prefetchRows && pro && !pro->dense && rowPanels ? P * W * pro->geo.SW : 0;
+  if (prefetchAhead > 0) src << kPrefetchMacro;
   static const char* kLanes = "0123456789abcdef";
   // The windowed input's rows: the conv's own, or a dense prologue's.
   const bool windowRows = pro ? pro->dense : geo->im2col;
@@ -1376,7 +1382,7 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
     // on 14-wide maps 3x their two kernels).
     if (rowPanels)
       m += depthwiseTaps(d, W, tiling.depthwiseRowGather, [](int64_t t) { return "wt[" + std::to_string(t) + "]"; }, "dwv",
-                         tiling.prefetchRows ? P * W * d.SW : 0);
+                         prefetchAhead);
     for (int64_t ky = 0; ky < d.KH && !rowPanels; ++ky)
       for (int64_t kx = 0; kx < d.KW; ++kx) {
         m += "{\n  const " + iv + " iy = dy0 + " + std::to_string(ky * d.DH) + ", ix = dx0 + " + std::to_string(kx * d.DW) + ";\n";
