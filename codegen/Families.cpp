@@ -191,6 +191,15 @@ KernelOptions KernelOptions::forDevice(const Target& target, const DeviceInfo& d
   return o;
 }
 
+size_t spreadLocalSize(size_t global, int64_t groups) {
+  if (groups <= 0 || global == 0) return 0;
+  constexpr size_t kMaxLocal = 1024;
+  const size_t cap = std::clamp<size_t>(global / static_cast<size_t>(groups), 1, kMaxLocal);
+  size_t local = cap;
+  while (global % local != 0) --local;
+  return global / local > 64 * static_cast<size_t>(groups) ? 0 : local;
+}
+
 namespace {
 
 std::string valueList(const Graph& g, const std::vector<ValueId>& values) {
@@ -229,6 +238,7 @@ Expected<KernelSource> CodegenFamily::build(const Graph& g, const std::vector<No
       }
   Expected<KernelSource> k = emit(g, group, catalog, name, comment, options);
   if (!k) return k;
+  if (k->localSize == 0) k->localSize = spreadLocalSize(k->globalSize, options.spreadGroups);
   std::vector<ValueId> unwritten;
   for (ValueId v : groupBoundary(g, group).outputs)
     if (std::find(k->outputs.begin(), k->outputs.end(), v) == k->outputs.end()) unwritten.push_back(v);

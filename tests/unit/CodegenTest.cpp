@@ -252,6 +252,54 @@ TEST_CASE("ops no kernel family generates say so") {
   CHECK(k.error().message.find("--- source ---") != std::string::npos);
 }
 
+TEST_CASE("kernels that leave their work-group size to the runtime are spread over work-groups on CPUs") {
+  // The largest divisor of the work-items at most 1/groups of them.
+  CHECK(codegen::spreadLocalSize(500, 16) == 25);
+  CHECK(codegen::spreadLocalSize(24640, 16) == 880);  // 1540 is above 1024
+  CHECK(codegen::spreadLocalSize(128, 16) == 8);
+  CHECK(codegen::spreadLocalSize(3, 16) == 1);
+  CHECK(codegen::spreadLocalSize(1 << 20, 16) == 1024);  // at most 1024 work-items a group
+  CHECK(codegen::spreadLocalSize(1009, 16) == 1);        // prime: 1009 groups of one
+  CHECK(codegen::spreadLocalSize(100003, 16) == 0);      // prime: too many groups; the runtime chooses
+  CHECK(codegen::spreadLocalSize(500, 0) == 0);
+  Expected<Target> cpu = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
+  Expected<Target> gpu = loadTarget(grammar::defaultRulesDir() + "/vendor/nvidia/h200.toml");
+  REQUIRE(cpu.ok());
+  REQUIRE(gpu.ok());
+  const codegen::KernelOptions options = codegen::KernelOptions::forTarget(cpu.value());
+  CHECK(options.spreadGroups == 8 * cpu->computeUnits);
+  CHECK(codegen::KernelOptions::forTarget(gpu.value()).spreadGroups == 0);
+
+  // A classifier's matrix-vector product (two rows per work-item, 500
+  // work-items: one work-group, so one core, when the runtime chooses),
+  // and a lone MaxPool: both launched in groups, and still right.
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[1,96] x, float[1000,96] w, float[1000] b, float[1,4,19,19] im) => (float[1,1000] y, float[1,4,9,9] p) {
+  y = Gemm <transB = 1> (x, w, b)
+  p = MaxPool <kernel_shape = [3, 3], strides = [2, 2]> (im)
+}
+)");
+  const std::vector<codegen::KernelGroup> groups = codegen::singleNodeGroups(g);
+  REQUIRE(groups.size() == 2);
+  for (const codegen::KernelGroup& group : groups) {
+    Expected<codegen::KernelSource> k = codegen::emitKernel(g, group.nodes, "", ops->catalog, group.name, "", options);
+    REQUIRE_MESSAGE(k.ok(), test::why(k));
+    INFO(k->name << ": " << k->globalSize << " work-items");
+    REQUIRE(k->localSize > 0);
+    CHECK(k->globalSize % k->localSize == 0);
+    CHECK(k->globalSize / k->localSize >= 8);
+    codegen::KernelOptions runtimeChooses = options;
+    runtimeChooses.spreadGroups = 0;
+    Expected<codegen::KernelSource> left = codegen::emitKernel(g, group.nodes, "", ops->catalog, group.name, "", runtimeChooses);
+    REQUIRE(left.ok());
+    CHECK(left->localSize == 0);
+  }
+  std::vector<Tensor> inputs = {randomTensor({1, 96}, 1), randomTensor({1000, 96}, 2), randomTensor({1000}, 3),
+                                randomTensor({1, 4, 19, 19}, 4)};
+  runAndCheck(g, groups, ops->catalog, inputs, test::run(g, inputs), options, 1e-5f);
+}
+
 TEST_CASE("row reductions with fused prologues match the interpreter") {
   std::unique_ptr<RuleSet> core = test::loadDefaultPacks();
   Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
