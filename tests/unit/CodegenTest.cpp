@@ -1099,6 +1099,50 @@ TEST_CASE("erf, tanh and exp are within 1e-6 of the standard ones, relatively; a
   }
 }
 
+TEST_CASE("Sigmoid is the rational tanh's logistic: within 2.5e-7 of the standard one, 0 to 1, NaN kept") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  // Rows of 64 (float16 vectors) and of 6 (one element per work-item), on
+  // [-30, 30] (past the clamp at |x| = 15.8) and the specials.
+  std::vector<float> xs;
+  for (int i = 0; i < 8 * 64 - 6; ++i) xs.push_back(-30.0f + 60.0f * static_cast<float>(i) / (8 * 64 - 7));
+  for (float x : {0.0f, 1e-30f, -15.8f, INFINITY, -INFINITY, NAN}) xs.push_back(x);
+  Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[8,64] x, float[8,6] x6) => (float[8,64] y, float[8,6] y6) {
+  y = Sigmoid (x)
+  y6 = Sigmoid (x6)
+}
+)");
+  const std::vector<codegen::KernelGroup> groups = codegen::singleNodeGroups(g);
+  Expected<codegen::KernelSource> vec = codegen::emitPointwise(g, groups[0].nodes, ops->catalog, "k", "k", true);
+  Expected<codegen::KernelSource> scalar = codegen::emitPointwise(g, groups[1].nodes, ops->catalog, "k", "k", true);
+  REQUIRE_MESSAGE(vec.ok(), test::why(vec));
+  REQUIRE_MESSAGE(scalar.ok(), test::why(scalar));
+  CHECK(vec->source.find("= (float16)(fusec_sigmoid16(") != std::string::npos);
+  CHECK(scalar->source.find("= (float)(fusec_sigmoid(") != std::string::npos);
+  for (const codegen::KernelSource* k : {&vec.value(), &scalar.value()}) {
+    CHECK(k->source.find("fusec_exp(") == k->source.rfind("fusec_exp("));  // the prelude's, never called
+    CHECK(k->source.find("fusec_exp16(") == std::string::npos);
+    CHECK_MESSAGE(codegen::compileToSpirv(k->source, k->name).ok(), k->source);
+  }
+  const std::vector<float> xs6(xs.begin() + 200, xs.begin() + 248);  // -6.6 .. -1.0
+  Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), g, groups, ops->catalog,
+                                                          {test::floats({8, 64}, xs), test::floats({8, 6}, xs6)});
+  REQUIRE_MESSAGE(run.ok(), test::why(run));
+  for (size_t o = 0; o < 2; ++o)
+    for (int64_t i = 0; i < run->outputs[o].numel(); ++i) {
+      const double in = o == 0 ? xs[i] : xs6[i], y = run->outputs[o].scalarAt(i);
+      const double want = 1.0 / (1.0 + std::exp(-in));
+      INFO("sigmoid(" << in << ") = " << y << ", want " << want);
+      if (std::isnan(in)) {
+        CHECK(std::isnan(y));
+        continue;
+      }
+      CHECK(y >= 0.0);
+      CHECK(y <= 1.0);
+      CHECK(std::abs(y - want) <= 2.5e-7);
+    }
+}
+
 TEST_CASE("convs and gemms with fused epilogues match the interpreter for every tiling") {
   std::unique_ptr<RuleSet> core = test::loadDefaultPacks();
   Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
@@ -1671,7 +1715,7 @@ g (float[5,13] a, float[13,37] b, float[37] res, float[1,6,9,7] x, float[10,6,1,
     groups.emplace_back(a, "", "", g.node(a.front()).op == "Conv" ? "conv_epilogue" : "gemm_epilogue");
 
   // What each kernel computes its epilogue with, at the default tiling.
-  const char* forms[] = {"fusec_erf16(", "fusec_exp16(", "select(", "(SUMS_).s0;"};
+  const char* forms[] = {"fusec_erf16(", "fusec_sigmoid16(", "select(", "(SUMS_).s0;"};
   for (size_t i = 0; i < anchors.size(); ++i) {
     Expected<codegen::KernelSource> k = codegen::emitGemm(g, anchors[i], ops->catalog, "k", "k");
     REQUIRE_MESSAGE(k.ok(), test::why(k));
