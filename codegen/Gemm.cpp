@@ -455,6 +455,14 @@ std::string depthwiseTaps(const Geometry& geo, int W, bool rowGather, const std:
   return src.str();
 }
 
+/// A prologue's and an epilogue's vector helpers, each function once: at
+/// the same width they are the same functions.
+std::string helpersOnce(const std::string& prologue, const std::string& epilogue) {
+  if (prologue.find(epilogue) != std::string::npos) return prologue;
+  if (epilogue.find(prologue) != std::string::npos) return epilogue;
+  return prologue + epilogue;
+}
+
 /// The rows a depthwise work-item owns (GemmTiling::depthwiseOwnedBytes):
 /// `outRows` output rows computed from `inRows` input rows, each copied
 /// once, zero-padded to `width` floats, into its local memory. As many
@@ -478,6 +486,93 @@ OwnedRows depthwiseOwnedRows(const Geometry& geo, int64_t OH, int64_t paddedOW, 
   return own;
 }
 
+/// A Conv and the elementwise ops after it (an activation) as the prologue
+/// of the 1x1 Conv that reads them: the 1x1 conv's B rows (one per channel)
+/// are the first conv's output rows, computed as the panel is staged in
+/// local memory and never stored. A depthwise conv (MobileNetV2's inverted
+/// residual block) computes each row from one input channel; a dense conv
+/// (`dense`, one group: ResNet-50's bottleneck 3x3 -> 1x1) is a GEMM of its
+/// own whose result is the panel, built only where each work-item owns its
+/// panel (GemmTiling::stagedPrologue false), so it is computed once.
+struct ConvPrologue {
+  NodeRef conv = 0;                ///< the prologue's Conv
+  std::vector<NodeRef> members;    ///< it, then the elementwise ops up to the 1x1 conv's input
+  ValueId x = kNoValue, w = kNoValue, bias = kNoValue;
+  Geometry geo;                    ///< the prologue conv's
+  bool dense = false;              ///< one group (else depthwise)
+  /// A 1x1 conv computing the input of the group's depthwise conv (the
+  /// main conv; emitDepthwise): each input row a work-item copies into its
+  /// local memory is computed from the 1x1 conv's input instead.
+  bool pointwise = false;
+};
+
+/// The statements computing a pointwise prologue's result for `together`
+/// channels from `ci` (the 1x1 conv's dot products over its K input
+/// channels of `image`, weights `wp`, then its bias and elementwise ops)
+/// into the zeroed local `rows`, channel q's row iy at `q * planeFloats +
+/// (iy + PH) * width + PW`. Each plane is computed as one contiguous run of
+/// H x Wd values, 8 at a time, in passes over K of up to 14 vectors (7
+/// for two channels, which share each load of the image), as few passes as
+/// that allows and of equal size (MobileNetV2's 160 -> 960 expansion and
+/// 3x3 depthwise conv on 7x7, alone with caches flushed: passes of 6 and 1
+/// vectors 0.27 ms, one of 7 0.22, the two kernels apart 0.30-0.34); the
+/// last vector ends at the plane's end
+/// (overlapping the one before it), so every load is a full vector inside
+/// the plane. A vector inside one row is stored as one, the others lane by
+/// lane.
+std::string pointwisePlane(const ConvPrologue& pro, size_t proAt, const Shape& proShape, const std::string& opsBody,
+                           const std::string& opsResult, const Geometry& geo, int64_t width, int64_t planeFloats,
+                           int together) {
+  static const char* kLanes = "01234567";
+  const int64_t plane = geo.H * geo.Wd, K = pro.geo.K;
+  std::vector<int64_t> starts;  // each vector's first value; it stores from the previous one's end
+  for (int64_t p = 0; p < plane; p += 8) starts.push_back(std::min(p, plane - 8));
+  const size_t maxPass = together == 2 ? 7 : 14;
+  const size_t passes = (starts.size() + maxPass - 1) / maxPass, pass = (starts.size() + passes - 1) / passes;
+  const std::string coords = detail::Emitter::coordinatesUsedBy(opsBody, proShape, "i", "      ");
+  const bool index = !coords.empty() || detail::Emitter::names(opsBody, "i");
+  auto acc = [](size_t j, int q) { return "s" + std::to_string(j) + "_" + std::to_string(q); };
+  std::ostringstream b;
+  for (size_t first = 0; first < starts.size(); first += pass) {
+    const size_t last = std::min(starts.size(), first + pass);
+    b << "  {\n";
+    for (size_t j = first; j < last; ++j)
+      for (int q = 0; q < together; ++q) b << "    float8 " << acc(j - first, q) << " = (float8)(0.0f);\n";
+    b << "    const __global float* xr = image;\n";
+    b << "    for (int k = 0; k < " << K << "; ++k, xr += " << plane << ") {\n";
+    for (int q = 0; q < together; ++q) b << "      const float8 w" << q << " = (float8)(wp[" << q * K << " + k]);\n";
+    for (size_t j = first; j < last; ++j) {
+      b << "      {\n        const float8 x = vload8(0, xr + " << starts[j] << ");\n";
+      for (int q = 0; q < together; ++q)
+        b << "        " << acc(j - first, q) << " = fma(w" << q << ", x, " << acc(j - first, q) << ");\n";
+      b << "      }\n";
+    }
+    b << "    }\n";
+    for (size_t j = first; j < last; ++j)
+      for (int q = 0; q < together; ++q) {
+        const int64_t start = starts[j], from = j ? starts[j - 1] + 8 : 0;  // lanes before `from` are stored already
+        b << "    {\n      const float8 pv = " << acc(j - first, q);
+        if (pro.bias != kNoValue) b << " + (float8)(in" << proAt + 1 << "[ci + " << q << "])";
+        b << ";\n";
+        if (index)
+          b << "      const int i = (img * " << proShape[1] << " + ci + " << q << ") * " << plane << " + " << start << ";\n"
+            << coords;
+        std::istringstream ops(opsBody);
+        for (std::string line; std::getline(ops, line);) b << "    " << line << "\n";
+        auto at = [&](int64_t v) { return q * planeFloats + (v / geo.Wd + geo.PH) * width + geo.PW + v % geo.Wd; };
+        if (from == start && start / geo.Wd == (start + 7) / geo.Wd) {
+          b << "      vstore8(" << opsResult << ", 0, rows + " << at(start) << ");\n";
+        } else {
+          for (int64_t v = std::max(start, from); v < start + 8; ++v)
+            b << "      rows[" << at(v) << "] = (" << opsResult << ").s" << kLanes[v - start] << ";\n";
+        }
+        b << "    }\n";
+      }
+    b << "  }\n";
+  }
+  return b.str();
+}
+
 /// A depthwise Conv (one input channel per group; any channel multiplier),
 /// computed directly: an implicit GEMM of it has one row per group and K =
 /// the window, so its tiles are mostly gather arithmetic. Here each
@@ -489,10 +584,49 @@ OwnedRows depthwiseOwnedRows(const Geometry& geo, int64_t OH, int64_t paddedOW, 
 /// cache and once from DRAM.
 Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
                                      const std::string& name, const std::string& comment, const Geometry& geo,
-                                     int width, bool rowGather, int64_t ownedBytes) {
+                                     int width, bool rowGather, int64_t ownedBytes, const ConvPrologue* pro = nullptr) {
+  // With a pointwise prologue the image is the 1x1 conv's input, its
+  // weights and bias follow the depthwise conv's operands, then what its
+  // elementwise ops read (each constant along a row: the prologue computes
+  // a row 8 columns at a time, lanes past the row's end included).
+  std::vector<NodeRef> headed = members;
+  std::vector<ValueId> operands = headOperands(g.node(members.front()), geo);
+  size_t proAt = 0;
+  std::vector<ValueId> prologueInputs;
+  std::string prologueParams, prologueBody, prologueResult, prologueHelpers;
+  Shape proShape;
+  if (pro) {
+    headed.clear();
+    for (NodeRef n : members)
+      if (std::find(pro->members.begin(), pro->members.end(), n) == pro->members.end()) headed.push_back(n);
+    operands = headOperands(g.node(headed.front()), geo);
+    operands[0] = pro->x;
+    proAt = operands.size();
+    operands.push_back(pro->w);
+    if (pro->bias != kNoValue) operands.push_back(pro->bias);
+    const ValueId proOut = g.node(pro->conv).outputs[0];
+    proShape = g.value(proOut).type.staticShape();
+    detail::Emitter pe(g, catalog);
+    pe.vectorize(8, 1);  // lanes vary along a row
+    Expected<detail::Emitter::Epilogue> pep = pe.epilogue(pro->members, proOut, "pointwise prologue");
+    if (!pep) return pep.error();
+    if (pep->outputs.size() != 1) return Error{"a pointwise prologue computes one value for the depthwise conv", true};
+    for (ValueId in : pep->inputs) {
+      const TensorType& t = g.value(in).type;
+      if (!t.isStatic() || (!t.staticShape().empty() && t.staticShape().back() != 1))
+        return Error{"the pointwise prologue's ops read `" + g.value(in).name + "`, which varies along a row", true};
+    }
+    pe.bind(proOut, "pv");
+    if (Status st = pe.emitBody(pep->members, pep->inputs, proShape, "i", prologueParams, prologueBody, operands.size(), false);
+        !st)
+      return Error{"the pointwise prologue's ops have no vector form: " + st.error().message, true};
+    prologueInputs = pep->inputs;
+    prologueResult = pep->outputs[0] == proOut ? "pv" : pe.vars().at(pep->outputs[0]);
+    prologueHelpers = pe.vectorHelpers();
+  }
   detail::Emitter e(g, catalog);
   Expected<EpilogueKernel> ek =
-      epilogueKernel(e, g, catalog, members, name, headOperands(g.node(members.front()), geo), width, 1);
+      epilogueKernel(e, g, catalog, headed, name, operands, width, 1, prologueInputs, prologueParams);
   if (!ek) return ek.error();
   KernelSource& k = ek->k;
   const Shape& ps = ek->shape;
@@ -506,6 +640,10 @@ Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>&
   // Owned rows: the padded input rows of a block of output rows, copied
   // once into the work-item's local memory (see depthwiseOwnedRows).
   const OwnedRows own = depthwiseOwnedRows(geo, OH, OWT * W, ownedBytes);
+  if (pro && (own.outRows < OH || geo.H * geo.Wd < 8))
+    return Error{"a pointwise prologue is computed into a work-item's local memory for the whole plane of at least "
+                 "8 values; the depthwise conv's padded input plane does not fit it",
+                 true};
   std::ostringstream src;
   src << "// " << comment << "\n";
   if (own.outRows > 0) {
@@ -513,54 +651,83 @@ Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>&
     // Small planes: a work-item takes several channels in turn, so each
     // computes at least 512 outputs while there are 64 work-items or more
     // (a work-group costs PoCL about as much as a 7x7 plane's taps).
+    // A pointwise prologue computes two channels' planes at once (where
+    // each is its own input channel's), sharing each load of its image.
+    const int together = pro && multiplier == 1 && channels % 2 == 0 ? 2 : 1;
+    const int64_t planeFloats = own.inRows * own.width, unitChannels = channels / together;
     int64_t perItem = 1;
     if (blocks == 1)
-      perItem = std::max<int64_t>(1, std::min((512 + OH * OW - 1) / (OH * OW), images * channels / 64));
-    const int64_t units = images * channels * blocks;  // (image, channel, block of rows)
+      perItem = std::max<int64_t>(1, std::min((512 + OH * OW * together - 1) / (OH * OW * together),
+                                              images * unitChannels / 64));
+    const int64_t units = images * unitChannels * blocks;  // (image, channel(s), block of rows)
     k.globalSize = static_cast<size_t>((units + perItem - 1) / perItem);
     k.localSize = 1;
-    k.localMemBytes = static_cast<size_t>(own.inRows * own.width) * sizeof(float);
+    k.localMemBytes = static_cast<size_t>(together * planeFloats) * sizeof(float);
     src << "// Depthwise Conv, direct: " << channels << " output channels (" << multiplier << " per input channel), window "
         << geo.KH << "x" << geo.KW << ", stride " << geo.SH << "x" << geo.SW << ", dilation " << geo.DH << "x" << geo.DW
         << ";\n// each work-item copies the " << own.inRows << " input rows of " << own.outRows
         << " output rows, zero-padded, into its local memory once,\n// then computes those rows " << W
         << " outputs at a time with the window's weights in registers.\n";
-    src << detail::Emitter::prelude() << ek->vectorHelpers;
+    if (pro)
+      src << "// The input rows are the 1x1 conv's (" << pro->geo.K << " input channels) and the ops after it, "
+          << "computed 8 columns at a time as they are copied.\n";
+    src << detail::Emitter::prelude() << helpersOnce(prologueHelpers, ek->vectorHelpers);
     src << ek->laneMacro(e, W, [](bool) { return std::string(); });
     src << "__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void " << name << ek->signature() << " {\n";
-    src << "  __local float rows[" << own.inRows * own.width << "];\n";
+    src << "  __local float rows[" << together * planeFloats << "];\n";
     src << "  for (int gid = get_global_id(0) * " << perItem << "; gid < min(" << units << ", (int)(get_global_id(0) + 1) * "
         << perItem << "); ++gid) {\n";
     std::ostringstream body;
-    body << "  const int oy0 = (gid % " << blocks << ") * " << own.outRows << ", co = (gid / " << blocks << ") % " << channels
-        << ", img = gid / " << blocks * channels << ";\n";
-    body << "  const __global float* plane = in0 + (img * " << channels / multiplier << " + co / " << multiplier << ") * "
-        << geo.H * geo.Wd << ";\n";
-    body << "  const __global float* wt = in1 + co * " << taps << ";\n";
-    for (int64_t t = 0; t < taps; ++t) body << "  const float w" << t << " = wt[" << t << "];\n";
+    const std::string weights = [&] {
+      std::string w = "  const __global float* wt = in1 + co * " + std::to_string(taps) + ";\n";
+      for (int64_t t = 0; t < taps; ++t) w += "  const float w" + std::to_string(t) + " = wt[" + std::to_string(t) + "];\n";
+      return w;
+    }();
+    if (pro) {  // the planes of channels co0, ... from the 1x1 conv's image and weights, then each channel in turn
+      body << "  const int oy0 = 0, co0 = (gid % " << unitChannels << ") * " << together << ", img = gid / " << unitChannels
+           << ";\n";
+      body << "  const int ci = co0 / " << multiplier << ";\n";
+      body << "  const __global float* image = in0 + img * " << pro->geo.K * geo.H * geo.Wd << ";\n";
+      body << "  const __global float* wp = in" << proAt << " + ci * " << pro->geo.K << ";\n";
+      body << "  for (int c = 0; c < " << together * planeFloats << "; ++c) rows[c] = 0.0f;\n";
+      body << pointwisePlane(*pro, proAt, proShape, prologueBody, prologueResult, geo, own.width, planeFloats, together);
+      body << "  for (int q = 0; q < " << together << "; ++q) {\n";
+      body << "  const int co = co0 + q;\n";
+      body << "  const __local float* mine = rows + q * " << planeFloats << ";\n";
+      body << weights;
+    } else {
+      body << "  const int oy0 = (gid % " << blocks << ") * " << own.outRows << ", co = (gid / " << blocks << ") % "
+           << channels << ", img = gid / " << blocks * channels << ";\n";
+      body << "  const __global float* plane = in0 + (img * " << channels / multiplier << " + co / " << multiplier << ") * "
+           << geo.H * geo.Wd << ";\n";
+      body << weights;
+    }
     // The copy: rows outside the input and the columns left and right of
     // it are zeros (the padding), the row itself is moved 16 floats at a time.
     const int64_t right = own.width - geo.PW - geo.Wd;
-    body << "  for (int r = 0; r < " << own.inRows << "; ++r) {\n";
-    body << "    __local float* dst = rows + r * " << own.width << ";\n";
-    body << "    const int iy = oy0 * " << geo.SH << " - " << geo.PH << " + r;\n";
-    body << "    if (iy < 0 || iy >= " << geo.H << ") {\n";
-    body << "      for (int c = 0; c < " << own.width << "; ++c) dst[c] = 0.0f;\n      continue;\n    }\n";
-    body << "    const __global float* row = plane + iy * " << geo.Wd << ";\n";
-    if (geo.PW > 0) body << "    for (int c = 0; c < " << geo.PW << "; ++c) dst[c] = 0.0f;\n";
-    body << "    dst += " << geo.PW << ";\n";
-    if (geo.Wd >= 16) body << "    for (int c = 0; c < " << geo.Wd / 16 * 16 << "; c += 16) vstore16(vload16(0, row + c), 0, dst + c);\n";
-    if (geo.Wd % 16) body << "    for (int c = " << geo.Wd / 16 * 16 << "; c < " << geo.Wd << "; ++c) dst[c] = row[c];\n";
-    if (right > 0) body << "    for (int c = " << geo.Wd << "; c < " << geo.Wd + right << "; ++c) dst[c] = 0.0f;\n";
-    body << "  }\n";
+    if (!pro) {
+      body << "  for (int r = 0; r < " << own.inRows << "; ++r) {\n";
+      body << "    __local float* dst = rows + r * " << own.width << ";\n";
+      body << "    const int iy = oy0 * " << geo.SH << " - " << geo.PH << " + r;\n";
+      body << "    if (iy < 0 || iy >= " << geo.H << ") {\n";
+      body << "      for (int c = 0; c < " << own.width << "; ++c) dst[c] = 0.0f;\n      continue;\n    }\n";
+      body << "    const __global float* row = plane + iy * " << geo.Wd << ";\n";
+      if (geo.PW > 0) body << "    for (int c = 0; c < " << geo.PW << "; ++c) dst[c] = 0.0f;\n";
+      body << "    dst += " << geo.PW << ";\n";
+      if (geo.Wd >= 16)
+        body << "    for (int c = 0; c < " << geo.Wd / 16 * 16 << "; c += 16) vstore16(vload16(0, row + c), 0, dst + c);\n";
+      if (geo.Wd % 16) body << "    for (int c = " << geo.Wd / 16 * 16 << "; c < " << geo.Wd << "; ++c) dst[c] = row[c];\n";
+      if (right > 0) body << "    for (int c = " << geo.Wd << "; c < " << geo.Wd + right << "; ++c) dst[c] = 0.0f;\n";
+      body << "  }\n";
+    }
     body << "  const float bias = " << (geo.c != kNoValue ? "in2[co]" : "0.0f") << ";\n";
     body << "  for (int r = 0; r < " << own.outRows << " && oy0 + r < " << OH << "; ++r) {\n";
     body << "    const int oy = oy0 + r;\n";
     body << "    for (int ox0 = 0; ox0 < " << OW << "; ox0 += " << W << ") {\n";
     body << "      " << vec << " sums = (" << vec << ")(bias);\n";
     for (int64_t ky = 0; ky < geo.KH; ++ky) {
-      body << "      {\n        const __local float* at = rows + (r * " << geo.SH << " + " << ky * geo.DH << ") * " << own.width
-          << " + ox0 * " << geo.SW << ";\n";
+      body << "      {\n        const __local float* at = " << (pro ? "mine" : "rows") << " + (r * " << geo.SH << " + "
+           << ky * geo.DH << ") * " << own.width << " + ox0 * " << geo.SW << ";\n";
       for (int64_t kx = 0; kx < geo.KW; ++kx) {
         body << "        sums = fma((" << vec << ")(w" << ky * geo.KW + kx << "), "
             << depthwiseLoad(geo, W, "at + " + std::to_string(kx * geo.DW)) << ", sums);\n";
@@ -570,7 +737,8 @@ Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>&
     body << "      FUSEC_EPILOGUE(sums, ((img * " << channels << " + co) * " << OH << " + oy) * " << OW << " + ox0, " << OW
         << " - ox0)\n";
     body << "    }\n  }\n";
-    // The body, one (image, channel, block) unit, inside the loop over the work-item's units.
+    if (pro) body << "  }\n";  // the loop over the unit's channels
+    // The body, one (image, channel(s), block) unit, inside the loop over the work-item's units.
     std::istringstream lines(body.str());
     for (std::string line; std::getline(lines, line);) src << "  " << line << "\n";
     src << "  }\n}\n";
@@ -758,21 +926,55 @@ std::optional<Shortcut> asShortcut(const Graph& g, NodeRef n) {
   return s;
 }
 
-/// A Conv and the elementwise ops after it (an activation) as the prologue
-/// of the 1x1 Conv that reads them: the 1x1 conv's B rows (one per channel)
-/// are the first conv's output rows, computed as the panel is staged in
-/// local memory and never stored. A depthwise conv (MobileNetV2's inverted
-/// residual block) computes each row from one input channel; a dense conv
-/// (`dense`, one group: ResNet-50's bottleneck 3x3 -> 1x1) is a GEMM of its
-/// own whose result is the panel, built only where each work-item owns its
-/// panel (GemmTiling::stagedPrologue false), so it is computed once.
-struct ConvPrologue {
-  NodeRef conv = 0;                ///< the prologue's Conv
-  std::vector<NodeRef> members;    ///< it, then the elementwise ops up to the 1x1 conv's input
-  ValueId x = kNoValue, w = kNoValue, bias = kNoValue;
-  Geometry geo;                    ///< the prologue conv's
-  bool dense = false;              ///< one group (else depthwise)
-};
+
+/// The members of `g` before the depthwise conv `dw` that compute its input
+/// from the 1x1 conv `pw` (all in `members`): a pointwise prologue, or
+/// nothing where the values between them are read outside those nodes.
+/// The 1x1 conv is ungrouped, unpadded and of stride 1.
+std::optional<ConvPrologue> pointwisePrologue(const Graph& g, const std::vector<NodeRef>& members, NodeRef pw, NodeRef dw) {
+  auto inGroup = [&](NodeRef n) { return std::find(members.begin(), members.end(), n) != members.end(); };
+  const NodeData& pd = g.node(pw);
+  const NodeData& dd = g.node(dw);
+  Expected<Geometry> pg = convGeometry(g, pd), dg = convGeometry(g, dd);
+  if (!pg || !dg || pg->groups != 1 || pg->KH != 1 || pg->KW != 1 || pg->SH != 1 || pg->SW != 1 || pg->PH || pg->PW ||
+      pg->im2col || pg->H * pg->Wd == 0 || dg->groups <= 1)
+    return std::nullopt;
+  const Shape xs = g.value(pd.inputs[0]).type.staticShape();
+  if (xs.size() != 4) return std::nullopt;
+  // Walk back from the depthwise conv's input to the 1x1 conv.
+  std::set<NodeRef> before;
+  std::vector<ValueId> todo = {dd.inputs[0]};
+  while (!todo.empty()) {
+    const ValueId v = todo.back();
+    todo.pop_back();
+    const std::optional<NodeRef> p = g.producer(v);
+    if (!p || !inGroup(*p) || *p == dw || !before.insert(*p).second) continue;
+    if (*p == pw) continue;
+    const NodeData& n = g.node(*p);
+    if (n.op == "Conv" || n.outputs.size() != 1) return std::nullopt;
+    for (ValueId in : n.inputs) todo.push_back(in);
+  }
+  if (!before.count(pw)) return std::nullopt;
+  // What they compute is read by them and the depthwise conv alone, and
+  // every value between has the 1x1 conv's result type (elementwise).
+  for (NodeRef n : before)
+    for (ValueId out : g.node(n).outputs) {
+      if (g.isGraphOutput(out) || g.value(out).type != g.value(pd.outputs[0]).type) return std::nullopt;
+      for (const auto& use : g.uses(out))
+        if (use.node != dw && !before.count(use.node)) return std::nullopt;
+    }
+  ConvPrologue d;
+  d.conv = pw;
+  for (NodeRef n : members)
+    if (before.count(n)) d.members.push_back(n);
+  if (d.members.empty() || d.members.front() != pw) return std::nullopt;
+  d.x = pd.inputs[0];
+  d.w = pd.inputs[1];
+  d.bias = pg->c;
+  d.geo = pg.value();
+  d.pointwise = true;
+  return d;
+}
 
 /// Squeeze-and-excitation's scale as the prologue of the conv that reads it
 /// (EfficientNet's and MobileNetV3's 1x1 projections): Conv(x * s) with s
@@ -825,8 +1027,9 @@ Expected<ConvPair> convPair(const Graph& g, const std::vector<NodeRef>& members)
   ConvPair pair;
   if (convs.size() <= 1) return pair;
   const Error refused{"a group with two Convs builds only a conv plus a 1x1 projection shortcut (ungrouped, "
-                      "unpadded, the same result shape), each read only by one Add of both, or a depthwise or "
-                      "ungrouped 2-D conv and elementwise ops on it read only by a 1x1 ungrouped conv",
+                      "unpadded, the same result shape), each read only by one Add of both, a depthwise or "
+                      "ungrouped 2-D conv and elementwise ops on it read only by a 1x1 ungrouped conv, or a 1x1 "
+                      "ungrouped conv (stride 1, unpadded) and elementwise ops on it read only by a depthwise conv",
                       true};
   if (convs.size() > 2) return refused;
   const ValueId r0 = g.node(convs[0]).outputs[0], r1 = g.node(convs[1]).outputs[0];
@@ -849,6 +1052,13 @@ Expected<ConvPair> convPair(const Graph& g, const std::vector<NodeRef>& members)
     pair.shortcut = std::move(s);
     return pair;
   }
+  // A 1x1 conv computing a depthwise conv's input.
+  for (size_t which = 0; which < 2; ++which)
+    if (std::optional<ConvPrologue> d = pointwisePrologue(g, members, convs[which], convs[1 - which])) {
+      pair.main = convs[1 - which];
+      pair.prologue = std::move(d);
+      return pair;
+    }
   // The depthwise prologue: walk back from the 1x1 conv's input through
   // single-use members to the other conv.
   for (size_t which = 0; which < 2; ++which) {
@@ -958,7 +1168,16 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   Expected<Geometry> geo = geometry(g, mm);
   if (!geo) return geo.error();
   // Depthwise: one input channel per group, and more than one group.
-  if (!sc && !pro && !cs && tiling.directDepthwise && geo->conv && geo->groups > 1 && geo->K == geo->KH * geo->KW && geo->KH * geo->KW <= 64)
+  const bool depthwise = geo->conv && geo->groups > 1 && geo->K == geo->KH * geo->KW && geo->KH * geo->KW <= 64;
+  if (pro && pro->pointwise) {
+    if (!tiling.directDepthwise || !depthwise || tiling.depthwiseOwnedBytes <= 0)
+      return Error{"a 1x1 conv computing a depthwise conv's input is built only into the direct depthwise kernel "
+                   "whose work-items own their input rows (local memory emulated, as on a CPU)",
+                   true};
+    return emitDepthwise(g, members, catalog, name, comment, geo.value(), depthwiseWidth(geo.value()),
+                         tiling.depthwiseRowGather, tiling.depthwiseOwnedBytes, &*pro);
+  }
+  if (!sc && !pro && !cs && tiling.directDepthwise && depthwise)
     return emitDepthwise(g, members, catalog, name, comment, geo.value(), depthwiseWidth(geo.value()),
                          tiling.depthwiseRowGather, tiling.depthwiseOwnedBytes);
   if (!sc && !pro && !cs && tiling.gemv && isGemv(geo.value())) {
@@ -1200,11 +1419,7 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   if (part) {  // the horizontal kernel prints the prelude and the helpers once for all its products
     part->helpers = ek->vectorHelpers;
   } else {
-    src << detail::Emitter::prelude();
-    // Each vector helper once: the prologue's and the epilogue's are the same functions at the same width.
-    if (prologueHelpers.find(ek->vectorHelpers) != std::string::npos) src << prologueHelpers;
-    else if (ek->vectorHelpers.find(prologueHelpers) != std::string::npos) src << ek->vectorHelpers;
-    else src << prologueHelpers << ek->vectorHelpers;
+    src << detail::Emitter::prelude() << helpersOnce(prologueHelpers, ek->vectorHelpers);
   }
   src << "#define M " << M << "\n#define N " << N << "\n#define K " << K << "  // within this program only\n";
   // A depthwise prologue's row segments prefetch the next work-group's

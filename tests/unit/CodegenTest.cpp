@@ -1502,6 +1502,69 @@ g (float[1,6,9,10] x, float[6,1,3,3] wd, float[6] bd, float[5,6,1,1] w, float[5]
   CHECK(byRule["depthwise_pointwise_activation"] == 0);
 }
 
+TEST_CASE("a 1x1 conv as the prologue of the depthwise conv after it matches the interpreter on a CPU target") {
+  std::unique_ptr<RuleSet> packs = test::loadDefaultPacks();
+  Expected<Target> cpu = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
+  REQUIRE(cpu.ok());
+  // MobileNetV3's block start (hard swish after both convs, a 5x5 window,
+  // an even count of channels: two planes at once), EfficientNet's (SiLU,
+  // stride 2 on 14x14, 9 channels: one plane at a time, no bias on the 1x1
+  // conv) and MobileNetV2's on a map narrower than 8 (ReLU6 as Clip, two
+  // images, rows of 6 that the plane's vectors cross). Each is one kernel.
+  Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[1,6,7,7] x, float[10,6,1,1] w, float[10] b, float[10,1,5,5] wd, float[10] bd,
+   float[1,5,14,14] x2, float[9,5,1,1] w2, float[9,1,3,3] wd2, float[9] bd2,
+   float[2,4,5,6] x3, float[8,4,1,1] w3, float[8] b3, float[8,1,3,3] wd3, float[8] bd3)
+  => (float[1,10,7,7] y, float[1,9,7,7] y2, float[2,8,5,6] y3) {
+  p = Conv (x, w, b)
+  s = HardSigmoid <alpha = 0.1666667> (p)
+  a = Mul (p, s)
+  d = Conv <group = 10, pads = [2, 2, 2, 2]> (a, wd, bd)
+  t = HardSigmoid <alpha = 0.1666667> (d)
+  y = Mul (d, t)
+  p2 = Conv (x2, w2)
+  s2 = Sigmoid (p2)
+  a2 = Mul (p2, s2)
+  d2 = Conv <group = 9, strides = [2, 2], pads = [1, 1, 1, 1]> (a2, wd2, bd2)
+  t2 = Sigmoid (d2)
+  y2 = Mul (d2, t2)
+  lo = Constant <value = float {0.0}> ()
+  hi = Constant <value = float {6.0}> ()
+  p3 = Conv (x3, w3, b3)
+  a3 = Clip (p3, lo, hi)
+  d3 = Conv <group = 8, pads = [1, 1, 1, 1]> (a3, wd3, bd3)
+  y3 = Clip (d3, lo, hi)
+}
+)");
+  const std::vector<Tensor> inputs = randomInputs(g, 111), reference = test::run(g, inputs);
+  Plan plan = planFusion(g, *packs, cpu.value(), codegen::kernelFamilies());
+  std::map<std::string, int> byRule = groupsByRule(plan);
+  CHECK(byRule["pointwise_depthwise_gated"] == 2);
+  CHECK(byRule["pointwise_depthwise"] == 1);
+  CHECK(plan.groups.size() == 3);
+  const codegen::KernelOptions options = codegen::KernelOptions::forTarget(cpu.value());
+  runAndCheck(g, codegen::planGroups(plan), packs->catalog, inputs, reference, options, 1e-4f);
+  int together = 0;
+  for (const Group& grp : plan.groups) {
+    Expected<codegen::KernelSource> k = codegen::emitGemm(g, grp.nodes, packs->catalog, "k", "k", options.gemm);
+    REQUIRE_MESSAGE(k.ok(), test::why(k));
+    CHECK(k->source.find("The input rows are the 1x1 conv's") != std::string::npos);
+    together += k->source.find("float8 s0_1 = ") != std::string::npos;
+  }
+  CHECK(together == 2);  // 10 and 8 channels in pairs, 9 one at a time
+  // Where the depthwise kernel does not own its rows (a GPU's tiling) the
+  // family refuses the group at planning time, with the reason.
+  Expected<Target> gpu = loadTarget(grammar::defaultRulesDir() + "/vendor/nvidia/h200.toml");
+  REQUIRE(gpu.ok());
+  Plan onGpu = planFusion(g, *packs, gpu.value(), codegen::kernelFamilies());
+  CHECK(groupsByRule(onGpu)["pointwise_depthwise_gated"] == 0);
+  bool refused = false;
+  for (const Candidate& c : onGpu.candidates)
+    refused |= c.rule->name == "pointwise_depthwise_gated" && c.status == Candidate::Status::Illegal &&
+               c.why.find("direct depthwise kernel whose work-items own their input rows") != std::string::npos;
+  CHECK(refused);
+}
+
 TEST_CASE("a dense conv as the prologue of the 1x1 conv after it matches the interpreter on a CPU target") {
   Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
   REQUIRE(target.ok());
