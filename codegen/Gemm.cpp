@@ -506,6 +506,48 @@ struct ConvPrologue {
   bool pointwise = false;
 };
 
+/// A conv prologue's part of a kernel: where its conv's weights (then its
+/// bias) are among the kernel's inputs, what its elementwise ops read, and
+/// those ops as vector code on `lanes` values bound to `bound`.
+struct PrologueCode {
+  size_t at = 0;                ///< the prologue conv's weights are in<at>, its bias in<at + 1>
+  std::vector<ValueId> inputs;  ///< what the elementwise ops read, after the operands
+  std::string params, body, result, helpers;
+  Shape shape;                  ///< the prologue conv's result
+};
+
+/// Takes `pro` out of the kernel's members (`headed`: the rest) and into
+/// its operands: the image is the prologue conv's input, its weights and
+/// bias follow the main conv's operands; then emits its ops (`what` names
+/// the prologue in errors).
+Expected<PrologueCode> prologueCode(const Graph& g, const OpCatalog& catalog, const ConvPrologue& pro,
+                                    const std::vector<NodeRef>& members, std::vector<NodeRef>& headed,
+                                    std::vector<ValueId>& operands, int lanes, size_t varyingDims, const std::string& what,
+                                    const std::string& bound) {
+  PrologueCode c;
+  headed.clear();
+  for (NodeRef n : members)
+    if (std::find(pro.members.begin(), pro.members.end(), n) == pro.members.end()) headed.push_back(n);
+  operands[0] = pro.x;
+  c.at = operands.size();
+  operands.push_back(pro.w);
+  if (pro.bias != kNoValue) operands.push_back(pro.bias);
+  const ValueId out = g.node(pro.conv).outputs[0];
+  c.shape = g.value(out).type.staticShape();
+  detail::Emitter pe(g, catalog);
+  pe.vectorize(lanes, varyingDims);
+  Expected<detail::Emitter::Epilogue> pep = pe.epilogue(pro.members, out, what);
+  if (!pep) return pep.error();
+  if (pep->outputs.size() != 1) return Error{"a " + what + " computes one value for the conv after it", true};
+  pe.bind(out, bound);
+  if (Status st = pe.emitBody(pep->members, pep->inputs, c.shape, "i", c.params, c.body, operands.size(), false); !st)
+    return Error{"the " + what + "'s ops have no vector form: " + st.error().message, true};
+  c.inputs = pep->inputs;
+  c.result = pep->outputs[0] == out ? bound : pe.vars().at(pep->outputs[0]);
+  c.helpers = pe.vectorHelpers();
+  return c;
+}
+
 /// The statements computing a pointwise prologue's result for `together`
 /// channels from `ci` (the 1x1 conv's dot products over its K input
 /// channels of `image`, weights `wp`, then its bias and elementwise ops)
@@ -591,42 +633,26 @@ Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>&
   // a row 8 columns at a time, lanes past the row's end included).
   std::vector<NodeRef> headed = members;
   std::vector<ValueId> operands = headOperands(g.node(members.front()), geo);
-  size_t proAt = 0;
-  std::vector<ValueId> prologueInputs;
-  std::string prologueParams, prologueBody, prologueResult, prologueHelpers;
-  Shape proShape;
+  PrologueCode pc;
   if (pro) {
-    headed.clear();
-    for (NodeRef n : members)
-      if (std::find(pro->members.begin(), pro->members.end(), n) == pro->members.end()) headed.push_back(n);
-    operands = headOperands(g.node(headed.front()), geo);
-    operands[0] = pro->x;
-    proAt = operands.size();
-    operands.push_back(pro->w);
-    if (pro->bias != kNoValue) operands.push_back(pro->bias);
-    const ValueId proOut = g.node(pro->conv).outputs[0];
-    proShape = g.value(proOut).type.staticShape();
-    detail::Emitter pe(g, catalog);
-    pe.vectorize(8, 1);  // lanes vary along a row
-    Expected<detail::Emitter::Epilogue> pep = pe.epilogue(pro->members, proOut, "pointwise prologue");
-    if (!pep) return pep.error();
-    if (pep->outputs.size() != 1) return Error{"a pointwise prologue computes one value for the depthwise conv", true};
-    for (ValueId in : pep->inputs) {
+    const NodeRef dw = *std::find_if(members.begin(), members.end(), [&](NodeRef n) {
+      return g.node(n).op == "Conv" && n != pro->conv;
+    });
+    operands = headOperands(g.node(dw), geo);
+    Expected<PrologueCode> c = prologueCode(g, catalog, *pro, members, headed, operands, 8, 1, "pointwise prologue", "pv");
+    if (!c) return c.error();
+    pc = std::move(c.value());
+    for (ValueId in : pc.inputs) {
       const TensorType& t = g.value(in).type;
       if (!t.isStatic() || (!t.staticShape().empty() && t.staticShape().back() != 1))
         return Error{"the pointwise prologue's ops read `" + g.value(in).name + "`, which varies along a row", true};
     }
-    pe.bind(proOut, "pv");
-    if (Status st = pe.emitBody(pep->members, pep->inputs, proShape, "i", prologueParams, prologueBody, operands.size(), false);
-        !st)
-      return Error{"the pointwise prologue's ops have no vector form: " + st.error().message, true};
-    prologueInputs = pep->inputs;
-    prologueResult = pep->outputs[0] == proOut ? "pv" : pe.vars().at(pep->outputs[0]);
-    prologueHelpers = pe.vectorHelpers();
   }
+  const size_t proAt = pc.at;
+  const std::string &prologueBody = pc.body, &prologueResult = pc.result, &prologueHelpers = pc.helpers;
+  const Shape& proShape = pc.shape;
   detail::Emitter e(g, catalog);
-  Expected<EpilogueKernel> ek =
-      epilogueKernel(e, g, catalog, headed, name, operands, width, 1, prologueInputs, prologueParams);
+  Expected<EpilogueKernel> ek = epilogueKernel(e, g, catalog, headed, name, operands, width, 1, pc.inputs, pc.params);
   if (!ek) return ek.error();
   KernelSource& k = ek->k;
   const Shape& ps = ek->shape;
@@ -1243,35 +1269,18 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   // weights and bias follow the 1x1 conv's operands, then what its
   // elementwise ops read; the prologue computes B's rows, W lanes at once,
   // as the product's epilogue would compute W results.
-  size_t proAt = 0;
-  std::vector<ValueId> prologueInputs;
-  std::string prologueParams, prologueBody, prologueResult, prologueHelpers;
-  Shape proShape;
+  PrologueCode pc;
   if (pro) {
-    headed.clear();
-    for (NodeRef n : members)
-      if (std::find(pro->members.begin(), pro->members.end(), n) == pro->members.end()) headed.push_back(n);
-    operands[0] = pro->x;
-    proAt = operands.size();
-    operands.push_back(pro->w);
-    if (pro->bias != kNoValue) operands.push_back(pro->bias);
-    const ValueId proOut = g.node(pro->conv).outputs[0];
-    proShape = g.value(proOut).type.staticShape();
-    detail::Emitter pe(g, catalog);
-    pe.vectorize(W, 2);  // lanes vary along the output's rows and columns
-    Expected<detail::Emitter::Epilogue> pep = pe.epilogue(pro->members, proOut, "depthwise prologue");
-    if (!pep) return pep.error();
-    if (pep->outputs.size() != 1) return Error{"a depthwise prologue computes one value for the 1x1 conv", true};
-    pe.bind(proOut, "dwv");
-    if (Status st = pe.emitBody(pep->members, pep->inputs, proShape, "i", prologueParams, prologueBody, operands.size(), false);
-        !st)
-      return Error{"the depthwise prologue's ops have no vector form: " + st.error().message, true};
-    prologueInputs = pep->inputs;
-    prologueResult = pep->outputs[0] == proOut ? "dwv" : pe.vars().at(pep->outputs[0]);
-    prologueHelpers = pe.vectorHelpers();
+    // lanes vary along the output's rows and columns
+    Expected<PrologueCode> c = prologueCode(g, catalog, *pro, members, headed, operands, W, 2, "depthwise prologue", "dwv");
+    if (!c) return c.error();
+    pc = std::move(c.value());
   }
+  const size_t proAt = pc.at;
+  const std::string &prologueBody = pc.body, &prologueResult = pc.result, &prologueHelpers = pc.helpers;
+  const Shape& proShape = pc.shape;
   detail::Emitter e(g, catalog);
-  Expected<EpilogueKernel> ek = epilogueKernel(e, g, catalog, headed, name, operands, W, varying, prologueInputs, prologueParams);
+  Expected<EpilogueKernel> ek = epilogueKernel(e, g, catalog, headed, name, operands, W, varying, pc.inputs, pc.params);
   if (!ek) return ek.error();
   KernelSource& k = ek->k;
   if (M == 0 || N == 0 || shapeNumel(geo->batch) == 0) {
