@@ -11,6 +11,8 @@ same seeded input:
   ORT      ONNX Runtime, CPU execution provider, 1 and 2 intra-op threads,
            ORT_DISABLE_ALL and ORT_ENABLE_ALL: nodes after its optimizer and
            latency (median);
+  side by side  fusec and ORT taking turns (--rounds), the best round of
+           each: the fusec / ORT ratio to read on a machine that swings;
 and the ratios. The machine's roofs come from build/bench/kernel_roofline in
 the same run; each model gets a roofline chart of its kernels.
 """
@@ -130,6 +132,45 @@ def bench_ort(case, repeat, work):
     return result
 
 
+def side_by_side(fusec, case, repeat, rounds, work):
+    """fusec's fused program and ONNX Runtime (ORT_ENABLE_ALL, 1 and 2
+    intra-op threads, sessions kept open) taking turns, `rounds` times: the
+    machine's swings (2x within minutes on the shared build machines) then
+    hit both alike. Each round: fusec's wall median of `repeat` runs, ORT's
+    best median of `repeat` runs; the ratio is of the best rounds."""
+    env = dict(os.environ)
+    env["FUSEC_CACHE_DIR"] = os.path.join(work, "kernel-cache")
+    env["POCL_CACHE_DIR"] = os.path.join(work, "pocl-cache")
+    model = os.path.join(case, "model.onnx")
+    feeds = None
+    sessions = []
+    for threads in (1, 2):
+        so = ort.SessionOptions()
+        so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+        if feeds is None:
+            feeds = {i.name: a for i, (_, a) in
+                     zip(sess.get_inputs(), tensors(os.path.join(case, "test_data_set_0"), "input_"))}
+        sess.run(None, feeds)  # warm-up
+        sessions.append(sess)
+
+    def ort_median(sess):
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            sess.run(None, feeds)
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+    fusec_wall, ort_best = [], []
+    for i in range(rounds):
+        run = fusec_run(fusec, case, ["--repeat", str(repeat)], env, work, f"round{i}", compare=False)["runs"][0]
+        fusec_wall.append(run["wall_seconds_median"])
+        ort_best.append(min(ort_median(sess) for sess in sessions))
+    return {"fusec_wall_seconds": fusec_wall, "ort_best_seconds": ort_best, "ratio": min(fusec_wall) / min(ort_best)}
+
+
 def roofline_chart(name, run, roofs, path):
     peak, bw = roofs
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
@@ -190,6 +231,7 @@ def ms(s):
 
 def markdown(results, roofs, machine, args, charts, packs_table=""):
     peak, bw = roofs
+    rounds = next((len(r["side_by_side"]["fusec_wall_seconds"]) for r in results.values() if "side_by_side" in r), 0)
     lines = [
         "# fusec on the model zoo, against ONNX Runtime",
         "",
@@ -238,11 +280,13 @@ def markdown(results, roofs, machine, args, charts, packs_table=""):
         "",
         "Latency: one `InferenceSession.run`, median, for 1 and 2 intra-op threads, optimizer off (`ORT_DISABLE_ALL`) "
         "and on (`ORT_ENABLE_ALL`). Nodes: after ORT's optimizer (`optimized_model_filepath`). Ratios: fusec fused "
-        "wall time over ORT's best latency, fusec fused kernels over ORT's nodes; fusion: unfused over fused wall time.",
+        "wall time over ORT's best latency, fusec fused kernels over ORT's nodes; fusion: unfused over fused wall time. "
+        "Side by side: fusec (fused, wall median) and ORT (ORT_ENABLE_ALL, the better of 1 and 2 threads) taking turns "
+        f"{rounds} times, the best round of each; the ratio to read where the machine swings.",
         "",
-        "| model | ORT nodes | ORT ms off 1t / on 1t / off 2t / on 2t | ORT check | fusec / ORT time | fusec / ORT kernels "
-        "| fusion speed-up |",
-        "|---|---|---|---|---|---|---|",
+        "| model | ORT nodes | ORT ms off 1t / on 1t / off 2t / on 2t | ORT check | fusec / ORT time "
+        "| side by side ms fusec / ORT | side by side fusec / ORT | fusec / ORT kernels | fusion speed-up |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in results.items():
         if "error" in r or "ort" not in r:
@@ -251,10 +295,13 @@ def markdown(results, roofs, machine, args, charts, packs_table=""):
         lat = o["latency"]
         best = min(lat.values())
         fused, unfused = warm["runs"][0], warm["runs"][1]
+        sbs = r.get("side_by_side")
+        sbs_cells = (f"{ms(min(sbs['fusec_wall_seconds']))} / {ms(min(sbs['ort_best_seconds']))} | {sbs['ratio']:.2f}x"
+                     if sbs else "- | -")
         lines.append(
             f"| {name} | {o['nodes_optimized']} | {ms(lat['disable_all_1t'])} / {ms(lat['enable_all_1t'])} / "
             f"{ms(lat['disable_all_2t'])} / {ms(lat['enable_all_2t'])} | {'pass' if o['check_ok'] else 'FAIL'} "
-            f"| {fused['wall_seconds_median'] / best:.1f}x | {fused['kernels'] / o['nodes_optimized']:.2f} "
+            f"| {fused['wall_seconds_median'] / best:.1f}x | {sbs_cells} | {fused['kernels'] / o['nodes_optimized']:.2f} "
             f"| {unfused['wall_seconds_median'] / fused['wall_seconds_median']:.2f}x |")
     lines += [
         "",
@@ -315,6 +362,7 @@ def main():
     p.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}")
     p.add_argument("--models", help="comma-separated zoo names")
     p.add_argument("--repeat", type=int, default=10, help="timed runs per configuration (median)")
+    p.add_argument("--rounds", type=int, default=3, help="side-by-side rounds of fusec and ORT taking turns")
     p.add_argument("--out", help="folder for RESULTS.md, results.json, roofline/ (default: bench/, or "
                                  "build/bench-quick/ with --quick)")
     args = p.parse_args()
@@ -346,6 +394,7 @@ def main():
         try:
             r["fusec"] = bench_fusec(fusec, case, args.repeat, work)
             r["ort"] = bench_ort(case, args.repeat, work)
+            r["side_by_side"] = side_by_side(fusec, case, args.repeat, args.rounds, work)
             chart = os.path.join("roofline", name + ".png")
             roofline_chart(name, r["fusec"], roofs, os.path.join(out, chart))
             charts[name] = chart
