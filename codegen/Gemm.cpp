@@ -562,9 +562,10 @@ Expected<PrologueCode> prologueCode(const Graph& g, const OpCatalog& catalog, co
 /// (overlapping the one before it), so every load is a full vector inside
 /// the plane. A vector inside one row is stored as one, the others lane by
 /// lane.
-std::string pointwisePlane(const ConvPrologue& pro, size_t proAt, const Shape& proShape, const std::string& opsBody,
-                           const std::string& opsResult, const Geometry& geo, int64_t width, int64_t planeFloats,
-                           int together) {
+std::string pointwisePlane(const ConvPrologue& pro, const PrologueCode& code, const Geometry& geo, int64_t width,
+                           int64_t planeFloats, int together) {
+  const std::string& opsBody = code.body;
+  const Shape& proShape = code.shape;
   static const char* kLanes = "01234567";
   const int64_t plane = geo.H * geo.Wd, K = pro.geo.K;
   std::vector<int64_t> starts;  // each vector's first value; it stores from the previous one's end
@@ -594,7 +595,7 @@ std::string pointwisePlane(const ConvPrologue& pro, size_t proAt, const Shape& p
       for (int q = 0; q < together; ++q) {
         const int64_t start = starts[j], from = j ? starts[j - 1] + 8 : 0;  // lanes before `from` are stored already
         b << "    {\n      const float8 pv = " << acc(j - first, q);
-        if (pro.bias != kNoValue) b << " + (float8)(in" << proAt + 1 << "[ci + " << q << "])";
+        if (pro.bias != kNoValue) b << " + (float8)(in" << code.at + 1 << "[ci + " << q << "])";
         b << ";\n";
         if (index)
           b << "      const int i = (img * " << proShape[1] << " + ci + " << q << ") * " << plane << " + " << start << ";\n"
@@ -603,10 +604,10 @@ std::string pointwisePlane(const ConvPrologue& pro, size_t proAt, const Shape& p
         for (std::string line; std::getline(ops, line);) b << "    " << line << "\n";
         auto at = [&](int64_t v) { return q * planeFloats + (v / geo.Wd + geo.PH) * width + geo.PW + v % geo.Wd; };
         if (from == start && start / geo.Wd == (start + 7) / geo.Wd) {
-          b << "      vstore8(" << opsResult << ", 0, rows + " << at(start) << ");\n";
+          b << "      vstore8(" << code.result << ", 0, rows + " << at(start) << ");\n";
         } else {
           for (int64_t v = std::max(start, from); v < start + 8; ++v)
-            b << "      rows[" << at(v) << "] = (" << opsResult << ").s" << kLanes[v - start] << ";\n";
+            b << "      rows[" << at(v) << "] = (" << code.result << ").s" << kLanes[v - start] << ";\n";
         }
         b << "    }\n";
       }
@@ -648,9 +649,6 @@ Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>&
         return Error{"the pointwise prologue's ops read `" + g.value(in).name + "`, which varies along a row", true};
     }
   }
-  const size_t proAt = pc.at;
-  const std::string &prologueBody = pc.body, &prologueResult = pc.result, &prologueHelpers = pc.helpers;
-  const Shape& proShape = pc.shape;
   detail::Emitter e(g, catalog);
   Expected<EpilogueKernel> ek = epilogueKernel(e, g, catalog, headed, name, operands, width, 1, pc.inputs, pc.params);
   if (!ek) return ek.error();
@@ -697,7 +695,7 @@ Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>&
     if (pro)
       src << "// The input rows are the 1x1 conv's (" << pro->geo.K << " input channels) and the ops after it, "
           << "computed 8 columns at a time as they are copied.\n";
-    src << detail::Emitter::prelude() << helpersOnce(prologueHelpers, ek->vectorHelpers);
+    src << detail::Emitter::prelude() << helpersOnce(pc.helpers, ek->vectorHelpers);
     src << ek->laneMacro(e, W, [](bool) { return std::string(); });
     src << "__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void " << name << ek->signature() << " {\n";
     src << "  __local float rows[" << together * planeFloats << "];\n";
@@ -714,9 +712,9 @@ Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>&
            << ";\n";
       body << "  const int ci = co0 / " << multiplier << ";\n";
       body << "  const __global float* image = in0 + img * " << pro->geo.K * geo.H * geo.Wd << ";\n";
-      body << "  const __global float* wp = in" << proAt << " + ci * " << pro->geo.K << ";\n";
+      body << "  const __global float* wp = in" << pc.at << " + ci * " << pro->geo.K << ";\n";
       body << "  for (int c = 0; c < " << together * planeFloats << "; ++c) rows[c] = 0.0f;\n";
-      body << pointwisePlane(*pro, proAt, proShape, prologueBody, prologueResult, geo, own.width, planeFloats, together);
+      body << pointwisePlane(*pro, pc, geo, own.width, planeFloats, together);
       body << "  for (int q = 0; q < " << together << "; ++q) {\n";
       body << "  const int co = co0 + q;\n";
       body << "  const __local float* mine = rows + q * " << planeFloats << ";\n";
@@ -969,16 +967,16 @@ std::optional<ConvPrologue> pointwisePrologue(const Graph& g, const std::vector<
   if (xs.size() != 4) return std::nullopt;
   // Walk back from the depthwise conv's input to the 1x1 conv.
   std::set<NodeRef> before;
-  std::vector<ValueId> todo = {dd.inputs[0]};
-  while (!todo.empty()) {
-    const ValueId v = todo.back();
-    todo.pop_back();
+  std::vector<ValueId> pending = {dd.inputs[0]};  // values whose producers are still to visit
+  while (!pending.empty()) {
+    const ValueId v = pending.back();
+    pending.pop_back();
     const std::optional<NodeRef> p = g.producer(v);
     if (!p || !inGroup(*p) || *p == dw || !before.insert(*p).second) continue;
     if (*p == pw) continue;
     const NodeData& n = g.node(*p);
     if (n.op == "Conv" || n.outputs.size() != 1) return std::nullopt;
-    for (ValueId in : n.inputs) todo.push_back(in);
+    for (ValueId in : n.inputs) pending.push_back(in);
   }
   if (!before.count(pw)) return std::nullopt;
   // What they compute is read by them and the depthwise conv alone, and
@@ -993,7 +991,7 @@ std::optional<ConvPrologue> pointwisePrologue(const Graph& g, const std::vector<
   d.conv = pw;
   for (NodeRef n : members)
     if (before.count(n)) d.members.push_back(n);
-  if (d.members.empty() || d.members.front() != pw) return std::nullopt;
+  if (d.members.front() != pw) return std::nullopt;  // `before` holds pw: members is not empty
   d.x = pd.inputs[0];
   d.w = pd.inputs[1];
   d.bias = pg->c;
