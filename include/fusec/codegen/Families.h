@@ -109,8 +109,9 @@ struct KernelOptions {
       o.gemm.depthwiseOwnedBytes = kDepthwiseOwnedBytes;
       // 1x1 convs and MatMuls up to 64 deep stream their output (an
       // expansion's C is 6x its input): MobileNetV2's 16 -> 96 expansion
-      // 0.44-0.60 -> 0.29-0.32 ms in the model; MobileNetV3-small,
-      // SqueezeNet, EfficientNet-B0, ShuffleNetV2 within noise.
+      // 0.44-0.60 -> 0.29-0.32 ms in the model on an AVX-512 device;
+      // MobileNetV3-small, SqueezeNet, EfficientNet-B0, ShuffleNetV2 within
+      // noise. forDevice turns it off on narrower vector units.
       o.gemm.streamDepth = 64;
       // A depthwise prologue's rows prefetch the next work-group's:
       // MobileNetV2's 96-channel block on 112x112 0.55 / 0.56 -> 0.46 /
