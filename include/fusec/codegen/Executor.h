@@ -54,6 +54,10 @@ struct DeviceRun {
   std::vector<Tensor> outputs;
   /// (kernel name, seconds) per launch, from profiling events.
   std::vector<std::pair<std::string, double>> kernelTimes;
+  /// Host to host: from the call until the outputs are in host memory
+  /// (the inputs' checks, uploads, launches, kernels, downloads), before
+  /// the profiling events are read.
+  double hostSeconds = 0;
   double totalSeconds() const {
     double t = 0;
     for (const auto& [name, s] : kernelTimes) t += s;

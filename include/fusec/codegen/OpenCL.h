@@ -79,13 +79,25 @@ class Device {
   /// Copies `t` into the start of `b` (blocking).
   Status write(Buffer& b, const Tensor& t);
   Status download(const Buffer& b, Tensor& into);
+  /// The same copies enqueued behind the launches, done by the next wait()
+  /// or finish(): until then `t` must stay alive and unchanged, and `into`
+  /// alive, unread and where it is. A run that enqueues its uploads,
+  /// kernels and downloads and waits once spares the hand-overs to the
+  /// runtime's worker threads and back of a blocking copy on each side.
+  Status enqueueWrite(Buffer& b, const Tensor& t);
+  Status enqueueRead(const Buffer& b, Tensor& into);
 
   /// Enqueues a 1-D launch (`localSize` 0: the runtime chooses); the event
   /// is kept for timing.
   Status launch(void* kernel, const std::vector<KernelArg>& args, size_t globalSize, const std::string& label,
                 size_t localSize = 0);
-  /// Waits for everything enqueued; returns (label, seconds) per launch since
-  /// the last call, measured by profiling events.
+  /// Waits for everything enqueued.
+  Status wait();
+  /// (label, seconds) per launch since the last call, measured by profiling
+  /// events: call after wait(). Reading them takes about a microsecond a
+  /// launch, which a host-to-host time should not count.
+  std::vector<std::pair<std::string, double>> kernelTimes();
+  /// wait(), then kernelTimes().
   Expected<std::vector<std::pair<std::string, double>>> finish();
 
   size_t programsBuilt() const { return built_; }
