@@ -17,7 +17,6 @@
 #include "fusec/engine/Files.h"
 
 namespace fusec::codegen {
-
 namespace fs = std::filesystem;
 namespace {
 
