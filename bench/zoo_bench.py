@@ -103,30 +103,45 @@ def bench_fusec(fusec, case, repeat, work):
             "check": {"ok": ok, "max_abs_error": worst[1], "bound": worst[2]}}
 
 
+def ort_session(model, threads, level, optimized=None):
+    """An ONNX Runtime CPU session: `threads` intra-op threads, one inter-op;
+    writes its optimized model to `optimized` when given."""
+    so = ort.SessionOptions()
+    so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
+    so.graph_optimization_level = level
+    if optimized:
+        so.optimized_model_filepath = optimized
+    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+
+
+def ort_feeds(sess, case):
+    """The case's inputs by the session's input names."""
+    return {i.name: a for i, (_, a) in zip(sess.get_inputs(), tensors(os.path.join(case, "test_data_set_0"), "input_"))}
+
+
+def median_latency(sess, feeds, repeat):
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        sess.run(None, feeds)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
 def bench_ort(case, repeat, work):
     model = os.path.join(case, "model.onnx")
-    sess0 = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
-    feeds = {i.name: a for i, (_, a) in zip(sess0.get_inputs(), tensors(os.path.join(case, "test_data_set_0"), "input_"))}
+    feeds = ort_feeds(ort.InferenceSession(model, providers=["CPUExecutionProvider"]), case)
     want = [a for _, a in tensors(os.path.join(case, "test_data_set_0"), "output_")]
+    optimized = os.path.join(work, "ort-optimized.onnx")
     result = {"latency": {}}
     for level_name, level in (("disable_all", ort.GraphOptimizationLevel.ORT_DISABLE_ALL),
                               ("enable_all", ort.GraphOptimizationLevel.ORT_ENABLE_ALL)):
         for threads in (1, 2):
-            so = ort.SessionOptions()
-            so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
-            so.graph_optimization_level = level
-            optimized = os.path.join(work, "ort-optimized.onnx")
-            if level_name == "enable_all" and threads == 1:
-                so.optimized_model_filepath = optimized
-            sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+            keep = level_name == "enable_all" and threads == 1  # the optimized model and the check
+            sess = ort_session(model, threads, level, optimized if keep else None)
             got = sess.run(None, feeds)  # warm-up
-            times = []
-            for _ in range(repeat):
-                start = time.perf_counter()
-                sess.run(None, feeds)
-                times.append(time.perf_counter() - start)
-            result["latency"][f"{level_name}_{threads}t"] = statistics.median(times)
-            if level_name == "enable_all" and threads == 1:
+            result["latency"][f"{level_name}_{threads}t"] = median_latency(sess, feeds, repeat)
+            if keep:
                 result["nodes_optimized"] = len(onnx.load(optimized, load_external_data=False).graph.node)
                 result["check_ok"] = all(check(g, w)[0] for g, w in zip(got, want))
     return result
@@ -142,32 +157,16 @@ def side_by_side(fusec, case, repeat, rounds, work):
     env["FUSEC_CACHE_DIR"] = os.path.join(work, "kernel-cache")
     env["POCL_CACHE_DIR"] = os.path.join(work, "pocl-cache")
     model = os.path.join(case, "model.onnx")
-    feeds = None
-    sessions = []
-    for threads in (1, 2):
-        so = ort.SessionOptions()
-        so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
-        if feeds is None:
-            feeds = {i.name: a for i, (_, a) in
-                     zip(sess.get_inputs(), tensors(os.path.join(case, "test_data_set_0"), "input_"))}
+    sessions = [ort_session(model, threads, ort.GraphOptimizationLevel.ORT_ENABLE_ALL) for threads in (1, 2)]
+    feeds = ort_feeds(sessions[0], case)
+    for sess in sessions:
         sess.run(None, feeds)  # warm-up
-        sessions.append(sess)
-
-    def ort_median(sess):
-        times = []
-        for _ in range(repeat):
-            start = time.perf_counter()
-            sess.run(None, feeds)
-            times.append(time.perf_counter() - start)
-        return statistics.median(times)
 
     fusec_wall, ort_best = [], []
     for i in range(rounds):
         run = fusec_run(fusec, case, ["--repeat", str(repeat)], env, work, f"round{i}", compare=False)["runs"][0]
         fusec_wall.append(run["wall_seconds_median"])
-        ort_best.append(min(ort_median(sess) for sess in sessions))
+        ort_best.append(min(median_latency(sess, feeds, repeat) for sess in sessions))
     return {"fusec_wall_seconds": fusec_wall, "ort_best_seconds": ort_best, "ratio": min(fusec_wall) / min(ort_best)}
 
 
