@@ -494,25 +494,33 @@ class Emitter {
   /// the low bits, to shift into the exponent), r = x - k ln2 (ln2 in two
   /// parts), e^r by its degree-6 Taylor polynomial (relative error
   /// < 2e-7 on |r| <= ln2 / 2); 2^k as 2^(k-1) * 2 so that k = 128 still
-  /// has an exponent. Below -87.33 it is 0, past 88.72 infinity, NaN
-  /// stays NaN. Twenty vector instructions, inlined: PoCL's exp on a
-  /// vector is a library routine, slower (kernel_roofline's softmax and
-  /// SiLU rows 4-5 % faster; EfficientNet-B0 device time 7.3-7.7 -> 6.7-7.4
-  /// ms, BERT layer 8.8 -> 8.0-8.3, alternating runs). An earlier
+  /// has an exponent. The limits come from the clamp alone, with no
+  /// select after it: x is clamped to [-87.33, 89] by comparisons that
+  /// keep a NaN (`x < lo ? lo : x`, one vmaxps on x86), so NaN stays NaN
+  /// through the arithmetic, the low end makes k = -126 whose 2^(k-1) has
+  /// the exponent bits 0 (e^x = 0 below -86.99, where e^x < 1.7e-38), and
+  /// the high end makes k = 128 and p 2^128 overflow to infinity (above
+  /// 88.72). Nineteen vector instructions, inlined: PoCL's exp on a vector
+  /// is a library routine, slower (kernel_roofline's softmax and SiLU rows
+  /// 4-5 % faster; EfficientNet-B0 device time 7.3-7.7 -> 6.7-7.4 ms, BERT
+  /// layer 8.8 -> 8.0-8.3, alternating runs). Three selects after the
+  /// polynomial (0 below, infinity above, NaN kept) cost BERT-base's
+  /// scale + mask + softmax row 0.129 -> 0.084 ms. An earlier
   /// straight-line form, rounding with rint and converting k to int, lost
   /// to the library (BERT's FF GEMM with its GELU epilogue 11.1 ms vs 6.9).
   static std::string vectorExp(int lanes) {
     const std::string n = std::to_string(lanes), f = "float" + n;
     auto c = [&](const std::string& x) { return splat(lanes, x); };
     std::string s = "inline " + f + " fusec_exp" + n + "(const " + f + " x) {\n";
-    s += "  const " + f + " c = fmin(fmax(x, " + c("-87.33f") + "), " + c("88.72f") + ");\n";
+    s += "  const " + f + " lo = " + c("-87.33f") + ", hi = " + c("89.0f") + ";\n";
+    s += "  const " + f + " low = x < lo ? lo : x;  // NaN stays NaN\n";
+    s += "  const " + f + " c = low > hi ? hi : low;\n";
     s += "  const " + f + " t = fma(c, " + c("1.44269504f") + ", " + c("12582912.0f") + ");  // 1.5 * 2^23 + k\n";
     s += "  const " + f + " k = t - " + c("12582912.0f") + ";\n";
     s += "  const " + f + " r = fma(k, " + c("-1.42860677e-6f") + ", fma(k, " + c("-0.693145752f") + ", c));\n";
     s += "  " + f + " p = fma(r, " + c("1.0f / 720.0f") + ", " + c("1.0f / 120.0f") + ");\n";
     for (const char* k : {"1.0f / 24.0f", "1.0f / 6.0f", "0.5f", "1.0f", "1.0f"}) s += "  p = fma(p, r, " + c(k) + ");\n";
-    s += "  const " + f + " e = p * as_" + f + "((as_int" + n + "(t) << 23) + 0x3f000000) * 2.0f;\n";
-    s += "  return select(select(select(e, " + c("0.0f") + ", x < -87.33f), " + c("INFINITY") + ", x > 88.72f), x, isnan(x));\n}\n";
+    s += "  return p * as_" + f + "((as_int" + n + "(t) << 23) + 0x3f000000) * 2.0f;\n}\n";
     return s;
   }
 
@@ -528,7 +536,6 @@ class Emitter {
     const char* clamp;
     std::vector<const char*> numerator;    ///< x^1, x^3, ... coefficients, highest first
     std::vector<const char*> denominator;  ///< x^0, x^2, ... coefficients, highest first
-    const char* tiny;                      ///< below it f(x) = x to float precision; null: none
   };
   /// erf: |error| < 4.5e-7 and relative error < 4e-7 everywhere.
   static inline const OddRational kErf{"4.0f",
@@ -536,16 +543,14 @@ class Emitter {
                                         "-5.69250639462346e-05f", "-7.34990630326855e-04f", "-2.95459980854025e-03f",
                                         "-1.60960333262415e-02f"},
                                        {"-1.45660718464996e-05f", "-2.13374055278905e-04f", "-1.68282697438203e-03f",
-                                        "-7.37332916720468e-03f", "-1.42647390514189e-02f"},
-                                       nullptr};
+                                        "-7.37332916720468e-03f", "-1.42647390514189e-02f"}};
   /// tanh: relative error < 3.5e-7 everywhere.
   static inline const OddRational kTanh{"7.90531110763549805f",
                                         {"-2.76076847742355e-16f", "2.00018790482477e-13f", "-8.60467152213735e-11f",
                                          "5.12229709037114e-08f", "1.48572235717979e-05f", "6.37261928875436e-04f",
                                          "4.89352455891786e-03f"},
                                         {"1.19825839466702e-06f", "1.18534705686654e-04f", "2.26843463243900e-03f",
-                                         "4.89352518554385e-03f"},
-                                        "0.0004f"};
+                                         "4.89352518554385e-03f"}};
 
   /// `name` (scalar, lanes 0) or `nameN` on floatN: `f` as an OddRational;
   /// NaN stays NaN.
@@ -553,18 +558,18 @@ class Emitter {
     const std::string n = lanes ? std::to_string(lanes) : "", t = "float" + n;
     auto c = [&](const std::string& x) { return splat(lanes, x); };
     std::string s = "inline " + t + " " + name + n + "(const " + t + " x) {\n";
-    s += "  const " + t + " c = fmin(fmax(x, " + c("-" + std::string(f.clamp)) + "), " + c(f.clamp) + "), c2 = c * c;\n";
+    // Clamped by comparisons that keep a NaN (one vmaxps and one vminps
+    // on x86), which the polynomials then carry to the result.
+    s += "  const " + t + " lo = " + c("-" + std::string(f.clamp)) + ", hi = " + c(f.clamp) + ";\n";
+    s += "  const " + t + " low = x < lo ? lo : x;\n";
+    s += "  const " + t + " c = low > hi ? hi : low, c2 = c * c;\n";
     auto horner = [&](const char* var, const std::vector<const char*>& k) {
       s += "  " + t + " " + var + " = fma(c2, " + c(k[0]) + ", " + c(k[1]) + ");\n";
       for (size_t i = 2; i < k.size(); ++i) s += "  " + std::string(var) + " = fma(c2, " + var + ", " + c(k[i]) + ");\n";
     };
     horner("p", f.numerator);
     horner("q", f.denominator);
-    if (lanes)
-      s += "  return select(c * p / q, x, isnan(x)" + (f.tiny ? " | (fabs(x) < " + std::string(f.tiny) + ")" : "") + ");\n";
-    else
-      s += "  return x != x" + (f.tiny ? " || fabs(x) < " + std::string(f.tiny) : "") + " ? x : c * p / q;\n";
-    return s + "}\n";
+    return s + "  return c * p / q;\n}\n";
   }
 
   /// The kernel parameters for `inputs` (`in<firstParam>`, ...) and

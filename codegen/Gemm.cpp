@@ -761,22 +761,48 @@ Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>&
       body << "  }\n";
     }
     body << "  const float bias = " << (geo.c != kNoValue ? "in2[co]" : "0.0f") << ";\n";
-    body << "  for (int r = 0; r < " << own.outRows << " && oy0 + r < " << OH << "; ++r) {\n";
-    body << "    const int oy = oy0 + r;\n";
-    body << "    for (int ox0 = 0; ox0 < " << OW << "; ox0 += " << W << ") {\n";
-    body << "      " << vec << " sums = (" << vec << ")(bias);\n";
-    for (int64_t ky = 0; ky < geo.KH; ++ky) {
-      body << "      {\n        const __local float* at = " << (pro ? "mine" : "rows") << " + (r * " << geo.SH << " + "
-           << ky * geo.DH << ") * " << own.width << " + ox0 * " << geo.SW << ";\n";
-      for (int64_t kx = 0; kx < geo.KW; ++kx) {
-        body << "        sums = fma((" << vec << ")(w" << ky * geo.KW + kx << "), "
-            << depthwiseLoad(geo, W, "at + " + std::to_string(kx * geo.DW)) << ", sums);\n";
+    // `count` output rows from r, W columns at a time: each input row's tap
+    // vector is loaded once for every output row whose window covers it,
+    // and each output row has its own chain of FMAs. Two rows at a time
+    // against one, per-kernel minima of three alternating runs on an AVX2
+    // PoCL device: EfficientNet-B0's depthwise kernels 8-20 % faster (its
+    // 672-channel 5x5 ones 0.181 -> 0.156 ms, the model's kernels 9.70 ->
+    // 9.40 ms), MobileNetV2's within noise.
+    auto rowsAt = [&](int count) {
+      body << "    for (int ox0 = 0; ox0 < " << OW << "; ox0 += " << W << ") {\n";
+      for (int j = 0; j < count; ++j) body << "      " << vec << " sums" << j << " = (" << vec << ")(bias);\n";
+      for (int64_t d = 0; d <= (geo.KH - 1) * geo.DH + (count - 1) * geo.SH; ++d) {
+        std::vector<std::pair<int, int64_t>> uses;  // (output row, ky) reading input row r * SH + d
+        for (int j = 0; j < count; ++j)
+          if (const int64_t off = d - j * geo.SH; off >= 0 && off % geo.DH == 0 && off / geo.DH < geo.KH)
+            uses.emplace_back(j, off / geo.DH);
+        if (uses.empty()) continue;
+        body << "      {\n        const __local float* at = " << (pro ? "mine" : "rows") << " + (r * " << geo.SH << " + " << d
+             << ") * " << own.width << " + ox0 * " << geo.SW << ";\n";
+        for (int64_t kx = 0; kx < geo.KW; ++kx) {
+          body << "        {\n          const " << vec << " v = " << depthwiseLoad(geo, W, "at + " + std::to_string(kx * geo.DW))
+               << ";\n";
+          for (const auto& [j, ky] : uses)
+            body << "          sums" << j << " = fma((" << vec << ")(w" << ky * geo.KW + kx << "), v, sums" << j << ");\n";
+          body << "        }\n";
+        }
+        body << "      }\n";
       }
-      body << "      }\n";
+      for (int j = 0; j < count; ++j)
+        body << "      FUSEC_EPILOGUE(sums" << j << ", ((img * " << channels << " + co) * " << OH << " + oy0 + r + " << j << ") * "
+             << OW << " + ox0, " << OW << " - ox0)\n";
+      body << "    }\n";
+    };
+    const int pair = own.outRows >= 2 ? 2 : 1;
+    body << "  const int count = min(" << own.outRows << ", " << OH << " - oy0);\n  int r = 0;\n";
+    if (pair == 2) {
+      body << "  for (; r + 1 < count; r += 2) {\n";
+      rowsAt(2);
+      body << "  }\n";
     }
-    body << "      FUSEC_EPILOGUE(sums, ((img * " << channels << " + co) * " << OH << " + oy) * " << OW << " + ox0, " << OW
-        << " - ox0)\n";
-    body << "    }\n  }\n";
+    body << "  for (; r < count; ++r) {\n";
+    rowsAt(1);
+    body << "  }\n";
     if (pro) body << "  }\n";  // the loop over the unit's channels
     // The body, one (image, channel(s), block) unit, inside the loop over the work-item's units.
     std::istringstream lines(body.str());

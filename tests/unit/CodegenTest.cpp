@@ -1027,8 +1027,8 @@ TEST_CASE("erf, tanh and exp are within 1e-6 of the standard ones, relatively; a
   const std::vector<float> rows6(xs.begin() + 226, xs.begin() + 226 + 8 * 6);  // -0.85 .. 0.85
   // exp over its whole range, past its overflow and underflow.
   std::vector<float> es;
-  for (int i = 0; i < 8 * 64 - 8; ++i) es.push_back(-100.0f + 200.0f * static_cast<float>(i) / (8 * 64 - 9));
-  for (float x : {88.72f, 88.73f, -87.3f, 0.0f, 1e-7f, INFINITY, -INFINITY, NAN}) es.push_back(x);
+  for (int i = 0; i < 8 * 64 - 11; ++i) es.push_back(-100.0f + 200.0f * static_cast<float>(i) / (8 * 64 - 12));
+  for (float x : {88.72f, 88.73f, 88.75f, 89.5f, -86.9f, -87.3f, 0.0f, 1e-7f, INFINITY, -INFINITY, NAN}) es.push_back(x);
   Graph g;
   const ValueId x = g.addInput("x", TensorType::of(DType::Float32, {8, 64}));
   const ValueId x6 = g.addInput("x6", TensorType::of(DType::Float32, {8, 6}));
@@ -1164,7 +1164,7 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
       float[5,19] gm, float[3,4,5,17] mm, float[3,1,5] mvec, float[7,1,9] seq, float[3,1,5,9] seq1,
       float[2,12,5,3] dwm, float[2,6,7,9] dwa, float[2,6,11] dw1, float[2,6,23,21] dwr,
       float[1,37] lin, float[1,24,1,1] sev, float[1,1] dot, float[2,5,23,21] wide, float[2,5,12,11] wide2,
-      float[2,81,3,3] dwc) {
+      float[2,81,3,3] dwc, float[2,6,23,21] dwh) {
   c = Conv <pads = [1, 1, 1, 1]> (x, w, b)
   r = Add (c, skip)
   y = Relu (r)
@@ -1199,6 +1199,7 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
   wide = Conv <pads = [1, 1, 1, 1]> (xw, w6)
   wide2 = Conv <strides = [2, 2], pads = [1, 1, 1, 1]> (xw, w6)
   dwc = Conv <group = 81, strides = [2, 2], pads = [1, 1, 1, 1]> (xc, wc)
+  dwh = Conv <group = 6, dilations = [2, 1], pads = [2, 1, 2, 1]> (xw, wd)
 }
 )");
   std::vector<Tensor> inputs;
@@ -1236,7 +1237,8 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
   // K <= 256 with gathered panels, and all products), and matrix-vector products a row pair per work-item (K = 130: a
   // tail past the last 16, 37 rows: a pair past the last), with depthwise
   // work-items owning their input rows (whole planes; 81 x 2 planes two at a
-  // time in `dwc`; in 600 bytes, blocks of 1-4 output rows); every kernel
+  // time in `dwc`; in 600 bytes, blocks of 1-4 output rows, computed two
+  // at a time and an odd one alone, `dwh` dilated along H); every kernel
   // is valid SPIR-V.
   for (codegen::GemmTiling t : {codegen::GemmTiling{1, 4, 0, 0}, codegen::GemmTiling{5, 8, 3, 7, true, true, 0, false},
                                 codegen::GemmTiling{12, 16, 16, 256, false, false, 1 << 20},
@@ -1272,8 +1274,9 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
         CHECK_MESSAGE(spv.ok(), test::why(spv));
       }
     }
-    // dw, dwm, dwa, dw1, dwr, dwc: every depthwise conv in the owned form.
-    CHECK(ownedRows == (t.depthwiseOwnedBytes > 0 ? 6 : 0));
+    // dw, dwm, dwa, dw1, dwr, dwc, dwh: every depthwise conv in the owned
+    // form, but dwh's window of 5 rows of 34 floats in 600 bytes.
+    CHECK(ownedRows == (t.depthwiseOwnedBytes == 600 ? 6 : t.depthwiseOwnedBytes > 0 ? 7 : 0));
     // Two panels per work-item wherever a product has two or more (the
     // conv with its residual, the grouped, strided and 21-wide convs, ...).
     if (t.panels == 2) CHECK(pairs >= 5);
