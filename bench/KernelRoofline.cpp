@@ -2,8 +2,9 @@
 /// one run. First measures the roof on this device (FMA chains; a triad for
 /// DRAM bandwidth), then times the zoo's shapes family by family: GEMMs
 /// and convs for several tilings (GFLOP/s, fraction of peak), attention,
-/// and the memory-bound kernels (fraction of the triad): depthwise convs,
-/// matrix-vector products, global pools, and groups of the other families
+/// and the memory-bound kernels (fraction of the triad): depthwise convs
+/// (also against their own roofline: a 5x5 window at stride 1 is past the
+/// ridge point on a CPU), matrix-vector products, global pools, and groups of the other families
 /// (pointwise chains, row and column reductions, data movement) fused
 /// beside one kernel per op.
 ///   build/bench/kernel_roofline [--bandwidth: roofs and memory-bound rows only]
@@ -178,7 +179,7 @@ int main(int argc, char** argv) {
   // of `roof` (the measured peak or bandwidth). False when it does not generate.
   auto benchRow = [&](const Graph& g, NodeRef node, const codegen::GemmTiling& t,
                       const std::vector<const codegen::Buffer*>& buffers, double work, double roof, const char* what,
-                      const char* shape, const std::string& kernel) {
+                      const char* shape, const std::string& kernel, double flops = 0) {
     Expected<codegen::KernelSource> k = codegen::emitGemm(g, {node}, ops->catalog, "bench_kernel", "bench", t);
     if (!k) {
       std::fprintf(stderr, "%s\n", k.error().message.c_str());
@@ -187,8 +188,13 @@ int main(int argc, char** argv) {
     std::vector<codegen::KernelArg> args;
     for (const codegen::Buffer* b : buffers) args.push_back(codegen::KernelArg::of(*b));
     const double sec = bestTime(device, k->source, k->name, args, k->globalSize, k->localSize);
-    std::printf("%-22s %-16s %-20s %10.3f %10.1f %7.0f%%\n", what, shape, kernel.c_str(), sec * 1e3, work / sec / 1e9,
+    std::printf("%-22s %-16s %-20s %10.3f %10.1f %7.0f%%", what, shape, kernel.c_str(), sec * 1e3, work / sec / 1e9,
                 100.0 * work / sec / 1e9 / roof);
+    // With `flops`: also the share of the kernel's own roof, the lower of
+    // the peak and its arithmetic intensity times the bandwidth (`work` is
+    // then its bytes): past the ridge point a kernel is compute bound.
+    if (flops > 0) std::printf(" %7.0f%%", 100.0 * flops / sec / 1e9 / std::min(peak, flops / work * triad));
+    std::printf("\n");
     return true;
   };
   auto tile = [](const codegen::GemmTiling& t) {
@@ -381,8 +387,8 @@ int main(int argc, char** argv) {
                                       {"mbv2 block 14", 576, 14, 2},   {"mbv2 block 16", 960, 7, 1},
                                       {"effnet-b0 5x5 s2", 144, 56, 2, 5}, {"effnet-b0 5x5", 240, 28, 1, 5},
                                       {"effnet-b0 5x5", 672, 14, 1, 5},  {"effnet-b0 5x5", 1152, 7, 1, 5}};
-  std::printf("\n%-22s %-16s %-20s %10s %10s %8s\n", "depthwise conv", "CxHxW/stride", "kernel", "ms", "GB/s",
-              "of DRAM");
+  std::printf("\n%-22s %-16s %-20s %10s %10s %8s %8s\n", "depthwise conv", "CxHxW/stride", "kernel", "ms", "GB/s",
+              "of DRAM", "of roof");
   for (const DepthwiseShape& s : depthwise) {
     const int64_t pad = s.K / 2, out = (s.H + 2 * pad - s.K) / s.stride + 1;
     Graph g;
@@ -410,7 +416,8 @@ int main(int argc, char** argv) {
       t.depthwiseRowGather = variant == 1;
       if (variant == 0) t.depthwiseOwnedBytes = codegen::KernelOptions::kDepthwiseOwnedBytes;
       const char* kernel[] = {"direct, owned rows", "direct", "direct, tap gath", "implicit gemm"};
-      if (!benchRow(g, conv, t, {&dx.value(), &dw.value(), &dy.value()}, bytes, triad, s.what, shape, kernel[variant]))
+      if (!benchRow(g, conv, t, {&dx.value(), &dw.value(), &dy.value()}, bytes, triad, s.what, shape, kernel[variant],
+                    2.0 * static_cast<double>(s.C * s.K * s.K * out * out)))
         return 1;
     }
   }

@@ -762,15 +762,26 @@ Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>&
     }
     body << "  const float bias = " << (geo.c != kNoValue ? "in2[co]" : "0.0f") << ";\n";
     // `count` output rows from r, W columns at a time: each input row's tap
-    // vector is loaded once for every output row whose window covers it,
-    // and each output row has its own chain of FMAs. Two rows at a time
-    // against one, per-kernel minima of three alternating runs on an AVX2
-    // PoCL device: EfficientNet-B0's depthwise kernels 8-20 % faster (its
-    // 672-channel 5x5 ones 0.181 -> 0.156 ms, the model's kernels 9.70 ->
-    // 9.40 ms), MobileNetV2's within noise.
+    // vector is loaded once for every output row whose window covers it.
+    // Each output row's sum is `parts` chains of FMAs (even and odd window
+    // rows), added at the end, where one chain would wait on its own
+    // latency: a 5x5 window's 25 FMAs, or a row that is one vector (so no
+    // other column block of the row overlaps it). Per-kernel minima of
+    // alternating runs on an AVX2 PoCL device, against one chain and two
+    // rows at a time: EfficientNet-B0's 5x5 kernels 10-27 % faster
+    // (1152x7x7 0.061 -> 0.049 ms, 144x56x56 stride 2 0.146 -> 0.123),
+    // MobileNetV2's 7-wide 3x3 ones 8 % (960x7x7 0.0215 -> 0.0196); its
+    // wider 3x3 rows keep one chain, two rows at a time (split, they were
+    // 8-20 % slower).
+    const bool split = geo.KH > 1 && (taps > 9 || OW <= W);
     auto rowsAt = [&](int count) {
       body << "    for (int ox0 = 0; ox0 < " << OW << "; ox0 += " << W << ") {\n";
-      for (int j = 0; j < count; ++j) body << "      " << vec << " sums" << j << " = (" << vec << ")(bias);\n";
+      const int parts = split ? 2 : 1;
+      auto acc = [&](int j, int64_t ky) { return "sums" + std::to_string(j) + (ky % parts ? "p" + std::to_string(ky % parts) : ""); };
+      for (int j = 0; j < count; ++j) {
+        body << "      " << vec << " sums" << j << " = (" << vec << ")(bias);\n";
+        for (int q = 1; q < parts; ++q) body << "      " << vec << " " << acc(j, q) << " = (" << vec << ")(0.0f);\n";
+      }
       for (int64_t d = 0; d <= (geo.KH - 1) * geo.DH + (count - 1) * geo.SH; ++d) {
         std::vector<std::pair<int, int64_t>> uses;  // (output row, ky) reading input row r * SH + d
         for (int j = 0; j < count; ++j)
@@ -783,26 +794,35 @@ Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>&
           body << "        {\n          const " << vec << " v = " << depthwiseLoad(geo, W, "at + " + std::to_string(kx * geo.DW))
                << ";\n";
           for (const auto& [j, ky] : uses)
-            body << "          sums" << j << " = fma((" << vec << ")(w" << ky * geo.KW + kx << "), v, sums" << j << ");\n";
+            body << "          " << acc(j, ky) << " = fma((" << vec << ")(w" << ky * geo.KW + kx << "), v, " << acc(j, ky) << ");\n";
           body << "        }\n";
         }
         body << "      }\n";
       }
       for (int j = 0; j < count; ++j)
+        for (int q = 1; q < parts; ++q) body << "      sums" << j << " += " << acc(j, q) << ";\n";
+      for (int j = 0; j < count; ++j)
         body << "      FUSEC_EPILOGUE(sums" << j << ", ((img * " << channels << " + co) * " << OH << " + oy0 + r + " << j << ") * "
              << OW << " + ox0, " << OW << " - ox0)\n";
       body << "    }\n";
     };
-    const int pair = own.outRows >= 2 ? 2 : 1;
+    // Rows at a time, then the rest in halves (2, 1 at most once each): for
+    // windows past 3x3, 32 / W (eight 8-lane accumulators: two chains of
+    // 4 rows of 8, or of 2 rows of 16, which an AVX2 core's two FMA units
+    // keep busy at a latency of four cycles; 4 rows of 16 spilled, 1.5-2x
+    // slower); a 3x3 one-vector row alone, wider 3x3 rows two at a time.
+    const int64_t most = taps > 9 ? 32 / W : OW <= W ? 1 : 2;
+    int step = 1;
+    while (step * 2 <= std::min(own.outRows, most)) step *= 2;
     body << "  const int count = min(" << own.outRows << ", " << OH << " - oy0);\n  int r = 0;\n";
-    if (pair == 2) {
-      body << "  for (; r + 1 < count; r += 2) {\n";
-      rowsAt(2);
-      body << "  }\n";
-    }
-    body << "  for (; r < count; ++r) {\n";
-    rowsAt(1);
+    body << "  for (; r + " << step << " <= count; r += " << step << ") {\n";
+    rowsAt(step);
     body << "  }\n";
+    for (int rest = step / 2; rest >= 1; rest /= 2) {
+      body << "  if (r + " << rest << " <= count) {\n";
+      rowsAt(rest);
+      body << "  r += " << rest << ";\n  }\n";
+    }
     if (pro) body << "  }\n";  // the loop over the unit's channels
     // The body, one (image, channel(s), block) unit, inside the loop over the work-item's units.
     std::istringstream lines(body.str());

@@ -1159,12 +1159,12 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
    float[3,1,5,13] ma, float[4,13,17] mb, float[13] mv, float[7,1,13] sa, float[13,9] sw, float[9] sbias,
    float[1,13,9] sw1, float[12,1,3,3] wm, float[12] bm, float[6,1,5,2] wa, float[6,1,3] w1d, float[2,6,23,21] xw,
    float[1,130] lx, float[37,130] lw, float[37] lb, float[1,130,1,1] se, float[24,130,1,1] sew, float[24] seb,
-   float[130,1] lcol, float[5,6,3,3] w6, float[2,81,5,5] xc, float[81,1,3,3] wc)
+   float[130,1] lcol, float[5,6,3,3] w6, float[2,81,5,5] xc, float[81,1,3,3] wc, float[6,1,5,5] w5)
   => (float[2,10,9,7] y, float[2,6,2,2] sd, float[2,6,4,3] grp, float[2,6,9,7] dw, float[2,5,9,7] pw, float[2,4,5] l,
       float[5,19] gm, float[3,4,5,17] mm, float[3,1,5] mvec, float[7,1,9] seq, float[3,1,5,9] seq1,
       float[2,12,5,3] dwm, float[2,6,7,9] dwa, float[2,6,11] dw1, float[2,6,23,21] dwr,
       float[1,37] lin, float[1,24,1,1] sev, float[1,1] dot, float[2,5,23,21] wide, float[2,5,12,11] wide2,
-      float[2,81,3,3] dwc, float[2,6,23,21] dwh) {
+      float[2,81,3,3] dwc, float[2,6,23,21] dwh, float[2,6,7,7] dw5) {
   c = Conv <pads = [1, 1, 1, 1]> (x, w, b)
   r = Add (c, skip)
   y = Relu (r)
@@ -1200,6 +1200,7 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
   wide2 = Conv <strides = [2, 2], pads = [1, 1, 1, 1]> (xw, w6)
   dwc = Conv <group = 81, strides = [2, 2], pads = [1, 1, 1, 1]> (xc, wc)
   dwh = Conv <group = 6, dilations = [2, 1], pads = [2, 1, 2, 1]> (xw, wd)
+  dw5 = Conv <group = 6, pads = [1, 2, 1, 2]> (x, w5)
 }
 )");
   std::vector<Tensor> inputs;
@@ -1237,8 +1238,9 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
   // K <= 256 with gathered panels, and all products), and matrix-vector products a row pair per work-item (K = 130: a
   // tail past the last 16, 37 rows: a pair past the last), with depthwise
   // work-items owning their input rows (whole planes; 81 x 2 planes two at a
-  // time in `dwc`; in 600 bytes, blocks of 1-4 output rows, computed two
-  // at a time and an odd one alone, `dwh` dilated along H); every kernel
+  // time in `dwc`; in 600 bytes, blocks of 1-4 output rows, computed a
+  // few at a time and the rest in halves, `dwh` dilated along H, `dw5`'s
+  // 5x5 window on 7 rows as 4, 2 and 1 at a time); every kernel
   // is valid SPIR-V.
   for (codegen::GemmTiling t : {codegen::GemmTiling{1, 4, 0, 0}, codegen::GemmTiling{5, 8, 3, 7, true, true, 0, false},
                                 codegen::GemmTiling{12, 16, 16, 256, false, false, 1 << 20},
@@ -1274,9 +1276,9 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
         CHECK_MESSAGE(spv.ok(), test::why(spv));
       }
     }
-    // dw, dwm, dwa, dw1, dwr, dwc, dwh: every depthwise conv in the owned
-    // form, but dwh's window of 5 rows of 34 floats in 600 bytes.
-    CHECK(ownedRows == (t.depthwiseOwnedBytes == 600 ? 6 : t.depthwiseOwnedBytes > 0 ? 7 : 0));
+    // dw, dwm, dwa, dw1, dwr, dwc, dwh, dw5: every depthwise conv in the
+    // owned form, but dwh's window of 5 rows of 34 floats in 600 bytes.
+    CHECK(ownedRows == (t.depthwiseOwnedBytes == 600 ? 7 : t.depthwiseOwnedBytes > 0 ? 8 : 0));
     // Two panels per work-item wherever a product has two or more (the
     // conv with its residual, the grouped, strided and 21-wide convs, ...).
     if (t.panels == 2) CHECK(pairs >= 5);
