@@ -489,15 +489,23 @@ class Emitter {
     return lanes ? "(float" + std::to_string(lanes) + ")(" + x + ")" : x;
   }
 
+  /// Statements declaring `c`, x of type `type` clamped to [lo, hi] by
+  /// comparisons that keep a NaN (`x < lo ? lo : x`, one vmaxps on x86;
+  /// fmin / fmax would turn it into a bound), so that the arithmetic after
+  /// carries a NaN to the result without a select.
+  static std::string clampKeepingNaN(const std::string& type, const std::string& lo, const std::string& hi) {
+    return "  const " + type + " lo = " + lo + ", hi = " + hi + ";\n  const " + type + " low = x < lo ? lo : x;\n  const " +
+           type + " c = low > hi ? hi : low;\n";
+  }
+
   /// `floatN fusec_expN(floatN)`: e^x = 2^k e^r, k the nearest integer
   /// to x log2(e) (rounded by adding 1.5 * 2^23, which also leaves k in
   /// the low bits, to shift into the exponent), r = x - k ln2 (ln2 in two
   /// parts), e^r by its degree-6 Taylor polynomial (relative error
   /// < 2e-7 on |r| <= ln2 / 2); 2^k as 2^(k-1) * 2 so that k = 128 still
   /// has an exponent. The limits come from the clamp alone, with no
-  /// select after it: x is clamped to [-87.33, 89] by comparisons that
-  /// keep a NaN (`x < lo ? lo : x`, one vmaxps on x86), so NaN stays NaN
-  /// through the arithmetic, the low end makes k = -126 whose 2^(k-1) has
+  /// select after it: x is clamped to [-87.33, 89] (clampKeepingNaN), so
+  /// NaN stays NaN through the arithmetic, the low end makes k = -126 whose 2^(k-1) has
   /// the exponent bits 0 (e^x = 0 below -86.99, where e^x < 1.7e-38), and
   /// the high end makes k = 128 and p 2^128 overflow to infinity (above
   /// 88.72). Nineteen vector instructions, inlined: PoCL's exp on a vector
@@ -512,9 +520,7 @@ class Emitter {
     const std::string n = std::to_string(lanes), f = "float" + n;
     auto c = [&](const std::string& x) { return splat(lanes, x); };
     std::string s = "inline " + f + " fusec_exp" + n + "(const " + f + " x) {\n";
-    s += "  const " + f + " lo = " + c("-87.33f") + ", hi = " + c("89.0f") + ";\n";
-    s += "  const " + f + " low = x < lo ? lo : x;  // NaN stays NaN\n";
-    s += "  const " + f + " c = low > hi ? hi : low;\n";
+    s += clampKeepingNaN(f, c("-87.33f"), c("89.0f"));
     s += "  const " + f + " t = fma(c, " + c("1.44269504f") + ", " + c("12582912.0f") + ");  // 1.5 * 2^23 + k\n";
     s += "  const " + f + " k = t - " + c("12582912.0f") + ";\n";
     s += "  const " + f + " r = fma(k, " + c("-1.42860677e-6f") + ", fma(k, " + c("-0.693145752f") + ", c));\n";
@@ -558,11 +564,7 @@ class Emitter {
     const std::string n = lanes ? std::to_string(lanes) : "", t = "float" + n;
     auto c = [&](const std::string& x) { return splat(lanes, x); };
     std::string s = "inline " + t + " " + name + n + "(const " + t + " x) {\n";
-    // Clamped by comparisons that keep a NaN (one vmaxps and one vminps
-    // on x86), which the polynomials then carry to the result.
-    s += "  const " + t + " lo = " + c("-" + std::string(f.clamp)) + ", hi = " + c(f.clamp) + ";\n";
-    s += "  const " + t + " low = x < lo ? lo : x;\n";
-    s += "  const " + t + " c = low > hi ? hi : low, c2 = c * c;\n";
+    s += clampKeepingNaN(t, c("-" + std::string(f.clamp)), c(f.clamp)) + "  const " + t + " c2 = c * c;\n";
     auto horner = [&](const char* var, const std::vector<const char*>& k) {
       s += "  " + t + " " + var + " = fma(c2, " + c(k[0]) + ", " + c(k[1]) + ");\n";
       for (size_t i = 2; i < k.size(); ++i) s += "  " + std::string(var) + " = fma(c2, " + var + ", " + c(k[i]) + ");\n";

@@ -763,24 +763,24 @@ Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>&
     body << "  const float bias = " << (geo.c != kNoValue ? "in2[co]" : "0.0f") << ";\n";
     // `count` output rows from r, W columns at a time: each input row's tap
     // vector is loaded once for every output row whose window covers it.
-    // Each output row's sum is `parts` chains of FMAs (even and odd window
-    // rows), added at the end, where one chain would wait on its own
+    // Each output row's sum is `parts` chains of FMAs (2: even and odd
+    // window rows), added at the end, where one chain would wait on its own
     // latency: a 5x5 window's 25 FMAs, or a row that is one vector (so no
     // other column block of the row overlaps it). Per-kernel minima of
     // alternating runs on an AVX2 PoCL device, against one chain and two
-    // rows at a time: EfficientNet-B0's 5x5 kernels 10-27 % faster
-    // (1152x7x7 0.061 -> 0.049 ms, 144x56x56 stride 2 0.146 -> 0.123),
+    // rows at a time: EfficientNet-B0's 5x5 kernels 10-25 % faster
+    // (1152x7x7 0.066 -> 0.051 ms, 144x56x56 stride 2 0.146 -> 0.123),
     // MobileNetV2's 7-wide 3x3 ones 8 % (960x7x7 0.0215 -> 0.0196); its
-    // wider 3x3 rows keep one chain, two rows at a time (split, they were
-    // 8-20 % slower).
-    const bool split = geo.KH > 1 && (taps > 9 || OW <= W);
+    // wider 3x3 rows keep one chain, two rows at a time (with two chains
+    // they were 8-20 % slower).
+    const int parts = geo.KH > 1 && (taps > 9 || OW <= W) ? 2 : 1;
+    // Output row j's accumulator for window row ky: sums<j>, or sums<j>p1 for odd ky.
+    auto acc = [&](int j, int64_t ky) { return "sums" + std::to_string(j) + (ky % parts ? "p1" : ""); };
     auto rowsAt = [&](int count) {
       body << "    for (int ox0 = 0; ox0 < " << OW << "; ox0 += " << W << ") {\n";
-      const int parts = split ? 2 : 1;
-      auto acc = [&](int j, int64_t ky) { return "sums" + std::to_string(j) + (ky % parts ? "p" + std::to_string(ky % parts) : ""); };
       for (int j = 0; j < count; ++j) {
         body << "      " << vec << " sums" << j << " = (" << vec << ")(bias);\n";
-        for (int q = 1; q < parts; ++q) body << "      " << vec << " " << acc(j, q) << " = (" << vec << ")(0.0f);\n";
+        if (parts == 2) body << "      " << vec << " " << acc(j, 1) << " = (" << vec << ")(0.0f);\n";
       }
       for (int64_t d = 0; d <= (geo.KH - 1) * geo.DH + (count - 1) * geo.SH; ++d) {
         std::vector<std::pair<int, int64_t>> uses;  // (output row, ky) reading input row r * SH + d
@@ -794,16 +794,17 @@ Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>&
           body << "        {\n          const " << vec << " v = " << depthwiseLoad(geo, W, "at + " + std::to_string(kx * geo.DW))
                << ";\n";
           for (const auto& [j, ky] : uses)
-            body << "          " << acc(j, ky) << " = fma((" << vec << ")(w" << ky * geo.KW + kx << "), v, " << acc(j, ky) << ");\n";
+            body << "          " << acc(j, ky) << " = fma((" << vec << ")(w" << ky * geo.KW + kx << "), v, " << acc(j, ky)
+                 << ");\n";
           body << "        }\n";
         }
         body << "      }\n";
       }
-      for (int j = 0; j < count; ++j)
-        for (int q = 1; q < parts; ++q) body << "      sums" << j << " += " << acc(j, q) << ";\n";
-      for (int j = 0; j < count; ++j)
+      for (int j = 0; j < count; ++j) {
+        if (parts == 2) body << "      sums" << j << " += " << acc(j, 1) << ";\n";
         body << "      FUSEC_EPILOGUE(sums" << j << ", ((img * " << channels << " + co) * " << OH << " + oy0 + r + " << j << ") * "
              << OW << " + ox0, " << OW << " - ox0)\n";
+      }
       body << "    }\n";
     };
     // Rows at a time, then the rest in halves (2, 1 at most once each): for
