@@ -870,10 +870,14 @@ class Emitter {
       std::string e;
       if (d.op == "Clip" && opset < 11) {
         // Before opset 11 the bounds were attributes, float's limits by default.
+        const float low = d.attrFloat("min", -std::numeric_limits<float>::max()),
+                    high = d.attrFloat("max", std::numeric_limits<float>::max());
+        const std::optional<std::string> raised = boundedBy(false, operand(0).at(0), low);
+        const std::optional<std::string> both = raised ? boundedBy(true, *raised, high) : std::nullopt;
         std::string lo, hi;
-        if (Status st = literal(d.attrFloat("min", -std::numeric_limits<float>::max()), lo); !st) return st;
-        if (Status st = literal(d.attrFloat("max", std::numeric_limits<float>::max()), hi); !st) return st;
-        e = minMaxPrefix() + "MIN(" + minMaxPrefix() + "MAX(" + operand(0).at(0) + ", " + lo + "), " + hi + ")";
+        if (Status st = literal(low, lo); !st) return st;
+        if (Status st = literal(high, hi); !st) return st;
+        e = both ? *both : minMaxPrefix() + "MIN(" + minMaxPrefix() + "MAX(" + operand(0).at(0) + ", " + lo + "), " + hi + ")";
       } else {
         statements_ = &body;  // calls may name intermediate steps there
         Status st = expr(*op->semantics, e);
@@ -1032,6 +1036,48 @@ class Emitter {
     return r;
   }
 
+  /// min(x, c) (`isMin`) or max(x, c) for a bound c that is not NaN, as
+  /// one comparison keeping a NaN x: `x > c ? c : x`, `x < c ? c : x`
+  /// (one vminps / vmaxps on x86); nullopt in integer arithmetic or for a
+  /// NaN c, which the general macros handle.
+  std::optional<std::string> boundedBy(bool isMin, const std::string& x, double c) const {
+    std::string bound;
+    if (integerDialect() || std::isnan(c) || !literal(c, bound)) return std::nullopt;
+    return "(" + x + (isMin ? " > " : " < ") + bound + " ? " + bound + " : " + x + ")";
+  }
+
+  /// The value of `v` where it is a constant of one element.
+  std::optional<double> scalarConstant(ValueId v) const {
+    const std::shared_ptr<const Tensor>& c = g_.value(v).constant;
+    if (!c || c->numel() != 1) return std::nullopt;
+    return c->scalarAt(0);
+  }
+
+  /// The value of an argument known when the kernel is generated: a
+  /// literal, an attribute, an operand that is a one-element constant
+  /// (Clip's bounds), or an absent operand's default; nullopt otherwise.
+  std::optional<double> knownValue(const ScalarExpr& e) const {
+    using K = ScalarExpr::Kind;
+    switch (e.kind) {
+      case K::Constant: return e.value;
+      case K::Attr: return attrValue(e);
+      case K::Operand:
+        if (op_->params[e.index].variadic || e.index >= node_->inputs.size() || node_->inputs[e.index] == kNoValue)
+          return std::nullopt;
+        return scalarConstant(node_->inputs[e.index]);
+      case K::Default: {
+        const ScalarExpr& first = e.args[0];
+        const bool present = first.kind != K::Operand || !operand(first.index).empty();
+        return knownValue(present ? e.args[0] : e.args[1]);
+      }
+      case K::Unary:
+        if (e.op == "-")
+          if (std::optional<double> x = knownValue(e.args[0])) return -*x;
+        return std::nullopt;
+      default: return std::nullopt;
+    }
+  }
+
   Status expr(const ScalarExpr& e, std::string& out) {
     using K = ScalarExpr::Kind;
     switch (e.kind) {
@@ -1104,21 +1150,38 @@ class Emitter {
       if (std::optional<double> c = constantValue(e.args[0])) return expr(e.args[*c != 0 ? 1 : 2], out);
     // Calls: reductions over a variadic operand or several arguments first.
     std::vector<std::string> args;
+    std::vector<std::optional<double>> known;  // each argument's value where it is a known constant
     for (const ScalarExpr& a : e.args) {
       if (a.kind == K::Operand && op_->params[a.index].variadic) {
         for (const std::string& v : operand(a.index)) args.push_back(v);
+        for (size_t i = a.index; i < node_->inputs.size(); ++i)
+          if (node_->inputs[i] != kNoValue) known.push_back(scalarConstant(node_->inputs[i]));
         continue;
       }
       std::string x;
       if (Status st = expr(a, x); !st) return st;
       args.push_back(x);
+      known.push_back(knownValue(a));
     }
     if (e.op == "min" || e.op == "max" || e.op == "sum" || e.op == "mean") {
       if (args.empty()) return Error{"`" + e.op + "` of nothing", true};
       std::string acc = args[0];
       const std::string prefix = minMaxPrefix();
+      // A bound known not to be NaN (ReLU's 0, Clip's constant bounds,
+      // HardSigmoid's 0 and 1) is one comparison that keeps a NaN operand:
+      // `x < c ? c : x`, one vmaxps on x86, where the general macro costs
+      // two comparisons and a select. A conv with a ReLU6 (Clip) epilogue,
+      // MobileNetV2's depthwise conv 144 x 56 x 56 on AVX2 PoCL, in one
+      // process alternating: 0.123 ms with the macro, 0.095 so, 0.087 with
+      // no Clip at all. Ties between zeros of opposite sign give x where
+      // the macro gives the bound: the same value.
+      const bool isMin = e.op == "min", minMax = isMin || e.op == "max", fromKnown = known.size() == args.size();
       for (size_t i = 1; i < args.size(); ++i) {
-        if (e.op == "min") acc = prefix + "MIN(" + acc + ", " + args[i] + ")";
+        std::optional<std::string> cheap;
+        if (minMax && fromKnown && known[i]) cheap = boundedBy(isMin, acc, *known[i]);
+        else if (minMax && fromKnown && i == 1 && known[0]) cheap = boundedBy(isMin, args[i], *known[0]);
+        if (cheap) acc = *cheap;
+        else if (e.op == "min") acc = prefix + "MIN(" + acc + ", " + args[i] + ")";
         else if (e.op == "max") acc = prefix + "MAX(" + acc + ", " + args[i] + ")";
         else acc = "(" + acc + " + " + args[i] + ")";
         // The macros read their arguments more than once: each step's result
