@@ -628,6 +628,102 @@ std::string pointwisePlane(const ConvPrologue& pro, const PrologueCode& code, co
   return b.str();
 }
 
+/// The statements copying the input rows of output rows oy0.. of one
+/// channel's `plane` into the local `rows` (OwnedRows): rows outside the
+/// input and the columns left and right of it are zeros (the padding), the
+/// row itself is moved 16 floats at a time.
+std::string ownedRowsCopy(const Geometry& geo, const OwnedRows& own) {
+  std::ostringstream body;
+  const int64_t right = own.width - geo.PW - geo.Wd;
+  body << "  for (int r = 0; r < " << own.inRows << "; ++r) {\n";
+  body << "    __local float* dst = rows + r * " << own.width << ";\n";
+  body << "    const int iy = oy0 * " << geo.SH << " - " << geo.PH << " + r;\n";
+  body << "    if (iy < 0 || iy >= " << geo.H << ") {\n";
+  body << "      for (int c = 0; c < " << own.width << "; ++c) dst[c] = 0.0f;\n      continue;\n    }\n";
+  body << "    const __global float* row = plane + iy * " << geo.Wd << ";\n";
+  if (geo.PW > 0) body << "    for (int c = 0; c < " << geo.PW << "; ++c) dst[c] = 0.0f;\n";
+  body << "    dst += " << geo.PW << ";\n";
+  if (geo.Wd >= 16)
+    body << "    for (int c = 0; c < " << geo.Wd / 16 * 16 << "; c += 16) vstore16(vload16(0, row + c), 0, dst + c);\n";
+  if (geo.Wd % 16) body << "    for (int c = " << geo.Wd / 16 * 16 << "; c < " << geo.Wd << "; ++c) dst[c] = row[c];\n";
+  if (right > 0) body << "    for (int c = " << geo.Wd << "; c < " << geo.Wd + right << "; ++c) dst[c] = 0.0f;\n";
+  body << "  }\n";
+  return body.str();
+}
+
+/// The statements computing `count = min(own.outRows, OH - oy0)` output
+/// rows of one channel from its owned rows (`rows`, copied by
+/// ownedRowsCopy), W outputs at a time with the window's weights in
+/// registers w0, w1, ... and its bias in `bias`; `finish(j)` ends output
+/// row r + j's float<W> `sums<j>` of columns ox0.. (it may be past OW).
+void depthwiseRowLoop(std::ostream& body, const Geometry& geo, int W, int64_t OH, int64_t OW, const OwnedRows& own,
+                      const std::string& rows, const std::function<std::string(int)>& finish) {
+  const std::string vec = "float" + std::to_string(W);
+  const int64_t taps = geo.KH * geo.KW;
+  // `count` output rows from r, W columns at a time: each input row's tap
+  // vector is loaded once for every output row whose window covers it.
+  // Each output row's sum is `parts` chains of FMAs (2: even and odd
+  // window rows), added at the end, where one chain would wait on its own
+  // latency: a 5x5 window's 25 FMAs, or a row that is one vector (so no
+  // other column block of the row overlaps it). Per-kernel minima of
+  // alternating runs on an AVX2 PoCL device, against one chain and two
+  // rows at a time: EfficientNet-B0's 5x5 kernels 10-25 % faster
+  // (1152x7x7 0.066 -> 0.051 ms, 144x56x56 stride 2 0.146 -> 0.123),
+  // MobileNetV2's 7-wide 3x3 ones 8 % (960x7x7 0.0215 -> 0.0196); its
+  // wider 3x3 rows keep one chain, two rows at a time (with two chains
+  // they were 8-20 % slower).
+  const int parts = geo.KH > 1 && (taps > 9 || OW <= W) ? 2 : 1;
+  // Output row j's accumulator for window row ky: sums<j>, or sums<j>p1 for odd ky.
+  auto acc = [&](int j, int64_t ky) { return "sums" + std::to_string(j) + (ky % parts ? "p1" : ""); };
+  auto rowsAt = [&](int count) {
+    body << "    for (int ox0 = 0; ox0 < " << OW << "; ox0 += " << W << ") {\n";
+    for (int j = 0; j < count; ++j) {
+      body << "      " << vec << " sums" << j << " = (" << vec << ")(bias);\n";
+      if (parts == 2) body << "      " << vec << " " << acc(j, 1) << " = (" << vec << ")(0.0f);\n";
+    }
+    for (int64_t d = 0; d <= (geo.KH - 1) * geo.DH + (count - 1) * geo.SH; ++d) {
+      std::vector<std::pair<int, int64_t>> uses;  // (output row, ky) reading input row r * SH + d
+      for (int j = 0; j < count; ++j)
+        if (const int64_t off = d - j * geo.SH; off >= 0 && off % geo.DH == 0 && off / geo.DH < geo.KH)
+          uses.emplace_back(j, off / geo.DH);
+      if (uses.empty()) continue;
+      body << "      {\n        const __local float* at = " << rows << " + (r * " << geo.SH << " + " << d
+           << ") * " << own.width << " + ox0 * " << geo.SW << ";\n";
+      for (int64_t kx = 0; kx < geo.KW; ++kx) {
+        body << "        {\n          const " << vec << " v = " << depthwiseLoad(geo, W, "at + " + std::to_string(kx * geo.DW))
+             << ";\n";
+        for (const auto& [j, ky] : uses)
+          body << "          " << acc(j, ky) << " = fma((" << vec << ")(w" << ky * geo.KW + kx << "), v, " << acc(j, ky)
+               << ");\n";
+        body << "        }\n";
+      }
+      body << "      }\n";
+    }
+    for (int j = 0; j < count; ++j) {
+      if (parts == 2) body << "      sums" << j << " += " << acc(j, 1) << ";\n";
+      body << "      " << finish(j) << "\n";
+    }
+    body << "    }\n";
+  };
+  // Rows at a time, then the rest in halves (2, 1 at most once each): for
+  // windows past 3x3, 32 / W (eight 8-lane accumulators: two chains of
+  // 4 rows of 8, or of 2 rows of 16, which an AVX2 core's two FMA units
+  // keep busy at a latency of four cycles; 4 rows of 16 spilled, 1.5-2x
+  // slower); a 3x3 one-vector row alone, wider 3x3 rows two at a time.
+  const int64_t most = taps > 9 ? 32 / W : OW <= W ? 1 : 2;
+  int step = 1;
+  while (step * 2 <= std::min(own.outRows, most)) step *= 2;
+  body << "  const int count = min(" << own.outRows << ", " << OH << " - oy0);\n  int r = 0;\n";
+  body << "  for (; r + " << step << " <= count; r += " << step << ") {\n";
+  rowsAt(step);
+  body << "  }\n";
+  for (int rest = step / 2; rest >= 1; rest /= 2) {
+    body << "  if (r + " << rest << " <= count) {\n";
+    rowsAt(rest);
+    body << "  r += " << rest << ";\n  }\n";
+  }
+}
+
 /// A depthwise Conv (one input channel per group; any channel multiplier),
 /// computed directly: an implicit GEMM of it has one row per group and K =
 /// the window, so its tiles are mostly gather arithmetic. Here each
@@ -742,88 +838,13 @@ Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>&
            << geo.H * geo.Wd << ";\n";
       body << weights;
     }
-    // The copy: rows outside the input and the columns left and right of
-    // it are zeros (the padding), the row itself is moved 16 floats at a time.
-    const int64_t right = own.width - geo.PW - geo.Wd;
-    if (!pro) {
-      body << "  for (int r = 0; r < " << own.inRows << "; ++r) {\n";
-      body << "    __local float* dst = rows + r * " << own.width << ";\n";
-      body << "    const int iy = oy0 * " << geo.SH << " - " << geo.PH << " + r;\n";
-      body << "    if (iy < 0 || iy >= " << geo.H << ") {\n";
-      body << "      for (int c = 0; c < " << own.width << "; ++c) dst[c] = 0.0f;\n      continue;\n    }\n";
-      body << "    const __global float* row = plane + iy * " << geo.Wd << ";\n";
-      if (geo.PW > 0) body << "    for (int c = 0; c < " << geo.PW << "; ++c) dst[c] = 0.0f;\n";
-      body << "    dst += " << geo.PW << ";\n";
-      if (geo.Wd >= 16)
-        body << "    for (int c = 0; c < " << geo.Wd / 16 * 16 << "; c += 16) vstore16(vload16(0, row + c), 0, dst + c);\n";
-      if (geo.Wd % 16) body << "    for (int c = " << geo.Wd / 16 * 16 << "; c < " << geo.Wd << "; ++c) dst[c] = row[c];\n";
-      if (right > 0) body << "    for (int c = " << geo.Wd << "; c < " << geo.Wd + right << "; ++c) dst[c] = 0.0f;\n";
-      body << "  }\n";
-    }
+    if (!pro) body << ownedRowsCopy(geo, own);
     body << "  const float bias = " << (geo.c != kNoValue ? "in2[co]" : "0.0f") << ";\n";
-    // `count` output rows from r, W columns at a time: each input row's tap
-    // vector is loaded once for every output row whose window covers it.
-    // Each output row's sum is `parts` chains of FMAs (2: even and odd
-    // window rows), added at the end, where one chain would wait on its own
-    // latency: a 5x5 window's 25 FMAs, or a row that is one vector (so no
-    // other column block of the row overlaps it). Per-kernel minima of
-    // alternating runs on an AVX2 PoCL device, against one chain and two
-    // rows at a time: EfficientNet-B0's 5x5 kernels 10-25 % faster
-    // (1152x7x7 0.066 -> 0.051 ms, 144x56x56 stride 2 0.146 -> 0.123),
-    // MobileNetV2's 7-wide 3x3 ones 8 % (960x7x7 0.0215 -> 0.0196); its
-    // wider 3x3 rows keep one chain, two rows at a time (with two chains
-    // they were 8-20 % slower).
-    const int parts = geo.KH > 1 && (taps > 9 || OW <= W) ? 2 : 1;
-    // Output row j's accumulator for window row ky: sums<j>, or sums<j>p1 for odd ky.
-    auto acc = [&](int j, int64_t ky) { return "sums" + std::to_string(j) + (ky % parts ? "p1" : ""); };
-    auto rowsAt = [&](int count) {
-      body << "    for (int ox0 = 0; ox0 < " << OW << "; ox0 += " << W << ") {\n";
-      for (int j = 0; j < count; ++j) {
-        body << "      " << vec << " sums" << j << " = (" << vec << ")(bias);\n";
-        if (parts == 2) body << "      " << vec << " " << acc(j, 1) << " = (" << vec << ")(0.0f);\n";
-      }
-      for (int64_t d = 0; d <= (geo.KH - 1) * geo.DH + (count - 1) * geo.SH; ++d) {
-        std::vector<std::pair<int, int64_t>> uses;  // (output row, ky) reading input row r * SH + d
-        for (int j = 0; j < count; ++j)
-          if (const int64_t off = d - j * geo.SH; off >= 0 && off % geo.DH == 0 && off / geo.DH < geo.KH)
-            uses.emplace_back(j, off / geo.DH);
-        if (uses.empty()) continue;
-        body << "      {\n        const __local float* at = " << (pro ? "mine" : "rows") << " + (r * " << geo.SH << " + " << d
-             << ") * " << own.width << " + ox0 * " << geo.SW << ";\n";
-        for (int64_t kx = 0; kx < geo.KW; ++kx) {
-          body << "        {\n          const " << vec << " v = " << depthwiseLoad(geo, W, "at + " + std::to_string(kx * geo.DW))
-               << ";\n";
-          for (const auto& [j, ky] : uses)
-            body << "          " << acc(j, ky) << " = fma((" << vec << ")(w" << ky * geo.KW + kx << "), v, " << acc(j, ky)
-                 << ");\n";
-          body << "        }\n";
-        }
-        body << "      }\n";
-      }
-      for (int j = 0; j < count; ++j) {
-        if (parts == 2) body << "      sums" << j << " += " << acc(j, 1) << ";\n";
-        body << "      FUSEC_EPILOGUE(sums" << j << ", ((img * " << channels << " + co) * " << OH << " + oy0 + r + " << j << ") * "
-             << OW << " + ox0, " << OW << " - ox0)\n";
-      }
-      body << "    }\n";
-    };
-    // Rows at a time, then the rest in halves (2, 1 at most once each): for
-    // windows past 3x3, 32 / W (eight 8-lane accumulators: two chains of
-    // 4 rows of 8, or of 2 rows of 16, which an AVX2 core's two FMA units
-    // keep busy at a latency of four cycles; 4 rows of 16 spilled, 1.5-2x
-    // slower); a 3x3 one-vector row alone, wider 3x3 rows two at a time.
-    const int64_t most = taps > 9 ? 32 / W : OW <= W ? 1 : 2;
-    int step = 1;
-    while (step * 2 <= std::min(own.outRows, most)) step *= 2;
-    body << "  const int count = min(" << own.outRows << ", " << OH << " - oy0);\n  int r = 0;\n";
-    body << "  for (; r + " << step << " <= count; r += " << step << ") {\n";
-    rowsAt(step);
-    body << "  }\n";
-    for (int rest = step / 2; rest >= 1; rest /= 2) {
-      body << "  if (r + " << rest << " <= count) {\n";
-      rowsAt(rest);
-      body << "  r += " << rest << ";\n  }\n";
-    }
+    depthwiseRowLoop(body, geo, W, OH, OW, own, pro ? "mine" : "rows", [&](int j) {
+      return "FUSEC_EPILOGUE(sums" + std::to_string(j) + ", ((img * " + std::to_string(channels) + " + co) * " +
+             std::to_string(OH) + " + oy0 + r + " + std::to_string(j) + ") * " + std::to_string(OW) + " + ox0, " +
+             std::to_string(OW) + " - ox0)";
+    });
     if (pro) body << "  }\n";  // the loop over the unit's channels
     // The body, one (image, channel(s), block) unit, inside the loop over the work-item's units.
     std::istringstream lines(body.str());
@@ -1193,6 +1214,140 @@ Expected<ConvPair> convPair(const Graph& g, const std::vector<NodeRef>& members)
 
 namespace {
 
+/// A depthwise conv (channel multiplier 1) and its elementwise ops as the
+/// prologue of the 1x1 conv after it, where local memory is emulated (a
+/// CPU): each work-item owns a block of R output rows of the image. For
+/// each of the K channels it copies the block's input rows, zero-padded,
+/// into its local memory (as the direct depthwise kernel does: every tap
+/// one vector load, no edge tests), computes the R rows and the ops after
+/// the conv into its panel of K x R*OW values, then the 1x1 conv's M
+/// outputs of those R*OW pixels from the panel, TM x W tiles of
+/// contiguous columns (rows of the block joined, so a 56-wide row wastes no
+/// lanes). The panel form (16 columns of all K channels per work-item,
+/// every tap from global memory, edges gathered) lost to the two kernels
+/// apart on maps 28 wide and wider. nullopt where the form does not apply
+/// (the ops read an element's index, the rows do not fit): the caller
+/// builds the panel form.
+std::optional<Expected<KernelSource>> emitDepthwiseRowBlocks(const Graph& g, const std::vector<NodeRef>& members,
+                                                             const OpCatalog& catalog, const std::string& name,
+                                                             const std::string& comment, const Geometry& geo,
+                                                             const NodeData& pw, const ConvPrologue& pro,
+                                                             const GemmTiling& tiling) {
+  const Geometry& d = pro.geo;
+  const int64_t M = geo.M, K = geo.K, N = geo.N, OW = d.OW, OH = OW > 0 ? N / OW : 0;
+  const int64_t images = shapeNumel(geo.batch);
+  if (d.groups != K || d.M != 1 || geo.groups != 1 || OH * OW != N || M == 0 || N == 0 || images == 0 ||
+      OW < tiling.depthwiseRowBlocks)
+    return std::nullopt;
+  // 8 lanes: on 56-wide rows 16 lanes waste half of each row's last
+  // vector (the block 0.90 of the two kernels apart, 0.81 with 8), on
+  // 112-wide ones within noise.
+  const int DW = 8, W = tiling.width;
+  if (W != 8 && W != 16) return std::nullopt;
+  // Rows per block: as many as keep 8 work-groups, the panel within 128
+  // KiB (L2) and the copied rows within the owned bytes.
+  const int64_t OWT = (OW + DW - 1) / DW;
+  OwnedRows own;
+  for (int64_t R : {4, 2, 1}) {
+    own = depthwiseOwnedRows(d, R, OWT * DW, tiling.depthwiseOwnedBytes);
+    if (own.outRows < R) continue;
+    own.outRows = R;
+    own.inRows = (R - 1) * d.SH + (d.KH - 1) * d.DH + 1;
+    if (R == 1 || (((OH + R - 1) / R) * images >= 8 && K * R * OW * static_cast<int64_t>(sizeof(float)) <= 128 * 1024))
+      break;
+    own.outRows = 0;
+  }
+  if (own.outRows == 0) return std::nullopt;
+  const int64_t R = own.outRows, PS = R * OW, blocks = (OH + R - 1) / R;
+
+  std::vector<NodeRef> headed = members;
+  std::vector<ValueId> operands = headOperands(pw, geo);
+  Expected<PrologueCode> pc = prologueCode(g, catalog, pro, members, headed, operands, DW, 2, "depthwise prologue", "dwv");
+  if (!pc) return Expected<KernelSource>(pc.error());
+  if (!detail::Emitter::coordinatesUsedBy(pc->body, pc->shape, "i", "").empty() || detail::Emitter::names(pc->body, "i"))
+    return std::nullopt;
+  detail::Emitter e(g, catalog);
+  Expected<EpilogueKernel> ek = epilogueKernel(e, g, catalog, headed, name, operands, W, 2, pc->inputs, pc->params);
+  if (!ek) return Expected<KernelSource>(ek.error());
+  KernelSource& k = ek->k;
+  const int TM = balancedRows(M, tiling.rows);
+  k.globalSize = static_cast<size_t>(blocks * images);
+  k.localSize = 1;
+  k.localMemBytes = static_cast<size_t>(own.inRows * own.width + K * PS + W) * sizeof(float);
+
+  const std::string vec = "float" + std::to_string(W), dvec = "float" + std::to_string(DW);
+  static const char* kLanes = "0123456789abcdef";
+  std::ostringstream src;
+  src << "// " << comment << "\n";
+  src << "// A depthwise conv (" << d.KH << "x" << d.KW << ", stride " << d.SH << "x" << d.SW << ") and the ops after it as the "
+      << "prologue of a 1x1 conv, C[" << M << "x" << N << "] = A[" << M << "x" << K << "] * B[" << K << "x" << N << "];\n"
+      << "// each work-item owns " << R << " output rows: for each of the " << K << " channels it copies their input rows, "
+      << "zero-padded, into its local memory\n// and computes them " << DW << " outputs at a time into its panel of " << K
+      << " x " << PS << " values, then the 1x1 conv's " << TM << "x" << W << " tiles of those columns from it.\n";
+  src << detail::Emitter::prelude() << helpersOnce(pc->helpers, ek->vectorHelpers);
+  src << ek->laneMacro(e, W, [&](bool) {
+    return geo.c != kNoValue ? std::string("  acc += in2[m];  // bias of the output channel\n") : std::string();
+  });
+  src << "__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void " << name << ek->signature() << " {\n";
+  src << "  __local float rows[" << own.inRows * own.width << "];\n";
+  src << "  __local float panel[" << K * PS + W << "];\n";
+  src << "  const int grp = get_group_id(0), oy0 = (grp % " << blocks << ") * " << R << ", bt = grp / " << blocks << ";\n";
+  src << "  const __global float* image = in0 + bt * " << d.bImage << ";\n";
+  src << "  for (int ci = 0; ci < " << K << "; ++ci) {\n";
+  std::ostringstream body;
+  body << "  const __global float* plane = image + ci * " << d.H * d.Wd << ";\n";
+  body << "  const __global float* wt = in" << pc->at << " + ci * " << d.KH * d.KW << ";\n";
+  for (int64_t t = 0; t < d.KH * d.KW; ++t) body << "  const float w" << t << " = wt[" << t << "];\n";
+  body << "  const float bias = " << (pro.bias != kNoValue ? "in" + std::to_string(pc->at + 1) + "[ci]" : "0.0f") << ";\n";
+  body << ownedRowsCopy(d, own);
+  body << "  __local float* dst = panel + ci * " << PS << ";\n";
+  // Row j's vector through the ops into the panel; the row's last vector
+  // (past OW) stores its first OW % DW lanes.
+  const int64_t rest = OW % DW;
+  depthwiseRowLoop(body, d, DW, OH, OW, own, "rows", [&](int j) {
+    std::string s = "{\n        const " + dvec + " dwv = sums" + std::to_string(j) + ";\n";
+    std::istringstream ops(pc->body);
+    for (std::string line; std::getline(ops, line);) s += "      " + line + "\n";
+    s += "        const " + dvec + " pv = " + pc->result + ";\n";
+    s += "        __local float* at = dst + (r + " + std::to_string(j) + ") * " + std::to_string(OW) + " + ox0;\n";
+    if (rest == 0) return s + "        vstore" + std::to_string(DW) + "(pv, 0, at);\n      }";
+    s += "        if (ox0 + " + std::to_string(DW) + " <= " + std::to_string(OW) + ") vstore" + std::to_string(DW) +
+         "(pv, 0, at);\n        else {\n";
+    for (int64_t size = 8, from = 0; size >= 1; size /= 2) {
+      if (!(rest & size)) continue;
+      std::string lanes;
+      for (int64_t l = from; l < from + size; ++l) lanes += kLanes[l];
+      if (size == 1) s += "          at[" + std::to_string(from) + "] = pv.s" + lanes + ";\n";
+      else s += "          vstore" + std::to_string(size) + "(pv.s" + lanes + ", 0, at + " + std::to_string(from) + ");\n";
+      from += size;
+    }
+    return s + "        }\n      }";
+  });
+  std::istringstream lines(body.str());
+  for (std::string line; std::getline(lines, line);) src << "  " << line << "\n";
+  src << "  }\n";
+  // The 1x1 conv over the block's columns, W at a time across its rows
+  // (rows past M and lanes past the block computed, never stored).
+  src << "  const int cols = min(" << R << ", " << OH << " - oy0) * " << OW << ";\n";
+  src << "  for (int s0 = 0; s0 < cols; s0 += " << W << ") {\n";
+  src << "    const int n0 = oy0 * " << OW << " + s0, valid = cols - s0;\n";
+  src << "    for (int m0 = 0; m0 < " << M << "; m0 += " << TM << ") {\n";
+  for (int r = 0; r < TM; ++r)
+    src << "      const __global float* a" << r << " = in1 + min(m0 + " << r << ", " << M - 1 << ") * " << geo.am << ";\n"
+        << "      " << vec << " acc" << r << " = (" << vec << ")(0.0f);\n";
+  src << "      for (int k = 0; k < " << K << "; ++k) {\n";
+  src << "        const " << vec << " bv = vload" << W << "(0, panel + k * " << PS << " + s0);\n";
+  for (int r = 0; r < TM; ++r)
+    src << "        acc" << r << " = fma((" << vec << ")(a" << r << "[k * " << geo.ak << "]), bv, acc" << r << ");\n";
+  src << "      }\n";
+  for (int r = 0; r < TM; ++r)
+    src << "      { const int m = m0 + " << r << "; FUSEC_EPILOGUE(acc" << r << ", bt * " << M * N << " + m * " << N
+        << " + n0, m < " << M << " ? valid : 0) }\n";
+  src << "    }\n  }\n}\n";
+  k.source = src.str();
+  return Expected<KernelSource>(std::move(k));
+}
+
 /// One product of a horizontal kernel (emitGemmHorizontal): the tiled
 /// kernel emitGemm would build, as a function the launch's kernel calls for
 /// its share of the work-groups. The prelude, the helpers and the local
@@ -1264,6 +1419,9 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
     return emitDepthwise(g, members, catalog, name, comment, geo.value(), depthwiseWidth(geo.value()),
                          tiling.depthwiseRowGather, tiling.depthwiseOwnedBytes, &*pro);
   }
+  if (pro && !pro->dense && !part && !tiling.stagedPrologue && tiling.depthwiseRowBlocks > 0 && tiling.directDepthwise)
+    if (std::optional<Expected<KernelSource>> k = emitDepthwiseRowBlocks(g, members, catalog, name, comment, geo.value(), mm, *pro, tiling))
+      return std::move(*k);
   if (!sc && !pro && !cs && tiling.directDepthwise && depthwise)
     return emitDepthwise(g, members, catalog, name, comment, geo.value(), depthwiseWidth(geo.value()),
                          tiling.depthwiseRowGather, tiling.depthwiseOwnedBytes);

@@ -1456,6 +1456,30 @@ g (float[1,6,9,10] x, float[6,1,3,3] wd, float[6] bd, float[5,6,1,1] w, float[5]
     tilings.back().panels = 2;
   }
   checkTilings(g, plan, packs->catalog, inputs, reference, tilings, 1e-4f);
+  // Blocks of whole output rows (the CPU profile's form), on 8- and
+  // 16-lane tiles of the 1x1 conv; with 300 owned bytes the 30-wide map's
+  // three padded input rows (408 bytes) do not fit and that block keeps
+  // the panel form.
+  std::vector<codegen::GemmTiling> rowBlocks;
+  for (int width : {8, 16})
+    for (int64_t bytes : {int64_t{16384}, int64_t{300}}) {
+      codegen::GemmTiling t;
+      t.width = width;
+      t.stagedPrologue = false;
+      t.depthwiseRowBlocks = 1;
+      t.depthwiseOwnedBytes = bytes;
+      rowBlocks.push_back(t);
+    }
+  checkTilings(g, plan, packs->catalog, inputs, reference, rowBlocks, 1e-4f);
+  for (const codegen::GemmTiling& t : rowBlocks) {
+    int blocked = 0;
+    for (const Group& grp : plan.groups) {
+      Expected<codegen::KernelSource> k = codegen::emitGemm(g, grp.nodes, packs->catalog, "k", "k", t);
+      REQUIRE_MESSAGE(k.ok(), test::why(k));
+      blocked += k->source.find("output rows: for each of the") != std::string::npos;
+    }
+    CHECK(blocked == (t.depthwiseOwnedBytes > 300 ? 5 : 4));
+  }
   // The CPU form: one work-item per work-group, the panel all of K; on
   // the 7x7 map M's 130 rows stay one split (each split rebuilds the
   // panel, so a split has at least 128 rows).

@@ -107,6 +107,12 @@ struct KernelOptions {
     if (target.has("cpu")) {
       o.gemm.shallowLocalRows = 1;
       o.gemm.depthwiseOwnedBytes = kDepthwiseOwnedBytes;
+      // A depthwise prologue on maps wider than 16 in blocks of whole
+      // rows: MobileNetV2's blocks on 112- and 56-wide maps 0.74-0.92 of
+      // the two kernels apart (the 16-column panels 1.08-1.31); on 14-wide
+      // maps the panels 0.75-1.06, the row blocks 0.97-1.30 (kernels
+      // alternated in one process, AVX2 PoCL).
+      o.gemm.depthwiseRowBlocks = 17;
       // 1x1 convs and MatMuls up to 64 deep stream their output (an
       // expansion's C is 6x its input): MobileNetV2's 16 -> 96 expansion
       // 0.44-0.60 -> 0.29-0.32 ms in the model on an AVX-512 device;

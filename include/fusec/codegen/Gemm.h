@@ -65,6 +65,13 @@ struct GemmTiling {
   /// column panel's rows for all channels itself, then every row tile of
   /// its share of M from them, without barriers.
   bool stagedPrologue = true;
+  /// Above 0, with stagedPrologue false and depthwiseOwnedBytes above 0: a
+  /// depthwise prologue whose output rows are at least this wide is built
+  /// as blocks of whole output rows per work-item (their input rows copied,
+  /// padded, into local memory once per channel) instead of 16-column
+  /// panels computed from global memory. KernelOptions::forTarget sets 17
+  /// on CPUs (on 14-wide maps the panels were faster).
+  int64_t depthwiseRowBlocks = 0;
   /// Above 0 (where local memory is emulated, as on a CPU): a direct
   /// depthwise work-item owns a block of output rows: it copies their input
   /// rows, zero-padded, into this many bytes of local memory once, then
