@@ -1471,15 +1471,18 @@ g (float[1,6,9,10] x, float[6,1,3,3] wd, float[6] bd, float[5,6,1,1] w, float[5]
       rowBlocks.push_back(t);
     }
   checkTilings(g, plan, packs->catalog, inputs, reference, rowBlocks, 1e-4f);
-  for (const codegen::GemmTiling& t : rowBlocks) {
-    int blocked = 0;
+  // How many of the blocks' kernels at tiling `t` have `text` in their source.
+  auto kernelsWith = [&](const codegen::GemmTiling& t, const std::string& text) {
+    int count = 0;
     for (const Group& grp : plan.groups) {
       Expected<codegen::KernelSource> k = codegen::emitGemm(g, grp.nodes, packs->catalog, "k", "k", t);
       REQUIRE_MESSAGE(k.ok(), test::why(k));
-      blocked += k->source.find("output rows: for each of the") != std::string::npos;
+      count += k->source.find(text) != std::string::npos;
     }
-    CHECK(blocked == (t.depthwiseOwnedBytes > 300 ? 5 : 4));
-  }
+    return count;
+  };
+  for (const codegen::GemmTiling& t : rowBlocks)
+    CHECK(kernelsWith(t, "output rows: for each of the") == (t.depthwiseOwnedBytes > 300 ? 5 : 4));
   // The CPU form: one work-item per work-group, the panel all of K; on
   // the 7x7 map M's 130 rows stay one split (each split rebuilds the
   // panel, so a split has at least 128 rows).
@@ -1497,13 +1500,7 @@ g (float[1,6,9,10] x, float[6,1,3,3] wd, float[6] bd, float[5,6,1,1] w, float[5]
   // In pairs, the blocks with an even count of panels (or 8 and more).
   codegen::GemmTiling ownPairs = own;
   ownPairs.panels = 2;
-  int paired = 0;
-  for (const Group& grp : plan.groups) {
-    Expected<codegen::KernelSource> k = codegen::emitGemm(g, grp.nodes, packs->catalog, "k", "k", ownPairs);
-    REQUIRE_MESSAGE(k.ok(), test::why(k));
-    paired += k->source.find("two neighbouring column panels") != std::string::npos;
-  }
-  CHECK(paired >= 2);
+  CHECK(kernelsWith(ownPairs, "two neighbouring column panels") >= 2);
   // Prefetching the next work-group's row segments changes no result; the
   // four blocks whose panels are row segments prefetch, gathered panels
   // do not.
@@ -1514,15 +1511,8 @@ g (float[1,6,9,10] x, float[6,1,3,3] wd, float[6] bd, float[5,6,1,1] w, float[5]
     prefetching.push_back(t);
   }
   checkTilings(g, plan, packs->catalog, inputs, reference, prefetching, 1e-4f);
-  for (const codegen::GemmTiling& t : prefetching) {
-    int prefetched = 0;
-    for (const Group& grp : plan.groups) {
-      Expected<codegen::KernelSource> k = codegen::emitGemm(g, grp.nodes, packs->catalog, "k", "k", t);
-      REQUIRE_MESSAGE(k.ok(), test::why(k));
-      prefetched += k->source.find("FUSEC_PREFETCH(row + ix0 + ") != std::string::npos;
-    }
-    CHECK(prefetched == (t.convRowPanels ? 4 : 0));
-  }
+  for (const codegen::GemmTiling& t : prefetching)
+    CHECK(kernelsWith(t, "FUSEC_PREFETCH(row + ix0 + ") == (t.convRowPanels ? 4 : 0));
   // On the CPU profile only the blocks on maps 8 to 16 wide are fused:
   // the first (10 wide), not the 30-wide one.
   Expected<Target> cpu = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
