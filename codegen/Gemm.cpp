@@ -1244,17 +1244,19 @@ std::optional<Expected<KernelSource>> emitDepthwiseRowBlocks(const Graph& g, con
   // 112-wide ones within noise.
   const int DW = 8, W = tiling.width;
   if (W != 8 && W != 16) return std::nullopt;
-  // Rows per block: as many as keep 8 work-groups, the panel within 128
-  // KiB (L2) and the copied rows within the owned bytes.
+  // Rows per block: as many as keep 8 work-groups (one row at least), the
+  // panel within 128 KiB (L2) and the copied rows within the owned bytes;
+  // none fits: the panel form.
   const int64_t OWT = (OW + DW - 1) / DW;
   OwnedRows own;
   for (int64_t R : {4, 2, 1}) {
     own = depthwiseOwnedRows(d, R, OWT * DW, tiling.depthwiseOwnedBytes);
-    if (own.outRows < R) continue;
-    own.outRows = R;
-    own.inRows = (R - 1) * d.SH + (d.KH - 1) * d.DH + 1;
-    if (R == 1 || (((OH + R - 1) / R) * images >= 8 && K * R * OW * static_cast<int64_t>(sizeof(float)) <= 128 * 1024))
+    const bool fits = own.outRows >= R && K * R * OW * static_cast<int64_t>(sizeof(float)) <= 128 * 1024;
+    if (fits && (R == 1 || ((OH + R - 1) / R) * images >= 8)) {
+      own.outRows = R;
+      own.inRows = (R - 1) * d.SH + (d.KH - 1) * d.DH + 1;
       break;
+    }
     own.outRows = 0;
   }
   if (own.outRows == 0) return std::nullopt;
