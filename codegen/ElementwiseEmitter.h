@@ -874,10 +874,14 @@ class Emitter {
                     high = d.attrFloat("max", std::numeric_limits<float>::max());
         const std::optional<std::string> raised = boundedBy(false, operand(0).at(0), low);
         const std::optional<std::string> both = raised ? boundedBy(true, *raised, high) : std::nullopt;
-        std::string lo, hi;
-        if (Status st = literal(low, lo); !st) return st;
-        if (Status st = literal(high, hi); !st) return st;
-        e = both ? *both : minMaxPrefix() + "MIN(" + minMaxPrefix() + "MAX(" + operand(0).at(0) + ", " + lo + "), " + hi + ")";
+        if (both) {
+          e = *both;
+        } else {
+          std::string lo, hi;
+          if (Status st = literal(low, lo); !st) return st;
+          if (Status st = literal(high, hi); !st) return st;
+          e = minMaxPrefix() + "MIN(" + minMaxPrefix() + "MAX(" + operand(0).at(0) + ", " + lo + "), " + hi + ")";
+        }
       } else {
         statements_ = &body;  // calls may name intermediate steps there
         Status st = expr(*op->semantics, e);
@@ -1029,9 +1033,9 @@ class Emitter {
     const OpParam& p = op_->params[e.args[1].index];
     if (p.variadic || e.args[1].index >= node_->inputs.size() || node_->inputs[e.args[1].index] == kNoValue)
       return std::nullopt;
-    const std::shared_ptr<const Tensor>& c = g_.value(node_->inputs[e.args[1].index]).constant;
-    if (!c || c->numel() != 1) return std::nullopt;
-    const float r = static_cast<float>(1.0 / c->scalarAt(0));
+    const std::optional<double> c = scalarConstant(node_->inputs[e.args[1].index]);
+    if (!c) return std::nullopt;
+    const float r = static_cast<float>(1.0 / *c);
     if (std::fpclassify(r) != FP_NORMAL) return std::nullopt;
     return r;
   }
@@ -1044,6 +1048,14 @@ class Emitter {
     std::string bound;
     if (integerDialect() || std::isnan(c) || !literal(c, bound)) return std::nullopt;
     return "(" + x + (isMin ? " > " : " < ") + bound + " ? " + bound + " : " + x + ")";
+  }
+
+  /// What a Default expression (`a ?? b`) stands for: its optional
+  /// operand where present, else the fallback.
+  const ScalarExpr& chosen(const ScalarExpr& e) const {
+    const ScalarExpr& first = e.args[0];
+    const bool present = first.kind != ScalarExpr::Kind::Operand || !operand(first.index).empty();
+    return present ? e.args[0] : e.args[1];
   }
 
   /// The value of `v` where it is a constant of one element.
@@ -1065,11 +1077,7 @@ class Emitter {
         if (op_->params[e.index].variadic || e.index >= node_->inputs.size() || node_->inputs[e.index] == kNoValue)
           return std::nullopt;
         return scalarConstant(node_->inputs[e.index]);
-      case K::Default: {
-        const ScalarExpr& first = e.args[0];
-        const bool present = first.kind != K::Operand || !operand(first.index).empty();
-        return knownValue(present ? e.args[0] : e.args[1]);
-      }
+      case K::Default: return knownValue(chosen(e));
       case K::Unary:
         if (e.op == "-")
           if (std::optional<double> x = knownValue(e.args[0])) return -*x;
@@ -1093,11 +1101,7 @@ class Emitter {
         if (!x) return Error{"attribute `" + op_->attrs[e.index].name + "` of `" + node_->op.str() + "` is not set", true};
         return literal(*x, out);
       }
-      case K::Default: {
-        const ScalarExpr& first = e.args[0];
-        const bool present = first.kind != K::Operand || !operand(first.index).empty();
-        return expr(present ? e.args[0] : e.args[1], out);
-      }
+      case K::Default: return expr(chosen(e), out);
       case K::Unary: {
         std::string x;
         if (Status st = expr(e.args[0], x); !st) return st;
@@ -1175,11 +1179,11 @@ class Emitter {
       // process alternating: 0.123 ms with the macro, 0.095 so, 0.087 with
       // no Clip at all. Ties between zeros of opposite sign give x where
       // the macro gives the bound: the same value.
-      const bool isMin = e.op == "min", minMax = isMin || e.op == "max", fromKnown = known.size() == args.size();
+      const bool isMin = e.op == "min", minMax = isMin || e.op == "max";
       for (size_t i = 1; i < args.size(); ++i) {
         std::optional<std::string> cheap;
-        if (minMax && fromKnown && known[i]) cheap = boundedBy(isMin, acc, *known[i]);
-        else if (minMax && fromKnown && i == 1 && known[0]) cheap = boundedBy(isMin, args[i], *known[0]);
+        if (minMax && known[i]) cheap = boundedBy(isMin, acc, *known[i]);
+        else if (minMax && i == 1 && known[0]) cheap = boundedBy(isMin, args[i], *known[0]);
         if (cheap) acc = *cheap;
         else if (e.op == "min") acc = prefix + "MIN(" + acc + ", " + args[i] + ")";
         else if (e.op == "max") acc = prefix + "MAX(" + acc + ", " + args[i] + ")";

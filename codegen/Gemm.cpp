@@ -847,9 +847,7 @@ Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>&
     });
     if (pro) body << "  }\n";  // the loop over the unit's channels
     // The body, one (image, channel(s), block) unit, inside the loop over the work-item's units.
-    std::istringstream lines(body.str());
-    for (std::string line; std::getline(lines, line);) src << "  " << line << "\n";
-    src << "  }\n}\n";
+    src << detail::Emitter::indented(body.str()) << "  }\n}\n";
     k.source = src.str();
     return k;
   }
@@ -1325,9 +1323,7 @@ std::optional<Expected<KernelSource>> emitDepthwiseRowBlocks(const Graph& g, con
     }
     return s + "        }\n      }";
   });
-  std::istringstream lines(body.str());
-  for (std::string line; std::getline(lines, line);) src << "  " << line << "\n";
-  src << "  }\n";
+  src << detail::Emitter::indented(body.str()) << "  }\n";
   // The 1x1 conv over the block's columns, W at a time across its rows
   // (rows past M and lanes past the block computed, never stored).
   src << "  const int cols = min(" << R << ", " << OH << " - oy0) * " << OW << ";\n";
