@@ -1616,6 +1616,13 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   const std::string vec = "float" + std::to_string(W);
   // B's columns are contiguous for a plain B and strided for a transposed one.
   const bool contiguousB = geo->bn == 1;
+  // A panel with at most W/2 results (a 7x7 map's last: 1 of 16 columns;
+  // a row panel's at the end of each row) is computed by its owner at half
+  // width from the panel's first half (GemmTiling::narrowTail).
+  const int64_t lastValid = (rowPanels ? geo->OW : N) % W;
+  const bool narrowTail = tiling.narrowTail && ownPanel && P == 1 && W >= 4 && W % 2 == 0 && (W / 2 & (W / 2 - 1)) == 0 &&
+                          lastValid > 0 && lastValid <= W / 2;
+  const std::string half = "float" + std::to_string(W / 2);
 
   std::ostringstream src;
   // The kernel, or a part's function with the macros it defined undefined after it.
@@ -1868,12 +1875,16 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   // row `k` held in `bv` (two panels: `bv0`, `bv1`, one broadcast of A
   // for both), and the epilogue storing each row (two panels: each from
   // its own first column).
+  // With `tileVec` the half-width type (a narrow tail), the accumulators
+  // and FMAs are half as wide and the epilogue gets them widened with zeros
+  // (lanes it never stores).
+  std::string tileVec = vec;
   auto acc = [&](int r, int p) { return "acc" + std::to_string(r) + (P == 2 ? "_" + std::to_string(p) : std::string()); };
   auto tileStart = [&](const std::string& indent) {
     for (int r = 0; r < TM; ++r)
       src << indent << "const __global float* a" << r << " = a + min(m0 + " << r << ", M - 1) * " << geo->am << ";\n";
     for (int r = 0; r < TM; ++r) {
-      src << indent << vec << " " << acc(r, 0) << " = (" << vec << ")(0.0f)";
+      src << indent << tileVec << " " << acc(r, 0) << " = (" << tileVec << ")(0.0f)";
       if (P == 2) src << ", " << acc(r, 1) << " = " << acc(r, 0);
       src << ";\n";
     }
@@ -1882,7 +1893,7 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
     for (int r = 0; r < TM; ++r) {
       const std::string a = "a" + std::to_string(r) + "[" + k + " * " + std::to_string(geo->ak) + "]";
       if (P == 1)
-        src << indent << acc(r, 0) << " = fma((" << vec << ")(" << a << "), bv, " << acc(r, 0) << ");\n";
+        src << indent << acc(r, 0) << " = fma((" << tileVec << ")(" << a << "), bv, " << acc(r, 0) << ");\n";
       else
         src << indent << "{ const " << vec << " ar = (" << vec << ")(" << a << "); " << acc(r, 0) << " = fma(ar, bv0, "
             << acc(r, 0) << "); " << acc(r, 1) << " = fma(ar, bv1, " << acc(r, 1) << "); }\n";
@@ -1892,9 +1903,12 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
     for (int p = 0; p < P; ++p) {
       const std::string q = "_" + std::to_string(p);
       if (P == 2) src << indent << "{\n" << indent << "const int n0 = n0" << q << ", valid = valid" << q << ";\n";
-      for (int r = 0; r < TM; ++r)
-        src << indent << "{ const int m = m0 + " << r << "; FUSEC_EPILOGUE(" << acc(r, p) << ", bt * " << M * N
+      for (int r = 0; r < TM; ++r) {
+        const std::string sums =
+            tileVec == vec ? acc(r, p) : "(" + vec + ")(" + acc(r, p) + ", (" + tileVec + ")(0.0f))";
+        src << indent << "{ const int m = m0 + " << r << "; FUSEC_EPILOGUE(" << sums << ", bt * " << M * N
             << " + m * N + n0, m < M ? valid : 0) }\n";
+      }
       if (P == 2) src << indent << "}\n";
     }
   };
@@ -1986,14 +2000,29 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
       panelCases([&](bool vectorLoad) { src << "  for (int k = 0; k < K; ++k) panel[k] = " << bRow("k", vectorLoad) << ";\n"; });
     }
     src << "  const int mEnd = min(M, (split + 1) * " << splitTiles * TM << ");\n";
-    src << "  for (int m0 = split * " << splitTiles * TM << "; m0 < mEnd; m0 += " << TM << ") {\n";
-    tileStart("    ");
-    src << "    for (int k = 0; k < K; ++k) {\n      const " << vec
-        << (P == 2 ? " bv0 = panel[2 * k], bv1 = panel[2 * k + 1];\n" : " bv = panel[k];\n");
-    fmas("      ", "k");
-    src << "    }\n";
-    tileStores("    ");
-    src << "  }\n#undef FUSEC_EPILOGUE\n}\n";
+    auto rowTiles = [&] {
+      src << "  for (int m0 = split * " << splitTiles * TM << "; m0 < mEnd; m0 += " << TM << ") {\n";
+      tileStart("    ");
+      src << "    for (int k = 0; k < K; ++k) {\n      const " << tileVec
+          << (P == 2 ? " bv0 = panel[2 * k], bv1 = panel[2 * k + 1];\n"
+                     : tileVec == vec ? " bv = panel[k];\n" : " bv = panel[k].lo;\n");
+      fmas("      ", "k");
+      src << "    }\n";
+      tileStores("    ");
+      src << "  }\n";
+    };
+    if (narrowTail) {
+      src << "  if (valid <= " << W / 2 << ") {  // at most half the panel's columns are results\n";
+      tileVec = half;
+      rowTiles();
+      tileVec = vec;
+      src << "  } else {\n";
+      rowTiles();
+      src << "  }\n";
+    } else {
+      rowTiles();
+    }
+    src << "#undef FUSEC_EPILOGUE\n}\n";
     return finish(src);
   }
   tileStart("  ");

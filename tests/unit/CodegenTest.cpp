@@ -1256,14 +1256,18 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
                                 codegen::GemmTiling{.rows = 5, .width = 4, .shallowDepth = 1 << 20, .shallowLocalRows = 1,
                                                     .convRowPanels = false, .panels = 2},
                                 codegen::GemmTiling{.rows = 3, .width = 8, .shallowDepth = 1 << 20, .shallowLocalRows = 1,
-                                                    .panels = 2}}) {
+                                                    .panels = 2},
+                                codegen::GemmTiling{.rows = 6, .width = 16, .shallowDepth = 1 << 20, .shallowLocalRows = 1,
+                                                    .narrowTail = true},
+                                codegen::GemmTiling{.rows = 5, .width = 8, .shallowDepth = 1 << 20, .shallowLocalRows = 1,
+                                                    .convRowPanels = false, .narrowTail = true}}) {
     INFO("tiling " << t.rows << "x" << t.width << " local " << t.localRows << " depth " << t.depth << " shallow "
                    << t.shallowDepth << "/" << t.shallowLocalRows << " depthwise owned " << t.depthwiseOwnedBytes << " panels "
-                   << t.panels);
+                   << t.panels << (t.narrowTail ? std::string(", narrow tail") : std::string()));
     Expected<codegen::DeviceRun> tiled = codegen::runOnDevice(device(), g, groups, core->catalog, inputs, codegen::KernelOptions{.gemm = t, .gemmTilings = {}});
     REQUIRE_MESSAGE(tiled.ok(), test::why(tiled));
     for (size_t i = 0; i < reference.size(); ++i) test::checkClose(tiled->outputs[i], reference[i], 1e-4f);
-    int ownedRows = 0, pairs = 0;
+    int ownedRows = 0, pairs = 0, narrow = 0;
     for (const codegen::KernelGroup& grp : groups) {
       if (!codegen::isGemmGroup(g, grp.nodes)) continue;
       Expected<codegen::KernelSource> k = codegen::emitGemm(g, grp.nodes, core->catalog, "k", "k", t);
@@ -1271,6 +1275,7 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
       INFO(k->source);
       ownedRows += k->source.find("zero-padded, into its local memory") != std::string::npos;
       pairs += k->source.find("two neighbouring column panels") != std::string::npos;
+      narrow += k->source.find("at most half the panel's columns are results") != std::string::npos;
       if (t.rows <= 5) {  // the depthwise kernel with and without row gathers
         Expected<codegen::SpirvModule> spv = codegen::compileToSpirv(k->source, k->name);
         CHECK_MESSAGE(spv.ok(), test::why(spv));
@@ -1283,6 +1288,9 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
     // conv with its residual, the grouped, strided and 21-wide convs, ...).
     if (t.panels == 2) CHECK(pairs >= 5);
     else CHECK(pairs == 0);
+    // Half-width tiles where a panel holds at most half its columns' results.
+    if (t.narrowTail) CHECK(narrow >= 3);
+    else CHECK(narrow == 0);
   }
 }
 

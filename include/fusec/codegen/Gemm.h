@@ -83,6 +83,12 @@ struct GemmTiling {
   /// KernelOptions::forDevice sets 2 where the accumulators fit the
   /// registers (AVX-512: 12 rows x 2 float16).
   int panels = 1;
+  /// A work-item owning a column panel with at most width / 2 results (the
+  /// last panel of a 7x7 map holds 1 of 16 columns, a 14x14 map's 4)
+  /// computes its tiles at half width from the panel's first half.
+  /// KernelOptions::forDevice sets it where half the width is still a
+  /// whole native vector (AVX2's 8 of 16 lanes).
+  bool narrowTail = false;
   /// Products at most this deep whose owned panel is a plain load (a 1x1
   /// conv, a MatMul; not a gathered window or a prologue) give each
   /// work-group one row tile: consecutive work-groups then walk along N over
