@@ -628,25 +628,55 @@ std::string pointwisePlane(const ConvPrologue& pro, const PrologueCode& code, co
   return b.str();
 }
 
+/// Statements moving `n` floats (known when the kernel is generated) from
+/// `from + offset` to `to + offset`, or zeros where `from` is empty: a
+/// loop of 16-float vectors, then the rest as one vector each of 8, 4, 2
+/// and 1 floats, never past the n-th.
+std::string vectorMove(const std::string& indent, const std::string& to, const std::string& from, int64_t offset,
+                       int64_t n) {
+  std::ostringstream out;
+  auto value = [&](int64_t w, const std::string& at) {
+    if (from.empty()) return w == 1 ? std::string("0.0f") : "(float" + std::to_string(w) + ")(0.0f)";
+    return w == 1 ? from + "[" + at + "]" : "vload" + std::to_string(w) + "(0, " + from + " + " + at + ")";
+  };
+  int64_t c = offset;
+  if (n >= 32) {
+    const int64_t end = offset + n / 16 * 16;
+    out << indent << "for (int c = " << c << "; c < " << end << "; c += 16) vstore16(" << value(16, "c") << ", 0, " << to
+        << " + c);\n";
+    c = end;
+  }
+  for (int64_t w : {16, 8, 4, 2, 1})
+    for (; c + w <= offset + n; c += w) {
+      const std::string at = std::to_string(c);
+      if (w == 1) out << indent << to << "[" << at << "] = " << value(1, at) << ";\n";
+      else out << indent << "vstore" << w << "(" << value(w, at) << ", 0, " << to << " + " << at << ");\n";
+    }
+  return out.str();
+}
+
 /// The statements copying the input rows of output rows oy0.. of one
 /// channel's `plane` into the local `rows` (OwnedRows): rows outside the
-/// input and the columns left and right of it are zeros (the padding), the
-/// row itself is moved 16 floats at a time.
+/// input and the columns left and right of it are zeros (the padding); each
+/// piece is moved as vectors (vectorMove).
 std::string ownedRowsCopy(const Geometry& geo, const OwnedRows& own) {
   std::ostringstream body;
+  // Each row's pieces move as whole vectors, not element loops: per-kernel
+  // minima of four alternating runs (AVX2 PoCL), EfficientNet-B0's 5x5
+  // convs + SiLU on 14x14 maps 0.079 / 0.080 / 0.075 -> 0.072 / 0.072 /
+  // 0.065 ms, MobileNetV2's 576x14x14/2 0.036 -> 0.033; the rest within
+  // noise.
   const int64_t right = own.width - geo.PW - geo.Wd;
   body << "  for (int r = 0; r < " << own.inRows << "; ++r) {\n";
   body << "    __local float* dst = rows + r * " << own.width << ";\n";
   body << "    const int iy = oy0 * " << geo.SH << " - " << geo.PH << " + r;\n";
   body << "    if (iy < 0 || iy >= " << geo.H << ") {\n";
-  body << "      for (int c = 0; c < " << own.width << "; ++c) dst[c] = 0.0f;\n      continue;\n    }\n";
+  body << vectorMove("      ", "dst", "", 0, own.width) << "      continue;\n    }\n";
   body << "    const __global float* row = plane + iy * " << geo.Wd << ";\n";
-  if (geo.PW > 0) body << "    for (int c = 0; c < " << geo.PW << "; ++c) dst[c] = 0.0f;\n";
+  body << vectorMove("    ", "dst", "", 0, geo.PW);
   body << "    dst += " << geo.PW << ";\n";
-  if (geo.Wd >= 16)
-    body << "    for (int c = 0; c < " << geo.Wd / 16 * 16 << "; c += 16) vstore16(vload16(0, row + c), 0, dst + c);\n";
-  if (geo.Wd % 16) body << "    for (int c = " << geo.Wd / 16 * 16 << "; c < " << geo.Wd << "; ++c) dst[c] = row[c];\n";
-  if (right > 0) body << "    for (int c = " << geo.Wd << "; c < " << geo.Wd + right << "; ++c) dst[c] = 0.0f;\n";
+  body << vectorMove("    ", "dst", "row", 0, geo.Wd);
+  body << vectorMove("    ", "dst", "", geo.Wd, right);
   body << "  }\n";
   return body.str();
 }
