@@ -241,11 +241,25 @@ struct EpilogueKernel {
       auto vector = [&](const std::string& epilogue, bool edge) {
         std::string v = "  float" + w + " acc = SUMS_;\n" + prologue(true) + epilogue;
         for (size_t o = 0; o < k.outputs.size(); ++o) {
-          const std::string out = "out" + std::to_string(o);
-          if (!edge) v += "  vstore" + w + "(" + vectorResults[o] + ", 0, " + out + " + i);\n";
-          for (int j = 0; edge && j < width; ++j)
-            v += "  if ((VALID_) > " + std::to_string(j) + ") " + out + "[i + " + std::to_string(j) + "] = " +
-                 vectorResults[o] + ".s" + kLanes[j] + ";\n";
+          const std::string out = "out" + std::to_string(o), result = vectorResults[o];
+          if (!edge) v += "  vstore" + w + "(" + result + ", 0, " + out + " + i);\n";
+          // At an edge, the valid lanes as aligned pieces of 8, 4, 2 and 1
+          // lanes (7 lanes: 4 + 2 + 1 stores, not 7). Per-kernel minima of
+          // four alternating runs, AVX2 PoCL: EfficientNet-B0's depthwise
+          // convs + SiLU on 7- to 28-wide maps 2-10 % faster (its 7x7 ones
+          // 0.088-0.093 -> 0.085-0.091 ms), MobileNetV2 sum 5.46 -> 5.39 ms.
+          std::function<std::string(int, int, const std::string&)> piece = [&](int first, int n,
+                                                                                 const std::string& indent) {
+            if (n == 1)
+              return indent + "if ((VALID_) > " + std::to_string(first) + ") " + out + "[i + " + std::to_string(first) +
+                     "] = " + result + ".s" + kLanes[first] + ";\n";
+            const std::string lanesOf = result + ".s" + std::string(kLanes + first, kLanes + first + n);
+            return indent + "if ((VALID_) >= " + std::to_string(first + n) + ") vstore" + std::to_string(n) + "(" + lanesOf +
+                   ", 0, " + out + " + i + " + std::to_string(first) + ");\n" + indent + "else {\n" +
+                   piece(first, n / 2, indent + "  ") + piece(first + n / 2, n / 2, indent + "  ") + indent + "}\n";
+          };
+          if (edge && width == 1) v += piece(0, 1, "  ");
+          else if (edge) v += piece(0, width / 2, "  ") + piece(width / 2, width / 2, "  ");
         }
         return declare("FIRST_", "0", v);
       };
