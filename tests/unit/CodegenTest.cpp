@@ -1159,12 +1159,14 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
    float[3,1,5,13] ma, float[4,13,17] mb, float[13] mv, float[7,1,13] sa, float[13,9] sw, float[9] sbias,
    float[1,13,9] sw1, float[12,1,3,3] wm, float[12] bm, float[6,1,5,2] wa, float[6,1,3] w1d, float[2,6,23,21] xw,
    float[1,130] lx, float[37,130] lw, float[37] lb, float[1,130,1,1] se, float[24,130,1,1] sew, float[24] seb,
-   float[130,1] lcol, float[5,6,3,3] w6, float[2,81,5,5] xc, float[81,1,3,3] wc, float[6,1,5,5] w5)
+   float[130,1] lcol, float[5,6,3,3] w6, float[2,81,5,5] xc, float[81,1,3,3] wc, float[6,1,5,5] w5,
+   float[1,6,5,27] xs)
   => (float[2,10,9,7] y, float[2,6,2,2] sd, float[2,6,4,3] grp, float[2,6,9,7] dw, float[2,5,9,7] pw, float[2,4,5] l,
       float[5,19] gm, float[3,4,5,17] mm, float[3,1,5] mvec, float[7,1,9] seq, float[3,1,5,9] seq1,
       float[2,12,5,3] dwm, float[2,6,7,9] dwa, float[2,6,11] dw1, float[2,6,23,21] dwr,
       float[1,37] lin, float[1,24,1,1] sev, float[1,1] dot, float[2,5,23,21] wide, float[2,5,12,11] wide2,
-      float[2,81,3,3] dwc, float[2,6,23,21] dwh, float[2,6,7,7] dw5) {
+      float[2,81,3,3] dwc, float[2,6,23,21] dwh, float[2,6,7,7] dw5, float[2,6,12,11] dws,
+      float[1,6,3,14] dwt) {
   c = Conv <pads = [1, 1, 1, 1]> (x, w, b)
   r = Add (c, skip)
   y = Relu (r)
@@ -1201,6 +1203,8 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
   dwc = Conv <group = 81, strides = [2, 2], pads = [1, 1, 1, 1]> (xc, wc)
   dwh = Conv <group = 6, dilations = [2, 1], pads = [2, 1, 2, 1]> (xw, wd)
   dw5 = Conv <group = 6, pads = [1, 2, 1, 2]> (x, w5)
+  dws = Conv <group = 6, strides = [2, 2], pads = [2, 2, 2, 2]> (xw, w5)
+  dwt = Conv <group = 6, strides = [2, 2], pads = [1, 1, 1, 1]> (xs, wd)
 }
 )");
   std::vector<Tensor> inputs;
@@ -1281,9 +1285,12 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
         CHECK_MESSAGE(spv.ok(), test::why(spv));
       }
     }
-    // dw, dwm, dwa, dw1, dwr, dwc, dwh, dw5: every depthwise conv in the
-    // owned form, but dwh's window of 5 rows of 34 floats in 600 bytes.
-    CHECK(ownedRows == (t.depthwiseOwnedBytes == 600 ? 7 : t.depthwiseOwnedBytes > 0 ? 8 : 0));
+    // dw, dwm, dwa, dw1, dwr, dwc, dwh, dw5, dws, dwt: every depthwise
+    // conv in the owned form, but the windows of 5 rows of 34 and 36
+    // floats (dwh; dws at stride 2) in 600 bytes. At stride 2 the rows are
+    // split into even and odd columns: dws's 21 columns after 2 of padding
+    // move as 16 and 5, dwt's 27 after 1 as 16, 8 and 3.
+    CHECK(ownedRows == (t.depthwiseOwnedBytes == 600 ? 8 : t.depthwiseOwnedBytes > 0 ? 10 : 0));
     // Two panels per work-item wherever a product has two or more (the
     // conv with its residual, the grouped, strided and 21-wide convs, ...).
     if (t.panels == 2) CHECK(pairs >= 5);
