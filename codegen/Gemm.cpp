@@ -1708,8 +1708,8 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   // a row panel's at the end of each row) is computed by its owner at half
   // width from the panel's first half (GemmTiling::narrowTail).
   const int64_t lastValid = (rowPanels ? geo->OW : N) % W;
-  const bool narrowTail = tiling.narrowTail && ownPanel && P == 1 && W >= 4 && W % 2 == 0 && (W / 2 & (W / 2 - 1)) == 0 &&
-                          lastValid > 0 && lastValid <= W / 2;
+  const bool narrowTail = tiling.narrowTail && ownPanel && P == 1 && W >= 4 && (W & (W - 1)) == 0 && lastValid > 0 &&
+                          lastValid <= W / 2;  // float<W/2> exists
   const std::string half = "float" + std::to_string(W / 2);
 
   std::ostringstream src;
