@@ -483,6 +483,8 @@ std::string helpersOnce(const std::string& prologue, const std::string& epilogue
 /// output rows as fit the budget (the whole plane on small maps), so each
 /// input row is read from memory once, not once per output row its
 /// window covers, and no tap needs an edge test. outRows 0: not owned.
+/// depthwiseOwnedRows splits stride-2 rows unless `splitColumns` is false
+/// (where something other than ownedRowsCopy writes them).
 struct OwnedRows {
   int64_t outRows = 0, inRows = 0, width = 0;
   /// Stride 2: each row is stored as its even columns, then its odd ones
@@ -495,13 +497,14 @@ struct OwnedRows {
   bool split = false;
 };
 
-OwnedRows depthwiseOwnedRows(const Geometry& geo, int64_t OH, int64_t paddedOW, int64_t budgetBytes) {
+OwnedRows depthwiseOwnedRows(const Geometry& geo, int64_t OH, int64_t paddedOW, int64_t budgetBytes,
+                             bool splitColumns = true) {
   OwnedRows own;
   if (budgetBytes <= 0) return own;
   // A tap's vector load reaches (lanes - 1) x stride + 1 columns past its
   // first (16 at stride 2 for 8 lanes: the odd ones are dropped).
   own.width = std::max(paddedOW * geo.SW + (geo.KW - 1) * geo.DW, geo.PW + geo.Wd);
-  own.split = geo.SW == 2;
+  own.split = splitColumns && geo.SW == 2;
   if (own.split) own.width += own.width % 2;
   const int64_t window = (geo.KH - 1) * geo.DH + 1, rowBytes = own.width * static_cast<int64_t>(sizeof(float));
   if (window * rowBytes > budgetBytes) return own;
@@ -858,8 +861,8 @@ Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>&
   const std::string vec = "float" + std::to_string(W);
   // Owned rows: the padded input rows of a block of output rows, copied
   // once into the work-item's local memory (see depthwiseOwnedRows).
-  OwnedRows own = depthwiseOwnedRows(geo, OH, OWT * W, ownedBytes);
-  own.split = own.split && !pro;  // a pointwise prologue writes the rows as they are
+  // A pointwise prologue writes the rows as they are (never split).
+  const OwnedRows own = depthwiseOwnedRows(geo, OH, OWT * W, ownedBytes, !pro);
   if (pro && (own.outRows < OH || geo.H * geo.Wd < 8))
     return Error{"a pointwise prologue is computed into a work-item's local memory for the whole plane of at least "
                  "8 values; the depthwise conv's padded input plane does not fit it",
