@@ -11,6 +11,11 @@ namespace {
 
 constexpr int kLocal = 64;        // work-items per row; a power of two for the tree
 constexpr int kRegisterRow = 16;  // rows up to kLocal * this stay in registers
+/// A work-item's row (vectorRowPerWorkItem) of up to this many vectors
+/// stays in registers between passes: 8 float16 are a quarter of
+/// AVX-512's registers and all of AVX2's 16 ymm (spilled to the stack,
+/// which the passes would otherwise read from out0 in the cache anyway).
+constexpr int64_t kRegisterVectors = 8;
 
 /// The length of the contiguous row `d` reduces, from the shape `xs` of
 /// its input; 0 when the reduced elements are not one contiguous row.
@@ -108,9 +113,9 @@ struct RowKernel {
 
 /// Softmax, LogSoftmax or LayerNormalization over the innermost axis with
 /// its prologue, one work-item per row: the row computed as float vectors
-/// (the prologue vectorized along it, recomputed in each pass from cached
-/// operands), reduced into a vector accumulator whose lanes are combined
-/// at the end. No barriers and no local memory, for CPUs: on PoCL the
+/// (the prologue vectorized along it, once per element), kept in registers
+/// or in the result's row between passes, reduced into a vector
+/// accumulator whose lanes are combined at the end. No barriers and no local memory, for CPUs: on PoCL the
 /// work-group tree took BERT-base's scale + mask + softmax 0.59 ms and its
 /// residual add + LayerNorm 0.33-0.42 ms (kernel_roofline). Nothing when
 /// the row is not a whole number of 4-lane vectors or the prologue has no
@@ -128,10 +133,10 @@ std::optional<KernelSource> vectorRowPerWorkItem(const Graph& g, const OpCatalog
   const std::string L = std::to_string(lanes), vec = "float" + L, N = std::to_string(n);
   std::string args;
   for (size_t a = 0; a < row.inputs.size(); ++a) args += ", in" + std::to_string(a);
-  const std::string x = "fusec_x(base + j" + args + ")";
   std::ostringstream src;
-  src << "// " << comment << "\n// One work-item per row of " << n << ", computed as " << vec << " vectors.\n"
-      << detail::Emitter::prelude();
+  const bool inRegisters = n / lanes <= kRegisterVectors;
+  src << "// " << comment << "\n// One work-item per row of " << n << ", computed as " << vec << " vectors"
+      << (inRegisters ? " kept in registers.\n" : ".\n") << detail::Emitter::prelude();
   std::string helpers = e.vectorHelpers();
   if (op != "LayerNormalization" && helpers.find("fusec_exp" + L + "(") == std::string::npos)
     helpers = detail::Emitter::vectorExp(lanes) + helpers;
@@ -151,50 +156,86 @@ std::optional<KernelSource> vectorRowPerWorkItem(const Graph& g, const OpCatalog
     if (lanes >= 8) src << "  const float4 " << var << "4 = " << pair(v + ".lo", v + ".hi") << ";\n", v = var + "4";
     src << "  const float " << var << " = " << pair(pair(v + ".x", v + ".y"), pair(v + ".z", v + ".w")) << ";\n";
   };
-  // The first pass computes the row (the prologue once per element) and
-  // keeps it in out0's row, where the later passes read it back from the
-  // cache; the row is also written where it is a result itself (writeX).
-  auto loop = [&](const std::string& step) {
-    src << "  for (int j = 0; j < " << N << "; j += " << L << ") {\n" << step << "  }\n";
+  // A row of at most kRegisterVectors vectors is computed once into
+  // registers r0, r1, ... and every pass reads them there. A longer one:
+  // the first pass computes it (the prologue once per element) and keeps
+  // it in out0's row, where the later passes read it back from the cache.
+  // The row is also written where it is a result itself (writeX).
+  auto store = [&](const std::string& v, const std::string& out, const std::string& j) {
+    return "    vstore" + L + "(" + v + ", 0, " + out + " + base + " + j + ");\n";
   };
-  const std::string load = "    const " + vec + " v = vload" + L + "(0, out0 + base + j);\n";
-  auto store = [&](const std::string& v, const std::string& out) {
-    return "    vstore" + L + "(" + v + ", 0, " + out + " + base + j);\n";
+  // `step(v, j)` for each vector v of the row, j its offset in the row.
+  using Step = std::function<std::string(const std::string&, const std::string&)>;
+  auto each = [&](const Step& step) {
+    if (!inRegisters) {
+      src << "  for (int j = 0; j < " << N << "; j += " << L << ") {\n" << step("v", "j") << "  }\n";
+      return;
+    }
+    for (int64_t q = 0; q < n / lanes; ++q) src << "  {\n" << step("r" + std::to_string(q), std::to_string(q * lanes)) << "  }\n";
   };
-  const std::string first = "    const " + vec + " v = " + x + ";\n" + store("v", "out0") +
-                            (row.writeX ? store("v", "out" + std::to_string(k.outputs.size() - 1)) : "");
+  // The first pass: each vector computed, then `step`.
+  auto first = [&](const Step& step) {
+    if (inRegisters) {
+      src << "  " << vec << " r0";
+      for (int64_t q = 1; q < n / lanes; ++q) src << ", r" << q;
+      src << ";\n";
+    }
+    each([&](const std::string& v, const std::string& j) {
+      std::string s = "    " + (inRegisters ? "" : vec + " ") + v + " = fusec_x(base + " + j + args + ");\n";
+      if (!inRegisters) s += store(v, "out0", j);
+      if (row.writeX) s += store(v, "out" + std::to_string(k.outputs.size() - 1), j);
+      return s + step(v, j);
+    });
+  };
+  // A later pass over the row as the first left it.
+  auto pass = [&](const Step& step) {
+    each([&](const std::string& v, const std::string& j) {
+      return (inRegisters ? "" : "    " + vec + " v = vload" + L + "(0, out0 + base + j);\n") + step(v, j);
+    });
+  };
+  // Replaces vector v of the row with `value` for the passes after.
+  auto keep = [&](const std::string& v, const std::string& j, const std::string& value) {
+    return "    " + v + " = " + value + ";\n" + (inRegisters ? "" : store(v, "out0", j));
+  };
   if (op == "LayerNormalization") {
     float eps = 1e-5f;
     if (const Attribute* a = row.r.attr("epsilon"); a && std::holds_alternative<float>(*a)) eps = std::get<float>(*a);
     src << "  " << vec << " acc = (" << vec << ")(0.0f);\n";
-    loop(first + "    acc += v;\n");
+    first([](const std::string& v, const std::string&) { return "    acc += " + v + ";\n"; });
     combine("total", "+");
     src << "  const float mu = total / " << N << ".0f;\n  acc = (" << vec << ")(0.0f);\n";
-    loop(load + "    const " + vec + " d = v - mu;\n    acc = fma(d, d, acc);\n");
+    pass([&](const std::string& v, const std::string&) {
+      return "    const " + vec + " d = " + v + " - mu;\n    acc = fma(d, d, acc);\n";
+    });
     combine("sq", "+");
     src << "  const float inv = rsqrt(sq / " << N << ".0f + " << detail::floatLiteral(eps) << ");\n";
-    auto param = [&](size_t which, const char* none) {
-      return row.extras > which ? "vload" + L + "(0, in" + std::to_string(row.inputs.size() + which) + " + j)" : std::string(none);
+    auto param = [&](size_t which, const std::string& j, const char* none) {
+      return row.extras > which ? "vload" + L + "(0, in" + std::to_string(row.inputs.size() + which) + " + " + j + ")"
+                                : std::string(none);
     };
-    loop(load + store("(v - mu) * inv * " + param(0, "1.0f") + " + " + param(1, "0.0f"), "out0"));
+    pass([&](const std::string& v, const std::string& j) {
+      return store("(" + v + " - mu) * inv * " + param(0, j, "1.0f") + " + " + param(1, j, "0.0f"), "out0", j);
+    });
     size_t o = 1;
     for (size_t st = 0; st < row.stats.size(); ++st)
       if (row.stats[st] != kNoValue) src << "  out" << o++ << "[row] = " << (st == 0 ? "mu" : "inv") << ";\n";
   } else {
     src << "  " << vec << " acc = (" << vec << ")(-INFINITY);\n";
-    loop(first + "    acc = fmax(acc, v);\n");
+    first([](const std::string& v, const std::string&) { return "    acc = fmax(acc, " + v + ");\n"; });
     combine("mx", "fmax");
     src << "  acc = (" << vec << ")(0.0f);\n";
     if (op == "Softmax") {
-      loop(load + "    const " + vec + " p = fusec_exp" + L + "(v - mx);\n" + store("p", "out0") + "    acc += p;\n");
+      pass([&](const std::string& v, const std::string& j) {
+        return keep(v, j, "fusec_exp" + L + "(" + v + " - mx)") + "    acc += " + v + ";\n";
+      });
       combine("sum", "+");
       src << "  const float scale = 1.0f / sum;\n";
-      loop(load + store("v * scale", "out0"));
+      pass([&](const std::string& v, const std::string& j) { return store(v + " * scale", "out0", j); });
     } else {
-      loop(load + "    acc += fusec_exp" + L + "(v - mx);\n");
+      pass([&](const std::string& v, const std::string&) { return "    acc += fusec_exp" + L + "(" + v + " - mx);\n"; });
       combine("sum", "+");
       src << "  const float shift = mx + log(sum);\n";
-      loop(load + store("v - shift", "out0"));
+      pass([&](const std::string& v, const std::string& j) { return store(v + " - shift", "out0", j); });
     }
   }
   src << "}\n";

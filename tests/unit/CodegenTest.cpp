@@ -383,11 +383,12 @@ g (float[2,3,7,7] x, float[5,16] r, float[4,5] t)
 
 TEST_CASE("normalizations a work-item per row (CPUs) compute as float vectors and match the interpreter") {
   std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
-  // Rows of 48 (16 lanes), 40 (8), 100 (4) and 30 (no whole vectors: the
-  // work-group kernel). Residual add + LayerNorm with its residual read
+  // Rows of 48 (16 lanes), 40 (8) and 64 (16), kept in registers, 100 (4)
+  // and 272 (16), too many vectors for registers, and 30 (no whole
+  // vectors: the work-group kernel). Residual add + LayerNorm with its residual read
   // outside (written too), scale + broadcast mask (some -inf) + softmax,
   // a lone LogSoftmax, and LayerNorm's mean and 1/stddev results.
-  for (int64_t n : {48, 40, 100, 30}) {
+  for (int64_t n : {48, 40, 64, 100, 272, 30}) {
     INFO("row length " << n);
     const std::string N = std::to_string(n);
     Graph g = test::parse("<ir_version: 8, opset_import: [\"\" : 17]>\n"
@@ -418,6 +419,7 @@ TEST_CASE("normalizations a work-item per row (CPUs) compute as float vectors an
       REQUIRE_MESSAGE(k.ok(), test::why(k));
       INFO(k->source);
       CHECK((k->source.find("computed as float") != std::string::npos) == (n % 4 == 0));
+      CHECK((k->source.find("kept in registers") != std::string::npos) == (n == 48 || n == 40 || n == 64));
       if (grp.name == "addln") CHECK(k->outputs.size() == 2u);  // the residual too
       if (grp.name == "stats") CHECK(k->outputs.size() == 3u);
       CHECK_MESSAGE(codegen::compileToSpirv(k->source, k->name).ok(), k->source);
