@@ -1654,7 +1654,27 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   // panels (a dense one's panel is a GEMM of its own: one); not where an
   // odd count of panels would leave the last pair's second panel idle for
   // more than an eighth of the work.
-  const int P = ownPanel && !(pro && pro->dense) && !part && tiling.panels == 2 && NT >= 2 && (NT % 2 == 0 || NT >= 8) ? 2 : 1;
+  int P = ownPanel && !(pro && pro->dense) && !part && tiling.panels == 2 && NT >= 2 && (NT % 2 == 0 || NT >= 8) ? 2 : 1;
+  // How many splits of M (below) an owned panel's `np` work-items' column
+  // panels take: each split rebuilds its panel, and a gathered window row
+  // costs about as much as 40 of the split's FMAs on it. At least 128 rows
+  // per split and 8 work-groups wanted (16 and 64 before): ResNet-18's
+  // 14x14 and 7x7 convs 0.99 -> 0.81 and 1.25 -> 0.95 ms (3 and 8 splits
+  // -> 2 and 4), the model's device time 17.6 / 17.2 -> 16.0 / 15.6 ms in
+  // two alternating pairs; MobileNetV2, MobileNetV3-small, EfficientNet-B0
+  // and SqueezeNet within noise.
+  constexpr int64_t kWantedGroups = 8, kMinSplitRows = 128;
+  auto splitsFor = [&](int64_t np) {
+    return std::clamp<int64_t>((kWantedGroups + np * batches - 1) / (np * batches), 1, std::max<int64_t>(1, M / kMinSplitRows));
+  };
+  // Gathered panels go in pairs only where the pairs take no more splits
+  // than the panels alone: pairing halves the work-items, and splitting
+  // them again rebuilds every gathered panel once more. ResNet-18's 14x14
+  // 3x3 convs (13 panels: 7 pairs in 2 splits built 28 panels, alone 13)
+  // and 7x7 ones (4 panels: 2 pairs in 4 splits, 16 against 8) 9-12 %
+  // faster alone, the model's sum of per-kernel minima 25.5 -> 24.4 ms
+  // (four alternating runs, AVX-512 Zen 4 PoCL device).
+  if (P == 2 && ownPanel && !pro && geo->im2col && splitsFor((NT + 1) / 2) > splitsFor(NT)) P = 1;
   // Two panels hold the tiling's rows at most (a depthwise prologue's
   // narrower panels took more rows for one).
   if (P == 2 && TM > tiling.rows) {
@@ -1674,16 +1694,7 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
     splitTiles = 1;
     splits = MT;
   } else if (ownPanel && !(pro && pro->dense)) {
-    // Each split rebuilds the panel: a gathered window row costs about as
-    // much as 40 of the split's FMAs on it. At least 128 rows per split
-    // and 8 work-groups wanted (16 and 64 before): ResNet-18's 14x14 and
-    // 7x7 convs 0.99 -> 0.81 and 1.25 -> 0.95 ms (3 and 8 splits -> 2 and
-    // 4), the model's device time 17.6 / 17.2 -> 16.0 / 15.6 ms in two
-    // alternating pairs; MobileNetV2, MobileNetV3-small, EfficientNet-B0
-    // and SqueezeNet within noise.
-    constexpr int64_t kWantedGroups = 8, kMinSplitRows = 128;
-    splits = std::clamp<int64_t>((kWantedGroups + NP * batches - 1) / (NP * batches), 1,
-                                 std::max<int64_t>(1, M / kMinSplitRows));
+    splits = splitsFor(NP);  // see splitsFor
     splitTiles = (MT + splits - 1) / splits;
     splits = (MT + splitTiles - 1) / splitTiles;
   }

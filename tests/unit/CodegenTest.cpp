@@ -1410,6 +1410,32 @@ g (float[1,8,7,7] x, float[300,8,3,3] w, float[300] b, float[1,8,4,13] x1, float
   }
 }
 
+TEST_CASE("gathered panels stay apart where pairing them would split M more often") {
+  // 520 output channels of a 3x3 conv on a 7x7 map: 4 gathered panels of
+  // 16 columns. Apart they take 2 splits of M (8 work-items, 8 panels
+  // built); as 2 pairs they would take 4 (16 built), so the panels stay
+  // apart. The same conv with 260 channels (at most 2 splits either way)
+  // keeps its pairs.
+  std::unique_ptr<RuleSet> core = test::loadDefaultPacks();
+  for (int64_t M : {520, 260}) {
+    INFO("output channels " << M);
+    const std::string m = std::to_string(M);
+    Graph g = test::parse("<ir_version: 8, opset_import: [\"\" : 17]>\n"
+                          "g (float[1,8,7,7] x, float[" + m + ",8,3,3] w) => (float[1," + m + ",7,7] y) {\n"
+                          "  y = Conv <pads = [1, 1, 1, 1]> (x, w)\n}\n");
+    std::vector<Tensor> inputs = {randomTensor({1, 8, 7, 7}, 50), randomTensor({M, 8, 3, 3}, 51)};
+    const std::vector<Tensor> reference = test::run(g, inputs);
+    const codegen::GemmTiling t{.rows = 12, .width = 16, .shallowDepth = 1 << 20, .shallowLocalRows = 1, .panels = 2};
+    const std::vector<codegen::KernelGroup> groups = fuseOneGroup(g, {"y"}, "conv");
+    Expected<codegen::KernelSource> k = codegen::emitGemm(g, groups.front().nodes, core->catalog, "k", "k", t);
+    REQUIRE_MESSAGE(k.ok(), test::why(k));
+    const bool paired = M == 260;
+    CHECK((k->source.find("two neighbouring column panels") != std::string::npos) == paired);
+    CHECK(k->globalSize == static_cast<size_t>(paired ? 2 * 2 : 4 * 2));  // pairs or panels x 2 splits
+    runAndCheck(g, groups, core->catalog, inputs, reference, codegen::KernelOptions{.gemm = t, .gemmTilings = {}}, 1e-4f);
+  }
+}
+
 TEST_CASE("a depthwise conv as the prologue of the 1x1 conv after it matches the interpreter for every tiling") {
   std::unique_ptr<RuleSet> packs = test::loadDefaultPacks();
   // Planned for a GPU: on a CPU the rules leave maps narrower than 8 apart
