@@ -235,7 +235,11 @@ int main(int argc, char** argv) {
                              {"stage 2 3x3", 128, 28, 128, 3, 1},
                              {"stage 3 3x3", 256, 14, 256, 3, 1},
                              {"stage 4 3x3", 512, 7, 512, 3, 1},
-                             {"SqueezeNet head 1x1", 512, 13, 1000, 1, 1}};
+                             {"SqueezeNet head 1x1", 512, 13, 1000, 1, 1},
+                             {"DenseNet 3x3 (32 out)", 128, 56, 32, 3, 1},
+                             {"DenseNet 3x3 (32 out)", 128, 28, 32, 3, 1},
+                             {"DenseNet 3x3 (32 out)", 128, 14, 32, 3, 1},
+                             {"DenseNet 3x3 (32 out)", 128, 7, 32, 3, 1}};
   // Each tiling with B's panels as input-row segments (the default) and,
   // marked "gather", as W outputs of the flattened output gathered lane by lane.
   auto gathered = [](codegen::GemmTiling t) {

@@ -1653,8 +1653,15 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   // tiles: 12 loads for 11 FMAs). A depthwise prologue computes both
   // panels (a dense one's panel is a GEMM of its own: one); not where an
   // odd count of panels would leave the last pair's second panel idle for
-  // more than an eighth of the work.
-  int P = ownPanel && !(pro && pro->dense) && !part && tiling.panels == 2 && NT >= 2 && (NT % 2 == 0 || NT >= 8) ? 2 : 1;
+  // more than a sixteenth of the work (an eighth before: the 13 panels of
+  // a 14x14 map, 7 pairs, also leave one of two cores a pair short).
+  // Alternating runs on an AVX-512 Zen 4 PoCL device: DenseNet-121's
+  // 128 -> 32 3x3 conv on 14x14 0.152-0.185 ms alone against 0.174-0.221
+  // in pairs (kernel_roofline, three runs), SqueezeNet's 13x13 convs (11
+  // panels) faster in each of five rounds, device 6.0-9.1 -> 5.9-8.8 ms,
+  // DenseNet-121 sum of per-kernel minima 44.8 -> 44.0, MobileNetV2
+  // within noise.
+  int P = ownPanel && !(pro && pro->dense) && !part && tiling.panels == 2 && NT >= 2 && (NT % 2 == 0 || NT >= 16) ? 2 : 1;
   // How many splits of M (below) an owned panel's `np` work-items' column
   // panels take: each split rebuilds its panel, and a gathered window row
   // costs about as much as 40 of the split's FMAs on it. At least 128 rows
