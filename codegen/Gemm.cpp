@@ -1672,7 +1672,8 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   // and SqueezeNet within noise.
   constexpr int64_t kWantedGroups = 8, kMinSplitRows = 128;
   auto splitsFor = [&](int64_t np) {
-    return std::clamp<int64_t>((kWantedGroups + np * batches - 1) / (np * batches), 1, std::max<int64_t>(1, M / kMinSplitRows));
+    return std::clamp<int64_t>((kWantedGroups + np * batches - 1) / (np * batches), 1,
+                               std::max<int64_t>(1, M / kMinSplitRows));
   };
   // Gathered panels go in pairs only where the pairs take no more splits
   // than the panels alone: pairing halves the work-items, and splitting
@@ -1681,7 +1682,7 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   // and 7x7 ones (4 panels: 2 pairs in 4 splits, 16 against 8) 9-12 %
   // faster alone, the model's sum of per-kernel minima 25.5 -> 24.4 ms
   // (four alternating runs, AVX-512 Zen 4 PoCL device).
-  if (P == 2 && ownPanel && !pro && geo->im2col && splitsFor((NT + 1) / 2) > splitsFor(NT)) P = 1;
+  if (P == 2 && !pro && geo->im2col && splitsFor((NT + 1) / 2) > splitsFor(NT)) P = 1;  // P == 2: an owned panel
   // Two panels hold the tiling's rows at most (a depthwise prologue's
   // narrower panels took more rows for one).
   if (P == 2 && TM > tiling.rows) {

@@ -115,9 +115,10 @@ struct RowKernel {
 /// its prologue, one work-item per row: the row computed as float vectors
 /// (the prologue vectorized along it, once per element), kept in registers
 /// or in the result's row between passes, reduced into a vector
-/// accumulator whose lanes are combined at the end. No barriers and no local memory, for CPUs: on PoCL the
-/// work-group tree took BERT-base's scale + mask + softmax 0.59 ms and its
-/// residual add + LayerNorm 0.33-0.42 ms (kernel_roofline). Nothing when
+/// accumulator whose lanes are combined at the end. No barriers and no
+/// local memory, for CPUs: on PoCL the work-group tree took BERT-base's
+/// scale + mask + softmax 0.59 ms and its residual add + LayerNorm
+/// 0.33-0.42 ms (kernel_roofline). Nothing when
 /// the row is not a whole number of 4-lane vectors or the prologue has no
 /// vector form.
 std::optional<KernelSource> vectorRowPerWorkItem(const Graph& g, const OpCatalog& catalog, const RowKernel& row,
@@ -171,7 +172,8 @@ std::optional<KernelSource> vectorRowPerWorkItem(const Graph& g, const OpCatalog
       src << "  for (int j = 0; j < " << N << "; j += " << L << ") {\n" << step("v", "j") << "  }\n";
       return;
     }
-    for (int64_t q = 0; q < n / lanes; ++q) src << "  {\n" << step("r" + std::to_string(q), std::to_string(q * lanes)) << "  }\n";
+    for (int64_t q = 0; q < n / lanes; ++q)
+      src << "  {\n" << step("r" + std::to_string(q), std::to_string(q * lanes)) << "  }\n";
   };
   // The first pass: each vector computed, then `step`.
   auto first = [&](const Step& step) {
@@ -232,7 +234,9 @@ std::optional<KernelSource> vectorRowPerWorkItem(const Graph& g, const OpCatalog
       src << "  const float scale = 1.0f / sum;\n";
       pass([&](const std::string& v, const std::string& j) { return store(v + " * scale", "out0", j); });
     } else {
-      pass([&](const std::string& v, const std::string&) { return "    acc += fusec_exp" + L + "(" + v + " - mx);\n"; });
+      pass([&](const std::string& v, const std::string&) {
+        return "    acc += fusec_exp" + L + "(" + v + " - mx);\n";
+      });
       combine("sum", "+");
       src << "  const float shift = mx + log(sum);\n";
       pass([&](const std::string& v, const std::string& j) { return store(v + " - shift", "out0", j); });
