@@ -1598,19 +1598,25 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
     return k;
   }
 
-  // A conv's column panels lie within one output row where rows are wide
-  // (3 panels or more, at most a quarter of the lanes past the row's end):
-  // B's row k of the panel is then one input row's contiguous segment, a
-  // vector load inside the image, instead of a gather of W window
-  // positions. kernel_roofline, ResNet-18's convs: the stem (112 wide) 1.5x
-  // and stage 1 (56) 1.1x faster so; on 28- and 14-wide rows 0.8-0.9x, the
-  // lanes past the row cost more than the gathers they save.
+  // A conv's column panels lie within one output row where at most a
+  // quarter of the lanes fall past the row's end, at stride 1, or on rows
+  // of 3 panels or more at stride 2: B's row k of the panel is then one
+  // input row's contiguous segment, a vector load (masked at the edges:
+  // fillWindowRows), instead of a gather of W window positions.
+  // kernel_roofline, ResNet-18's convs: the stem (112 wide) 1.5x and stage
+  // 1 (56) 1.1x faster so. On 28- and 14-wide rows the lanes past the row
+  // cost more than the gathers saved while the row's edges were gathered
+  // lane by lane (0.8-0.9x); with masked loads, ResNet-18's and ResNet-50's
+  // 3x3 convs on 28x28 and 14x14 are 9-13 % faster (per-kernel minima of
+  // three alternating runs, AVX-512 Zen 4 PoCL), DenseNet-121's 128 -> 32
+  // 3x3 on 28x28 0.58 -> 0.34 ms and on 14x14 0.16 -> 0.10 ms. Not its
+  // 1x1 stride-2 convs: ResNet-18's on 28x28 took 0.09 -> 0.15 ms.
   const int64_t OWT = (geo->OW + W - 1) / W, OH = geo->conv ? N / geo->OW : 1;
   // The windowed input whose rows the panels read: the conv's, or the
   // depthwise prologue's (its panels are row segments at any width that
   // wastes at most a quarter of the lanes).
   const Geometry& rg = pro ? pro->geo : geo.value();
-  const bool rowPanels = (pro || (geo->im2col && OWT >= 3)) && tiling.convRowPanels && (rg.SW == 1 || rg.SW == 2) &&
+  const bool rowPanels = (pro || (geo->im2col && (OWT >= 3 || geo->SW == 1))) && tiling.convRowPanels && (rg.SW == 1 || rg.SW == 2) &&
                          4 * (OWT * W - geo->OW) <= OWT * W;
   int64_t MT = (M + TM - 1) / TM;
   const int64_t NT = rowPanels ? OH * OWT : (N + W - 1) / W, batches = shapeNumel(geo->batch);
@@ -2044,6 +2050,47 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
     }
     return bRowPlain(k, vectorLoad);
   };
+  // An owned row panel's window rows, filled one input row at a time: rows
+  // (ci, ky, 0 .. KW-1) are KW vector loads of one input row at the taps'
+  // offsets, each masked to zero where its lanes fall in the padding, with
+  // one row test per KW rows, instead of fusec_im2row's division of every
+  // k into (ci, ky, kx) and its lane-by-lane gather at the row's edges.
+  // Loads past a row's ends read its neighbours (masked); only where they
+  // would leave the input does a row fall back to fusec_im2row. Three
+  // alternating runs of one process, AVX-512 Zen 4 PoCL: DenseNet-121's
+  // 128 -> 32 3x3 conv on 56x56 2.0-2.1 -> 1.36 ms, the speed of the
+  // same kernel with no gather at all.
+  const bool tapLoads = rowPanels && geo->im2col && !pro && !cs && rg.KW <= 16;
+  auto fillWindowRows = [&](const std::function<std::string(const std::string&)>& slot) {
+    const std::string iv = "int" + std::to_string(W), zero = "(" + vec + ")(0.0f)";
+    const int64_t span = rg.SW == 2 ? 2 * W : W, plane = rg.H * rg.Wd;
+    src << "  {\n    const " << iv << " c = (" << iv << ")(ox0 * " << rg.SW << " - " << rg.PW << ") + (" << iv << ")(";
+    for (int j = 0; j < W; ++j) src << (j ? ", " : "") << j * rg.SW;
+    src << ");\n";
+    for (int64_t kx = 0; kx < rg.KW; ++kx)
+      src << "    const " << iv << " tap" << kx << " = (c >= " << -kx * rg.DW << ") & (c < " << rg.Wd - kx * rg.DW << ");\n";
+    src << "    const int base = b0 * " << rg.bImage << " + b1 * " << rg.bGroup << ";\n";
+    src << "    for (int ci = 0, k = 0; ci < " << K / (rg.KH * rg.KW) << "; ++ci)\n";
+    src << "      for (int ky = 0; ky < " << rg.KH << "; ++ky, k += " << rg.KW << ") {\n";
+    src << "        const int iy = oy * " << rg.SH << " - " << rg.PH << " + ky * " << rg.DH << ";\n";
+    src << "        const int off = ci * " << plane << " + iy * " << rg.Wd << " + ox0 * " << rg.SW << " - " << rg.PW << ";\n";
+    src << "        if (iy < 0 || iy >= " << rg.H << ") {\n";
+    for (int64_t kx = 0; kx < rg.KW; ++kx) src << "          " << slot("k + " + std::to_string(kx)) << " = " << zero << ";\n";
+    src << "        } else if (base + off >= 0 && base + off + " << (rg.KW - 1) * rg.DW + span << " <= "
+        << geo->batch[0] * rg.bImage << ") {\n";
+    for (int64_t kx = 0; kx < rg.KW; ++kx) {
+      const std::string p = "b + off + " + std::to_string(kx * rg.DW);
+      const std::string load = rg.SW == 1 ? "vload" + std::to_string(W) + "(0, " + p + ")"
+                               : W == 16  ? "(float16)(vload16(0, " + p + ").even, vload16(0, " + p + " + 16).even)"
+                                          : "vload" + std::to_string(2 * W) + "(0, " + p + ").even";
+      src << "          " << slot("k + " + std::to_string(kx)) << " = select(" << zero << ", " << load << ", tap" << kx
+          << ");\n";
+    }
+    src << "        } else {\n";
+    for (int64_t kx = 0; kx < rg.KW; ++kx)
+      src << "          " << slot("k + " + std::to_string(kx)) << " = fusec_im2row(b, k + " << kx << ", oy, ox0);\n";
+    src << "        }\n      }\n  }\n";
+  };
   // Full panels load B by vectors where its columns are contiguous; the
   // last, partial panel gathers.
   auto panelCases = [&](const std::function<void(bool)>& body) {
@@ -2098,14 +2145,19 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
           src << "  for (int k = 0; k < K; ++k) FUSEC_BROW(k, panel[2 * k + " << p << "])\n";
         } else {
           if (geo->im2col && !rowPanels) windowOrigins(geo.value());
-          panelCases([&](bool vectorLoad) {
-            src << "  for (int k = 0; k < K; ++k) panel[2 * k + " << p << "] = " << bRow("k", vectorLoad) << ";\n";
-          });
+          if (tapLoads)
+            fillWindowRows([&](const std::string& k) { return "panel[2 * (" + k + ") + " + std::to_string(p) + "]"; });
+          else
+            panelCases([&](bool vectorLoad) {
+              src << "  for (int k = 0; k < K; ++k) panel[2 * k + " << p << "] = " << bRow("k", vectorLoad) << ";\n";
+            });
         }
         src << "  }\n";
       }
     } else if (pro) {
       src << "  for (int k = 0; k < K; ++k) FUSEC_BROW(k, panel[k])\n";
+    } else if (tapLoads) {
+      fillWindowRows([](const std::string& k) { return "panel[" + k + "]"; });
     } else {
       panelCases([&](bool vectorLoad) { src << "  for (int k = 0; k < K; ++k) panel[k] = " << bRow("k", vectorLoad) << ";\n"; });
     }
