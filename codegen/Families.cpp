@@ -196,6 +196,7 @@ KernelOptions KernelOptions::forDevice(const Target& target, const DeviceInfo& d
       // convs 3-15 % faster (960 -> 320 0.288 -> 0.246 ms), ResNet-18's
       // 7x7 3x3 convs 1.99-2.06 -> 1.83-1.88 ms.
       t.narrowTail = 2 * native <= t.width;
+      if (device.computeUnits > 0) t.cores = device.computeUnits;
     };
     fit(o.gemm);
     for (auto& [id, t] : o.gemmTilings) fit(t);

@@ -1453,6 +1453,30 @@ g (float[2,5,14,14] x, float[7,5,3,3] w, float[2,3,14,30] xd, float[6,3,3,3] wd,
   }
 }
 
+TEST_CASE("a large product's owned panels split M further where the cores do not divide their work-groups") {
+  // A 1x1 conv on a 13x13 map: 11 column panels of 16, one work-group
+  // each; with 2 cores and 512 x 256 (at least 2^17) weights, M is split
+  // in two (22 work-groups); not with the cores unknown, nor for 256 rows.
+  std::unique_ptr<RuleSet> core = test::loadDefaultPacks();
+  for (int64_t M : {512, 256}) {
+    const std::string m = std::to_string(M);
+    Graph g = test::parse("<ir_version: 8, opset_import: [\"\" : 17]>\n"
+                          "g (float[1,256,13,13] x, float[" + m + ",256,1,1] w) => (float[1," + m + ",13,13] y) {\n"
+                          "  y = Conv (x, w)\n}\n");
+    std::vector<Tensor> inputs = {randomTensor({1, 256, 13, 13}, 52), randomTensor({M, 256, 1, 1}, 53)};
+    const std::vector<Tensor> reference = test::run(g, inputs);
+    const std::vector<codegen::KernelGroup> groups = fuseOneGroup(g, {"y"}, "conv");
+    for (int64_t cores : {0, 2}) {
+      INFO("output channels " << M << ", cores " << cores);
+      const codegen::GemmTiling t{.rows = 12, .width = 16, .shallowDepth = 1 << 20, .shallowLocalRows = 1, .cores = cores};
+      Expected<codegen::KernelSource> k = codegen::emitGemm(g, groups.front().nodes, core->catalog, "k", "k", t);
+      REQUIRE_MESSAGE(k.ok(), test::why(k));
+      CHECK(k->globalSize == (M == 512 && cores == 2 ? 22u : 11u));
+      runAndCheck(g, groups, core->catalog, inputs, reference, codegen::KernelOptions{.gemm = t, .gemmTilings = {}}, 1e-4f);
+    }
+  }
+}
+
 TEST_CASE("gathered panels stay apart where pairing them would split M more often") {
   // 520 output channels of a 3x3 conv on a 7x7 map: 4 gathered panels of
   // 16 columns. Apart they take 2 splits of M (8 work-items, 8 panels

@@ -124,6 +124,7 @@ struct KernelOptions {
       // 0.44 ms in the model (device 5.93 / 5.64 -> 5.37 / 5.05 ms),
       // MobileNetV3-small's two such blocks 0.08 / 0.05 -> 0.06 / 0.04.
       o.gemm.prefetchRows = true;
+      o.gemm.cores = target.computeUnits;
       // Transposes and slices a row per step: kernel_roofline, BERT's head
       // split 0.40 -> 0.031 ms; ConvNeXt-T's 44 data-movement kernels
       // 9.1 -> 3.5 ms (AVX2 PoCL device, least of two runs each). Concat +

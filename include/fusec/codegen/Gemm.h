@@ -104,6 +104,11 @@ struct GemmTiling {
   /// work-group's segment of the same row (where the compiler has a
   /// prefetch). KernelOptions::forTarget sets it on CPUs.
   bool prefetchRows = false;
+  /// The cores a CPU device runs work-groups on (the target's compute
+  /// units; 0 elsewhere): a large product whose owned panels make a count
+  /// of work-groups the cores do not divide, fewer than 8 per core, splits
+  /// M further until they do (see emitGemm).
+  int64_t cores = 0;
 };
 
 /// Whether `members` start with a MatMul, Gemm or Conv this family
