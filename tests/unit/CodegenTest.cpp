@@ -2470,7 +2470,10 @@ TEST_CASE("a Slice of one contiguous run of its operand is read in place where t
 TEST_CASE("2-D pooling a row segment at a time matches the interpreter inside the image and at its edges") {
   std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
   // 37 wide: rows of 8 outputs read inside the image (vector path), the
-  // padded first and the partial last tiles (scalar path).
+  // padded first tiles and the last ones whose windows overhang the row
+  // (scalar path); partial last tiles inside the row (33 and 18 outputs:
+  // 1 and 2 past the last 8) on the vector path, reading on into the next
+  // row, but in the input's last rows, where that would leave it.
   const char* pools[] = {
       "y = MaxPool <kernel_shape = [3, 3], strides = [2, 2], pads = [1, 1, 1, 1]> (x)",
       "y = MaxPool <kernel_shape = [3, 3], strides = [2, 2], ceil_mode = 1> (x)",
