@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -34,6 +35,25 @@ inline std::string realLiteral(double v, int digits, const char* suffix) {
 
 inline std::string floatLiteral(double v) { return realLiteral(v, 9, "f"); }
 inline std::string doubleLiteral(double v) { return realLiteral(v, 17, ""); }
+
+/// Stores of the first `valid` lanes of the `width`-lane vector `value`
+/// (width a power of two) at base[index], base[index + 1], ...: aligned
+/// pieces of width / 2, ..., 2 and 1 lanes, each taken where `valid`
+/// reaches its end (7 lanes: 4 + 2 + 1 stores, not 7).
+inline std::string validLaneStores(const std::string& value, const std::string& base, const std::string& index,
+                                   const std::string& valid, int width, const std::string& indent) {
+  static const char* kLanes = "0123456789abcdef";
+  std::function<std::string(int, int, const std::string&)> piece = [&](int first, int n, const std::string& in) {
+    if (n == 1)
+      return in + "if (" + valid + " > " + std::to_string(first) + ") " + base + "[" + index + " + " + std::to_string(first) +
+             "] = " + value + ".s" + kLanes[first] + ";\n";
+    const std::string lanes = value + ".s" + std::string(kLanes + first, kLanes + first + n);
+    return in + "if (" + valid + " >= " + std::to_string(first + n) + ") vstore" + std::to_string(n) + "(" + lanes + ", 0, " +
+           base + " + " + index + " + " + std::to_string(first) + ");\n" + in + "else {\n" + piece(first, n / 2, in + "  ") +
+           piece(first + n / 2, n / 2, in + "  ") + in + "}\n";
+  };
+  return width == 1 ? piece(0, 1, indent) : piece(0, width / 2, indent) + piece(width / 2, width / 2, indent);
+}
 
 /// `#define SIGNATURE` with `body`'s lines as its replacement: each line
 /// continued with a backslash, its `//` comment made a block comment (a

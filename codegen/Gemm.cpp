@@ -245,22 +245,11 @@ struct EpilogueKernel {
           const std::string out = "out" + std::to_string(o), result = vectorResults[o];
           if (!edge) v += "  vstore" + w + "(" + result + ", 0, " + out + " + i);\n";
           // At an edge, the valid lanes as aligned pieces of 8, 4, 2 and 1
-          // lanes (7 lanes: 4 + 2 + 1 stores, not 7). Per-kernel minima of
-          // four alternating runs, AVX2 PoCL: EfficientNet-B0's depthwise
-          // convs + SiLU on 7- to 28-wide maps 2-10 % faster (its 7x7 ones
-          // 0.088-0.093 -> 0.085-0.091 ms), MobileNetV2 sum 5.46 -> 5.39 ms.
-          std::function<std::string(int, int, const std::string&)> piece = [&](int first, int n,
-                                                                                 const std::string& indent) {
-            if (n == 1)
-              return indent + "if ((VALID_) > " + std::to_string(first) + ") " + out + "[i + " + std::to_string(first) +
-                     "] = " + result + ".s" + kLanes[first] + ";\n";
-            const std::string lanesOf = result + ".s" + std::string(kLanes + first, kLanes + first + n);
-            return indent + "if ((VALID_) >= " + std::to_string(first + n) + ") vstore" + std::to_string(n) + "(" + lanesOf +
-                   ", 0, " + out + " + i + " + std::to_string(first) + ");\n" + indent + "else {\n" +
-                   piece(first, n / 2, indent + "  ") + piece(first + n / 2, n / 2, indent + "  ") + indent + "}\n";
-          };
-          if (edge && width == 1) v += piece(0, 1, "  ");
-          else if (edge) v += piece(0, width / 2, "  ") + piece(width / 2, width / 2, "  ");
+          // lanes. Per-kernel minima of four alternating runs, AVX2 PoCL:
+          // EfficientNet-B0's depthwise convs + SiLU on 7- to 28-wide maps
+          // 2-10 % faster (its 7x7 ones 0.088-0.093 -> 0.085-0.091 ms),
+          // MobileNetV2 sum 5.46 -> 5.39 ms.
+          if (edge) v += detail::validLaneStores(result, out, "i", "(VALID_)", width, "  ");
         }
         return declare("FIRST_", "0", v);
       };
@@ -1789,10 +1778,17 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   const int64_t prefetchAhead = tiling.prefetchRows && pro && !pro->dense && rowPanels ? P * W * pro->geo.SW : 0;
   if (prefetchAhead > 0) src << kPrefetchMacro;
   static const char* kLanes = "0123456789abcdef";
+  // W outputs' window positions along one input row from `at`: W floats,
+  // or at stride 2 the even ones of 2W.
+  auto rowSegment = [&](const std::string& at) {
+    if (rg.SW == 1) return "vload" + std::to_string(W) + "(0, " + at + ")";
+    return W == 16 ? "(float16)(vload16(0, " + at + ").even, vload16(0, " + at + " + 16).even)"
+                   : "vload" + std::to_string(2 * W) + "(0, " + at + ").even";
+  };
   // The windowed input's rows: the conv's own, or a dense prologue's.
   const bool windowRows = pro ? pro->dense : geo->im2col;
   if (rowPanels && windowRows) {
-    const std::string iv = "int" + std::to_string(W), w = std::to_string(W);
+    const std::string iv = "int" + std::to_string(W);
     const int64_t reach = rg.SW * (W - 1) + (rg.SW == 2 ? 1 : 0);  // the last column a load touches
     src << "// Row k = (channel, ky, kx) of the window matrix for the panel's W outputs ox0.. of output row oy:\n";
     src << "// a segment of one input row, loaded whole inside the image; zero in the padding.\n";
@@ -1803,11 +1799,7 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
     src << "  if (iy < 0 || iy >= " << rg.H << ") return (" << vec << ")(0.0f);\n";
     src << "  const int ix = ox0 * " << rg.SW << " - " << rg.PW << " + kx * " << rg.DW << ";\n";
     src << "  const __global float* row = b + ci * " << rg.H * rg.Wd << " + iy * " << rg.Wd << ";\n";
-    std::string whole = "vload" + w + "(0, row + ix)";
-    if (rg.SW == 2)
-      whole = W == 16 ? "(float16)(vload16(0, row + ix).even, vload16(0, row + ix + 16).even)"
-                      : "vload" + std::to_string(2 * W) + "(0, row + ix).even";
-    src << "  if (ix >= 0 && ix + " << reach << " < " << rg.Wd << ") return " << whole << ";\n";
+    src << "  if (ix >= 0 && ix + " << reach << " < " << rg.Wd << ") return " << rowSegment("row + ix") << ";\n";
     src << "  const " << iv << " c = (" << iv << ")(ix) + (" << iv << ")(";
     for (int j = 0; j < W; ++j) src << (j ? ", " : "") << j * rg.SW;
     src << ");\n  const " << iv << " inside = (c >= 0) & (c < " << rg.Wd << ");\n";
@@ -2073,7 +2065,7 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   // alternating runs of one process, AVX-512 Zen 4 PoCL: DenseNet-121's
   // 128 -> 32 3x3 conv on 56x56 2.0-2.1 -> 1.36 ms, the speed of the
   // same kernel with no gather at all.
-  const bool tapLoads = rowPanels && geo->im2col && !pro && !cs && rg.KW <= 16;
+  const bool tapLoads = rowPanels && !pro && !cs && rg.KW <= 16;  // rowPanels without a prologue: a windowed conv
   auto fillWindowRows = [&](const std::function<std::string(const std::string&)>& slot) {
     const std::string iv = "int" + std::to_string(W), zero = "(" + vec + ")(0.0f)";
     const int64_t span = rg.SW == 2 ? 2 * W : W, plane = rg.H * rg.Wd;
@@ -2091,14 +2083,9 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
     for (int64_t kx = 0; kx < rg.KW; ++kx) src << "          " << slot("k + " + std::to_string(kx)) << " = " << zero << ";\n";
     src << "        } else if (base + off >= 0 && base + off + " << (rg.KW - 1) * rg.DW + span << " <= "
         << geo->batch[0] * rg.bImage << ") {\n";
-    for (int64_t kx = 0; kx < rg.KW; ++kx) {
-      const std::string p = "b + off + " + std::to_string(kx * rg.DW);
-      const std::string load = rg.SW == 1 ? "vload" + std::to_string(W) + "(0, " + p + ")"
-                               : W == 16  ? "(float16)(vload16(0, " + p + ").even, vload16(0, " + p + " + 16).even)"
-                                          : "vload" + std::to_string(2 * W) + "(0, " + p + ").even";
-      src << "          " << slot("k + " + std::to_string(kx)) << " = select(" << zero << ", " << load << ", tap" << kx
-          << ");\n";
-    }
+    for (int64_t kx = 0; kx < rg.KW; ++kx)
+      src << "          " << slot("k + " + std::to_string(kx)) << " = select(" << zero << ", "
+          << rowSegment("b + off + " + std::to_string(kx * rg.DW)) << ", tap" << kx << ");\n";
     src << "        } else {\n";
     for (int64_t kx = 0; kx < rg.KW; ++kx)
       src << "          " << slot("k + " + std::to_string(kx)) << " = fusec_im2row(b, k + " << kx << ", oy, ox0);\n";

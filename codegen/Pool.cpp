@@ -334,8 +334,8 @@ Expected<KernelSource> emitRowPool(const Graph& g, const NodeData& d, const Wind
   // SqueezeNet's 55-wide MaxPool (6 tiles and one of 7), its input in the
   // caches: 0.19 -> 0.11 ms (one process, alternating launches, AVX-512
   // Zen 4 PoCL): a seventh of the work-items on the scalar path took most
-  // of the time. In the model (the input fresh from the conv before it,
-  // 3 MB read from DRAM) both take 0.10 ms.
+  // of the time. Not measured apart in the model, where the input comes
+  // fresh from the conv before it (3 MB read from DRAM).
   const int64_t reach = (KW - 1) * DW + 1;  // the floats a window row reaches
   src << "  const int valid = min(" << kLanes << ", " << OW << " - ox0);\n";
   src << "  if (ix0 >= 0 && ix0 + (valid - 1) * " << SW << " + " << reach << " <= " << W << " && (ix0 + " << span
@@ -357,15 +357,8 @@ Expected<KernelSource> emitRowPool(const Graph& g, const NodeData& d, const Wind
   }
   if (isMax) src << "    (void)count;\n";
   else src << "    acc = count ? acc / (float)count : (" << vec << ")(0.0f);\n";
-  static_assert(kLanes == 8, "the partial tile's stores below are written for 8 lanes");
-  src << "    if (valid == 8) {\n      vstore8(acc, 0, out);\n      return;\n    }\n";
-  src << "    const float4 part = valid >= 4 ? acc.hi : acc.lo;\n";
-  src << "    if (valid >= 4) vstore4(acc.lo, 0, out);\n";
-  src << "    __global float* rest = out + (valid >= 4 ? 4 : 0);\n";
-  src << "    const int left = valid & 3;\n";
-  src << "    if (left >= 2) vstore2(part.lo, 0, rest);\n";
-  src << "    if (left == 1) rest[0] = part.s0;\n";
-  src << "    if (left == 3) rest[2] = part.s2;\n";
+  src << "    if (valid == " << kLanes << ") vstore" << n << "(acc, 0, out);\n";
+  src << "    else {\n" << detail::validLaneStores("acc", "out", "0", "valid", kLanes, "      ") << "    }\n";
   src << "    return;\n  }\n";
   // The scalar path: rows' edges (padding, a partial last tile).
   src << "  for (int j = 0; j < " << kLanes << " && ox0 + j < " << OW << "; ++j) {\n";

@@ -110,6 +110,28 @@ std::vector<codegen::KernelGroup> fuseOneGroup(const Graph& g, const std::set<st
   return groups;
 }
 
+/// A graph of one Conv `y` of x [1, C, H, W] and w [M, C, KH, KW] (with
+/// `attributes`, e.g. "<pads = [1, 1, 1, 1]> "), random inputs from `seed`,
+/// the interpreter's output and the conv as one kernel group.
+struct OneConv {
+  Graph g;
+  std::vector<Tensor> inputs, reference;
+  std::vector<codegen::KernelGroup> groups;
+};
+OneConv oneConv(const Shape& x, const Shape& w, const std::string& attributes, unsigned seed) {
+  auto dims = [](const Shape& s) {
+    std::string out;
+    for (int64_t d : s) out += (out.empty() ? "" : ",") + std::to_string(d);
+    return out;
+  };
+  OneConv c{test::parse("<ir_version: 8, opset_import: [\"\" : 17]>\ng (float[" + dims(x) + "] x, float[" + dims(w) +
+                        "] w) => (float[1," + std::to_string(w[0]) + ",h,v] y) {\n  y = Conv " + attributes + "(x, w)\n}\n"),
+            {randomTensor(x, seed), randomTensor(w, seed + 1)}, {}, {}};
+  c.reference = test::run(c.g, c.inputs);
+  c.groups = fuseOneGroup(c.g, {"y"}, "conv");
+  return c;
+}
+
 /// Runs the whole graph as one kernel group.
 Expected<codegen::DeviceRun> runAsOneKernel(const Graph& g, const OpCatalog& catalog, const std::vector<Tensor>& inputs) {
   Expected<std::vector<NodeRef>> order = g.topologicalOrder();
@@ -1459,20 +1481,15 @@ TEST_CASE("a large product's owned panels split M further where the cores do not
   // in two (22 work-groups); not with the cores unknown, nor for 256 rows.
   std::unique_ptr<RuleSet> core = test::loadDefaultPacks();
   for (int64_t M : {512, 256}) {
-    const std::string m = std::to_string(M);
-    Graph g = test::parse("<ir_version: 8, opset_import: [\"\" : 17]>\n"
-                          "g (float[1,256,13,13] x, float[" + m + ",256,1,1] w) => (float[1," + m + ",13,13] y) {\n"
-                          "  y = Conv (x, w)\n}\n");
-    std::vector<Tensor> inputs = {randomTensor({1, 256, 13, 13}, 52), randomTensor({M, 256, 1, 1}, 53)};
-    const std::vector<Tensor> reference = test::run(g, inputs);
-    const std::vector<codegen::KernelGroup> groups = fuseOneGroup(g, {"y"}, "conv");
+    const OneConv c = oneConv({1, 256, 13, 13}, {M, 256, 1, 1}, "", 52);
     for (int64_t cores : {0, 2}) {
       INFO("output channels " << M << ", cores " << cores);
       const codegen::GemmTiling t{.rows = 12, .width = 16, .shallowDepth = 1 << 20, .shallowLocalRows = 1, .cores = cores};
-      Expected<codegen::KernelSource> k = codegen::emitGemm(g, groups.front().nodes, core->catalog, "k", "k", t);
+      Expected<codegen::KernelSource> k = codegen::emitGemm(c.g, c.groups.front().nodes, core->catalog, "k", "k", t);
       REQUIRE_MESSAGE(k.ok(), test::why(k));
       CHECK(k->globalSize == (M == 512 && cores == 2 ? 22u : 11u));
-      runAndCheck(g, groups, core->catalog, inputs, reference, codegen::KernelOptions{.gemm = t, .gemmTilings = {}}, 1e-4f);
+      runAndCheck(c.g, c.groups, core->catalog, c.inputs, c.reference, codegen::KernelOptions{.gemm = t, .gemmTilings = {}},
+                  1e-4f);
     }
   }
 }
@@ -1486,20 +1503,15 @@ TEST_CASE("gathered panels stay apart where pairing them would split M more ofte
   std::unique_ptr<RuleSet> core = test::loadDefaultPacks();
   for (int64_t M : {520, 260}) {
     INFO("output channels " << M);
-    const std::string m = std::to_string(M);
-    Graph g = test::parse("<ir_version: 8, opset_import: [\"\" : 17]>\n"
-                          "g (float[1,8,7,7] x, float[" + m + ",8,3,3] w) => (float[1," + m + ",7,7] y) {\n"
-                          "  y = Conv <pads = [1, 1, 1, 1]> (x, w)\n}\n");
-    std::vector<Tensor> inputs = {randomTensor({1, 8, 7, 7}, 50), randomTensor({M, 8, 3, 3}, 51)};
-    const std::vector<Tensor> reference = test::run(g, inputs);
+    const OneConv c = oneConv({1, 8, 7, 7}, {M, 8, 3, 3}, "<pads = [1, 1, 1, 1]> ", 50);
     const codegen::GemmTiling t{.rows = 12, .width = 16, .shallowDepth = 1 << 20, .shallowLocalRows = 1, .panels = 2};
-    const std::vector<codegen::KernelGroup> groups = fuseOneGroup(g, {"y"}, "conv");
-    Expected<codegen::KernelSource> k = codegen::emitGemm(g, groups.front().nodes, core->catalog, "k", "k", t);
+    Expected<codegen::KernelSource> k = codegen::emitGemm(c.g, c.groups.front().nodes, core->catalog, "k", "k", t);
     REQUIRE_MESSAGE(k.ok(), test::why(k));
     const bool paired = M == 260;
     CHECK((k->source.find("two neighbouring column panels") != std::string::npos) == paired);
     CHECK(k->globalSize == static_cast<size_t>(paired ? 2 * 2 : 4 * 2));  // pairs or panels x 2 splits
-    runAndCheck(g, groups, core->catalog, inputs, reference, codegen::KernelOptions{.gemm = t, .gemmTilings = {}}, 1e-4f);
+    runAndCheck(c.g, c.groups, core->catalog, c.inputs, c.reference, codegen::KernelOptions{.gemm = t, .gemmTilings = {}},
+                1e-4f);
   }
 }
 
