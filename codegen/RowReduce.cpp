@@ -17,6 +17,17 @@ constexpr int kRegisterRow = 16;  // rows up to kLocal * this stay in registers
 /// which the passes would otherwise read from out0 in the cache anyway).
 constexpr int64_t kRegisterVectors = 8;
 
+/// How many rows a vectorRowPerWorkItem work-item interleaves: up to
+/// three, a divisor of the row count, while their vectors held at once
+/// (`vectors` each) fit kRowItemVectors and enough work-items are left to
+/// spread over the cores.
+constexpr int64_t kRowItemVectors = 24;
+int64_t rowsPerItem(int64_t rows, int64_t vectors) {
+  for (int64_t r = 3; r > 1; --r)
+    if (rows % r == 0 && r * vectors <= kRowItemVectors && rows / r >= 64) return r;
+  return 1;
+}
+
 /// The length of the contiguous row `d` reduces, from the shape `xs` of
 /// its input; 0 when the reduced elements are not one contiguous row.
 /// Normalizations reduce the trailing axes from `axis` (Softmax and
@@ -112,15 +123,19 @@ struct RowKernel {
 };
 
 /// Softmax, LogSoftmax or LayerNormalization over the innermost axis with
-/// its prologue, one work-item per row: the row computed as float vectors
-/// (the prologue vectorized along it, once per element), kept in registers
-/// or in the result's row between passes, reduced into a vector
-/// accumulator whose lanes are combined at the end. No barriers and no
-/// local memory, for CPUs: on PoCL the work-group tree took BERT-base's
+/// its prologue, one work-item per `rowsPerItem` rows: each row computed
+/// as float vectors (the prologue vectorized along it, once per element),
+/// kept in registers or in the result's row between passes, reduced into a
+/// vector accumulator whose lanes are combined at the end. No barriers and
+/// no local memory, for CPUs: on PoCL the work-group tree took BERT-base's
 /// scale + mask + softmax 0.59 ms and its residual add + LayerNorm
-/// 0.33-0.42 ms (kernel_roofline). Nothing when
-/// the row is not a whole number of 4-lane vectors or the prologue has no
-/// vector form.
+/// 0.33-0.42 ms (kernel_roofline). A work-item's rows are interleaved,
+/// every pass emitted for each row in turn: one row's passes are a chain
+/// (reduce, combine the lanes, divide, scale) that the core cannot overlap
+/// with the next row's, and three independent rows hide it (that softmax
+/// 0.061 -> 0.042 ms with two or three rows per work-item, pyopencl,
+/// alternating). Nothing when the row is not a whole number of 4-lane
+/// vectors or the prologue has no vector form.
 std::optional<KernelSource> vectorRowPerWorkItem(const Graph& g, const OpCatalog& catalog, const RowKernel& row,
                                                  KernelSource k, const std::string& comment) {
   const int64_t n = row.n;
@@ -134,10 +149,12 @@ std::optional<KernelSource> vectorRowPerWorkItem(const Graph& g, const OpCatalog
   const std::string L = std::to_string(lanes), vec = "float" + L, N = std::to_string(n);
   std::string args;
   for (size_t a = 0; a < row.inputs.size(); ++a) args += ", in" + std::to_string(a);
-  std::ostringstream src;
   const bool inRegisters = n / lanes <= kRegisterVectors;
-  src << "// " << comment << "\n// One work-item per row of " << n << ", computed as " << vec << " vectors"
-      << (inRegisters ? " kept in registers.\n" : ".\n") << detail::Emitter::prelude();
+  const int64_t perItem = rowsPerItem(row.rows, inRegisters ? n / lanes : 1);
+  std::ostringstream src;
+  src << "// " << comment << "\n// One work-item per " << (perItem > 1 ? std::to_string(perItem) + " rows" : "row")
+      << " of " << n << ", computed as " << vec << " vectors" << (inRegisters ? " kept in registers" : "")
+      << (perItem > 1 ? ", the rows' passes interleaved.\n" : ".\n") << detail::Emitter::prelude();
   std::string helpers = e.vectorHelpers();
   if (op != "LayerNormalization" && helpers.find("fusec_exp" + L + "(") == std::string::npos)
     helpers = detail::Emitter::vectorExp(lanes) + helpers;
@@ -148,14 +165,32 @@ std::optional<KernelSource> vectorRowPerWorkItem(const Graph& g, const OpCatalog
   src << "__kernel void " << k.name << "(\n    " << params;
   for (size_t a = 0; a < row.extras; ++a) src << ",\n    __global const float* restrict in" << row.inputs.size() + a;
   for (size_t o = 0; o < k.outputs.size(); ++o) src << ",\n    __global float* restrict out" << o;
-  src << ") {\n  const int row = get_global_id(0);\n  const int base = row * " << N << ";\n";
-  // The lanes of vector `acc` combined with `f` ("+" or "fmax") into float `var`.
+  src << ") {\n  const int row0 = get_global_id(0)" << (perItem > 1 ? " * " + std::to_string(perItem) : "") << ";\n";
+  // The emitted names of row w of the work-item: its variables carry the
+  // suffix `_w` (`acc_0`, `mx_1`), its vectors are `r<q>_w`.
+  std::string W;
+  auto rows = [&](const std::function<void()>& emit) {
+    for (int64_t w = 0; w < perItem; ++w) {
+      W = "_" + std::to_string(w);
+      emit();
+    }
+  };
+  auto acc = [&] { return "acc" + W; };
+  rows([&] { src << "  const int base" << W << " = (row0 + " << W.substr(1) << ") * " << N << ";\n"; });
+  // The lanes of each row's `acc` combined with `f` ("+" or "max") into
+  // float `var`.
   auto combine = [&](const std::string& var, const std::string& f) {
-    auto pair = [&](const std::string& a, const std::string& b) { return f == "+" ? a + " + " + b : f + "(" + a + ", " + b + ")"; };
-    std::string v = "acc";
-    if (lanes == 16) src << "  const float8 " << var << "8 = " << pair("acc.lo", "acc.hi") << ";\n", v = var + "8";
-    if (lanes >= 8) src << "  const float4 " << var << "4 = " << pair(v + ".lo", v + ".hi") << ";\n", v = var + "4";
-    src << "  const float " << var << " = " << pair(pair(v + ".x", v + ".y"), pair(v + ".z", v + ".w")) << ";\n";
+    rows([&] {
+      auto pair = [&](const std::string& a, const std::string& b) { return f == "+" ? a + " + " + b : "fmax(" + a + ", " + b + ")"; };
+      std::string v = acc();
+      if (lanes == 16) src << "  const float8 " << var << "8" << W << " = " << pair(v + ".lo", v + ".hi") << ";\n", v = var + "8" + W;
+      if (lanes >= 8) src << "  const float4 " << var << "4" << W << " = " << pair(v + ".lo", v + ".hi") << ";\n", v = var + "4" + W;
+      src << "  const float " << var << W << " = " << pair(pair(v + ".x", v + ".y"), pair(v + ".z", v + ".w")) << ";\n";
+    });
+  };
+  // Each row's accumulator set to `value`.
+  auto reset = [&](const std::string& value) {
+    rows([&] { src << "  " << acc() << " = (" << vec << ")(" << value << ");\n"; });
   };
   // A row of at most kRegisterVectors vectors is computed once into
   // registers r0, r1, ... and every pass reads them there. A longer one:
@@ -163,27 +198,33 @@ std::optional<KernelSource> vectorRowPerWorkItem(const Graph& g, const OpCatalog
   // it in out0's row, where the later passes read it back from the cache.
   // The row is also written where it is a result itself (writeX).
   auto store = [&](const std::string& v, const std::string& out, const std::string& j) {
-    return "    vstore" + L + "(" + v + ", 0, " + out + " + base + " + j + ");\n";
+    return "    vstore" + L + "(" + v + ", 0, " + out + " + base" + W + " + " + j + ");\n";
   };
-  // `step(v, j)` for each vector v of the row, j its offset in the row.
+  // `step(v, j)` for each vector v of each row, j its offset in the row.
   using Step = std::function<std::string(const std::string&, const std::string&)>;
   auto each = [&](const Step& step) {
     if (!inRegisters) {
-      src << "  for (int j = 0; j < " << N << "; j += " << L << ") {\n" << step("v", "j") << "  }\n";
+      src << "  for (int j = 0; j < " << N << "; j += " << L << ") {\n";
+      rows([&] { src << step("v" + W, "j"); });
+      src << "  }\n";
       return;
     }
-    for (int64_t q = 0; q < n / lanes; ++q)
-      src << "  {\n" << step("r" + std::to_string(q), std::to_string(q * lanes)) << "  }\n";
+    for (int64_t q = 0; q < n / lanes; ++q) {
+      src << "  {\n";
+      rows([&] { src << step("r" + std::to_string(q) + W, std::to_string(q * lanes)); });
+      src << "  }\n";
+    }
   };
   // The first pass: each vector computed, then `step`.
   auto first = [&](const Step& step) {
-    if (inRegisters) {
-      src << "  " << vec << " r0";
-      for (int64_t q = 1; q < n / lanes; ++q) src << ", r" << q;
-      src << ";\n";
-    }
+    if (inRegisters)
+      rows([&] {
+        src << "  " << vec << " r0" << W;
+        for (int64_t q = 1; q < n / lanes; ++q) src << ", r" << q << W;
+        src << ";\n";
+      });
     each([&](const std::string& v, const std::string& j) {
-      std::string s = "    " + (inRegisters ? "" : vec + " ") + v + " = fusec_x(base + " + j + args + ");\n";
+      std::string s = "    " + (inRegisters ? "" : vec + " ") + v + " = fusec_x(base" + W + " + " + j + args + ");\n";
       if (!inRegisters) s += store(v, "out0", j);
       if (row.writeX) s += store(v, "out" + std::to_string(k.outputs.size() - 1), j);
       return s + step(v, j);
@@ -192,59 +233,72 @@ std::optional<KernelSource> vectorRowPerWorkItem(const Graph& g, const OpCatalog
   // A later pass over the row as the first left it.
   auto pass = [&](const Step& step) {
     each([&](const std::string& v, const std::string& j) {
-      return (inRegisters ? "" : "    " + vec + " v = vload" + L + "(0, out0 + base + j);\n") + step(v, j);
+      return (inRegisters ? "" : "    " + vec + " " + v + " = vload" + L + "(0, out0 + base" + W + " + j);\n") + step(v, j);
     });
   };
   // Replaces vector v of the row with `value` for the passes after.
   auto keep = [&](const std::string& v, const std::string& j, const std::string& value) {
     return "    " + v + " = " + value + ";\n" + (inRegisters ? "" : store(v, "out0", j));
   };
+  rows([&] { src << "  " << vec << " " << acc() << ";\n"; });
   if (op == "LayerNormalization") {
     float eps = 1e-5f;
     if (const Attribute* a = row.r.attr("epsilon"); a && std::holds_alternative<float>(*a)) eps = std::get<float>(*a);
-    src << "  " << vec << " acc = (" << vec << ")(0.0f);\n";
-    first([](const std::string& v, const std::string&) { return "    acc += " + v + ";\n"; });
+    reset("0.0f");
+    first([&](const std::string& v, const std::string&) { return "    " + acc() + " += " + v + ";\n"; });
     combine("total", "+");
-    src << "  const float mu = total / " << N << ".0f;\n  acc = (" << vec << ")(0.0f);\n";
+    rows([&] { src << "  const float mu" << W << " = total" << W << " / " << N << ".0f;\n"; });
+    reset("0.0f");
     pass([&](const std::string& v, const std::string&) {
-      return "    const " + vec + " d = " + v + " - mu;\n    acc = fma(d, d, acc);\n";
+      return "    const " + vec + " d" + W + " = " + v + " - mu" + W + ";\n    " + acc() + " = fma(d" + W + ", d" + W + ", " +
+             acc() + ");\n";
     });
     combine("sq", "+");
-    src << "  const float inv = rsqrt(sq / " << N << ".0f + " << detail::floatLiteral(eps) << ");\n";
+    rows([&] {
+      src << "  const float inv" << W << " = rsqrt(sq" << W << " / " << N << ".0f + " << detail::floatLiteral(eps) << ");\n";
+    });
     auto param = [&](size_t which, const std::string& j, const char* none) {
       return row.extras > which ? "vload" + L + "(0, in" + std::to_string(row.inputs.size() + which) + " + " + j + ")"
                                 : std::string(none);
     };
     pass([&](const std::string& v, const std::string& j) {
-      return store("(" + v + " - mu) * inv * " + param(0, j, "1.0f") + " + " + param(1, j, "0.0f"), "out0", j);
+      return store("(" + v + " - mu" + W + ") * inv" + W + " * " + param(0, j, "1.0f") + " + " + param(1, j, "0.0f"), "out0", j);
     });
-    size_t o = 1;
-    for (size_t st = 0; st < row.stats.size(); ++st)
-      if (row.stats[st] != kNoValue) src << "  out" << o++ << "[row] = " << (st == 0 ? "mu" : "inv") << ";\n";
+    rows([&] {
+      size_t o = 1;
+      for (size_t st = 0; st < row.stats.size(); ++st)
+        if (row.stats[st] != kNoValue)
+          src << "  out" << o++ << "[row0 + " << W.substr(1) << "] = " << (st == 0 ? "mu" : "inv") << W << ";\n";
+    });
   } else {
-    src << "  " << vec << " acc = (" << vec << ")(-INFINITY);\n";
-    first([](const std::string& v, const std::string&) { return "    acc = fmax(acc, " + v + ");\n"; });
-    combine("mx", "fmax");
-    src << "  acc = (" << vec << ")(0.0f);\n";
+    // The maximum as a compare and select (vmaxps), not fmax, whose NaN
+    // handling costs two more instructions: a NaN element leaves every
+    // result NaN all the same, through its own exponential in the sum.
+    reset("-INFINITY");
+    first([&](const std::string& v, const std::string&) {
+      return "    " + acc() + " = " + v + " > " + acc() + " ? " + v + " : " + acc() + ";\n";
+    });
+    combine("mx", "max");
+    reset("0.0f");
     if (op == "Softmax") {
       pass([&](const std::string& v, const std::string& j) {
-        return keep(v, j, "fusec_exp" + L + "(" + v + " - mx)") + "    acc += " + v + ";\n";
+        return keep(v, j, "fusec_exp" + L + "(" + v + " - mx" + W + ")") + "    " + acc() + " += " + v + ";\n";
       });
       combine("sum", "+");
-      src << "  const float scale = 1.0f / sum;\n";
-      pass([&](const std::string& v, const std::string& j) { return store(v + " * scale", "out0", j); });
+      rows([&] { src << "  const float scale" << W << " = 1.0f / sum" << W << ";\n"; });
+      pass([&](const std::string& v, const std::string& j) { return store(v + " * scale" + W, "out0", j); });
     } else {
       pass([&](const std::string& v, const std::string&) {
-        return "    acc += fusec_exp" + L + "(" + v + " - mx);\n";
+        return "    " + acc() + " += fusec_exp" + L + "(" + v + " - mx" + W + ");\n";
       });
       combine("sum", "+");
-      src << "  const float shift = mx + log(sum);\n";
-      pass([&](const std::string& v, const std::string& j) { return store(v + " - shift", "out0", j); });
+      rows([&] { src << "  const float shift" << W << " = mx" << W << " + log(sum" << W << ");\n"; });
+      pass([&](const std::string& v, const std::string& j) { return store(v + " - shift" + W, "out0", j); });
     }
   }
   src << "}\n";
   k.source = src.str();
-  k.globalSize = static_cast<size_t>(row.rows);
+  k.globalSize = static_cast<size_t>(row.rows / perItem);
   k.localSize = 0;
   k.localMemBytes = 0;
   return k;

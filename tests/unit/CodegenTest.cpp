@@ -409,21 +409,22 @@ TEST_CASE("normalizations a work-item per row (CPUs) compute as float vectors an
   // and 272 (16), too many vectors for registers, and 30 (no whole
   // vectors: the work-group kernel). Residual add + LayerNorm with its residual read
   // outside (written too), scale + broadcast mask (some -inf) + softmax,
-  // a lone LogSoftmax, and LayerNorm's mean and 1/stddev results.
-  for (int64_t n : {48, 40, 64, 100, 272, 30}) {
-    INFO("row length " << n);
-    const std::string N = std::to_string(n);
+  // a lone LogSoftmax, and LayerNorm's mean and 1/stddev results. 192
+  // rows interleave three to a work-item, 128 rows two, 5 rows one.
+  for (auto [n, rows] : std::vector<std::pair<int64_t, int64_t>>{{48, 192}, {40, 5}, {64, 128}, {100, 192}, {272, 128}, {30, 5}}) {
+    INFO("row length " << n << ", " << rows << " rows");
+    const std::string N = std::to_string(n), R = std::to_string(rows);
     Graph g = test::parse("<ir_version: 8, opset_import: [\"\" : 17]>\n"
-                          "g (float[5," + N + "] x, float[5," + N + "] a, float[" + N + "] gamma, float[" + N +
+                          "g (float[" + R + "," + N + "] x, float[" + R + "," + N + "] a, float[" + N + "] gamma, float[" + N +
                           "] beta, float[1," + N + "] mask, float scale = {0.125})\n"
-                          "  => (float[5," + N + "] y, float[5," + N + "] res, float[5," + N + "] p, float[5," + N +
-                          "] lp, float[5," + N + "] z, float[5,1] mu, float[5,1] inv) {\n"
+                          "  => (float[" + R + "," + N + "] y, float[" + R + "," + N + "] res, float[" + R + "," + N + "] p, float[" + R +
+                          "," + N + "] lp, float[" + R + "," + N + "] z, float[" + R + ",1] mu, float[" + R + ",1] inv) {\n"
                           "  r = Add (x, a)\n  y = LayerNormalization <epsilon = 0.001> (r, gamma, beta)\n"
                           "  res = Mul (r, scale)\n"
                           "  s = Mul (x, scale)\n  m = Add (s, mask)\n  p = Softmax <axis = -1> (m)\n"
                           "  lp = LogSoftmax <axis = -1> (a)\n"
                           "  z, mu, inv = LayerNormalization <axis = -1> (x, gamma)\n}\n");
-    std::vector<Tensor> inputs = {randomTensor({5, n}, 1), randomTensor({5, n}, 2), randomTensor({n}, 3),
+    std::vector<Tensor> inputs = {randomTensor({rows, n}, 1), randomTensor({rows, n}, 2), randomTensor({n}, 3),
                                   randomTensor({n}, 4), randomTensor({1, n}, 5)};
     for (int64_t j = 3; j < n; j += 7) inputs[4].data<float>()[j] = -INFINITY;
     inputs[1].data<float>()[n + 2] = 80.0f;  // exp would overflow without the row's maximum taken out
@@ -442,6 +443,9 @@ TEST_CASE("normalizations a work-item per row (CPUs) compute as float vectors an
       INFO(k->source);
       CHECK((k->source.find("computed as float") != std::string::npos) == (n % 4 == 0));
       CHECK((k->source.find("kept in registers") != std::string::npos) == (n == 48 || n == 40 || n == 64));
+      if (n % 4 == 0)
+        CHECK((k->source.find(rows == 192 ? "One work-item per 3 rows" : rows == 128 ? "One work-item per 2 rows" : "One work-item per row of") !=
+               std::string::npos));
       if (grp.name == "addln") CHECK(k->outputs.size() == 2u);  // the residual too
       if (grp.name == "stats") CHECK(k->outputs.size() == 3u);
       CHECK_MESSAGE(codegen::compileToSpirv(k->source, k->name).ok(), k->source);
