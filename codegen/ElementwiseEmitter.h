@@ -551,47 +551,53 @@ class Emitter {
   }
 
   /// An odd function as the quotient of an odd and an even polynomial in
-  /// x, minimax-fitted on [-clamp, clamp] (outside it the function is its
-  /// limit, +-1, in float), as Eigen's and XLA's fast erf and tanh: a dozen
+  /// x, minimax-fitted on a range (past it the function is its limit, +-1,
+  /// in float), as Eigen's and XLA's fast erf and tanh: a dozen
   /// FMAs and one divide, no library call. PoCL's erf and tanh are library
   /// calls, which on scalars stop vectorization across work-items and on
   /// vectors run a slower general routine (tanh on 1Mi floats as float16
   /// vectors: 0.41-0.74 -> 0.17 ms; BERT's exact GELU 0.111 -> 0.059 ms
   /// with the division by sqrt 2 made a multiply).
   struct OddRational {
-    const char* clamp;
+    /// |x| past which the result is exactly +-1: the function is within
+    /// the fit's error of it there, and below it the rational stays within
+    /// [-1, 1] (with FMAs it first exceeds 1 at 3.673 for erf, 8.127 for
+    /// tanh). Exactly, not the rational's 1 - 2.4e-7 at a clamp: 1 + tanh
+    /// and 1 + erf of a large negative x are then 0, so SiLU and GELU of
+    /// it are 0, not x times 1.2e-7 (SiLU(-3000) was -3.6e-4).
+    const char* saturate;
     std::vector<const char*> numerator;    ///< x^1, x^3, ... coefficients, highest first
     std::vector<const char*> denominator;  ///< x^0, x^2, ... coefficients, highest first
   };
   /// erf: |error| < 4.5e-7 and relative error < 4e-7 everywhere.
-  static inline const OddRational kErf{"4.0f",
+  static inline const OddRational kErf{"3.65f",
                                        {"-2.72614225801306e-10f", "2.77068142495902e-08f", "-2.10102402082508e-06f",
                                         "-5.69250639462346e-05f", "-7.34990630326855e-04f", "-2.95459980854025e-03f",
                                         "-1.60960333262415e-02f"},
                                        {"-1.45660718464996e-05f", "-2.13374055278905e-04f", "-1.68282697438203e-03f",
                                         "-7.37332916720468e-03f", "-1.42647390514189e-02f"}};
   /// tanh: relative error < 3.5e-7 everywhere.
-  static inline const OddRational kTanh{"7.90531110763549805f",
+  static inline const OddRational kTanh{"8.0f",
                                         {"-2.76076847742355e-16f", "2.00018790482477e-13f", "-8.60467152213735e-11f",
                                          "5.12229709037114e-08f", "1.48572235717979e-05f", "6.37261928875436e-04f",
                                          "4.89352455891786e-03f"},
                                         {"1.19825839466702e-06f", "1.18534705686654e-04f", "2.26843463243900e-03f",
                                          "4.89352518554385e-03f"}};
 
-  /// `name` (scalar, lanes 0) or `nameN` on floatN: `f` as an OddRational;
-  /// NaN stays NaN.
+  /// `name` (scalar, lanes 0) or `nameN` on floatN: `f` as an OddRational,
+  /// +-1 past its saturation (the rational's overflow there, an infinity
+  /// or NaN, is not selected); NaN stays NaN.
   static std::string oddRational(const std::string& name, int lanes, const OddRational& f) {
     const std::string n = lanes ? std::to_string(lanes) : "", t = "float" + n;
     auto c = [&](const std::string& x) { return splat(lanes, x); };
-    std::string s = "inline " + t + " " + name + n + "(const " + t + " x) {\n";
-    s += clampKeepingNaN(t, c("-" + std::string(f.clamp)), c(f.clamp)) + "  const " + t + " c2 = c * c;\n";
+    std::string s = "inline " + t + " " + name + n + "(const " + t + " c) {\n  const " + t + " c2 = c * c;\n";
     auto horner = [&](const char* var, const std::vector<const char*>& k) {
       s += "  " + t + " " + var + " = fma(c2, " + c(k[0]) + ", " + c(k[1]) + ");\n";
       for (size_t i = 2; i < k.size(); ++i) s += "  " + std::string(var) + " = fma(c2, " + var + ", " + c(k[i]) + ");\n";
     };
     horner("p", f.numerator);
     horner("q", f.denominator);
-    return s + "  return c * p / q;\n}\n";
+    return s + "  return fabs(c) > " + c(f.saturate) + " ? copysign(" + c("1.0f") + ", c) : c * p / q;\n}\n";
   }
 
   /// The kernel parameters for `inputs` (`in<firstParam>`, ...) and
@@ -1025,8 +1031,8 @@ class Emitter {
   /// (1.2M sigmoids), alone with caches flushed, AVX2 PoCL: 1.18-1.28 ms;
   /// 0.79-0.85 in this form, 0.47-0.48 with no activation; the exp form without its
   /// edge selects 0.88-1.03. Absolute error below 2e-7 (tanh's relative
-  /// 3.5e-7, halved), and exactly 0 and 1 past |x| = 15.8, where the
-  /// logistic is within 1.4e-7 of them.
+  /// 3.5e-7, halved), and exactly 0 and 1 past |x| = 16 (tanh's
+  /// saturation), where the logistic is within 1.2e-7 of them.
   std::optional<ScalarExpr> logisticArgument(const ScalarExpr& e) const {
     using K = ScalarExpr::Kind;
     auto isOne = [&](const ScalarExpr& c) { return c.kind == K::Constant && c.value == 1.0; };

@@ -114,6 +114,11 @@ std::optional<Attribute> literalAttribute(const RuleExpr& e, AttrType type) {
   return Attribute(static_cast<int64_t>(*n));
 }
 
+/// The largest of a guard's numbers drawn as a dim (with a few past it):
+/// a guard such as `shape(d)[3] >= 32` (a CPU's wide maps) gets instances,
+/// a size bound such as `numel(x) <= 262144` does not make tensors huge.
+constexpr int64_t kGuardDims = 32;
+
 class Generator {
  public:
   Generator(const Rule& rule, Rng& rng, const InstanceLimits& limits)
@@ -121,8 +126,8 @@ class Generator {
     if (rule.guard) {
       collectLiterals(*rule.guard, literals_);
       for (double l : literals_)  // the number and a few past it (a bound: `>= 8` holds for 10)
-        if (l == std::floor(l) && l > lim_.maxDim && l <= 16)
-          for (int64_t d = static_cast<int64_t>(l); d <= std::min<int64_t>(16, static_cast<int64_t>(l) + 4); d += 2)
+        if (l == std::floor(l) && l > lim_.maxDim && l <= kGuardDims)
+          for (int64_t d = static_cast<int64_t>(l); d <= std::min<int64_t>(kGuardDims, static_cast<int64_t>(l) + 4); d += 2)
             dimLiterals_.push_back(d);
       collectConstants(*rule.guard, constants_);
       collectValueHints(*rule.guard, hints_);
@@ -151,7 +156,8 @@ class Generator {
   // ---- data ------------------------------------------------------------------
 
   /// A dim: sometimes 1 (broadcasting), sometimes a number the guard
-  /// compares with or a little past it (up to 16: `shape(d)[3] >= 8`),
+  /// compares with or a little past it (up to kGuardDims: `shape(d)[3] >=
+  /// 32`),
   /// sometimes a multiple of 4 (the vector widths kernels block by:
   /// attention's keys and head size), else any.
   int64_t dim() {
@@ -628,7 +634,7 @@ class Generator {
   const Pattern& p_;
   DType dtype_ = DType::Float32;
   std::vector<double> literals_;
-  std::vector<int64_t> dimLiterals_;  // the guard's whole numbers past maxDim, up to 16: dims it may ask for
+  std::vector<int64_t> dimLiterals_;  // the guard's whole numbers past maxDim, up to kGuardDims: dims it may ask for
   std::set<int> constants_;
   std::map<int, std::vector<double>> hints_;
   Graph g_;
