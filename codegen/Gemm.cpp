@@ -852,7 +852,10 @@ Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>&
   // Owned rows: the padded input rows of a block of output rows, copied
   // once into the work-item's local memory (see depthwiseOwnedRows).
   // A pointwise prologue writes the rows as they are (never split).
-  const OwnedRows own = depthwiseOwnedRows(geo, OH, OWT * W, ownedBytes, !pro);
+  OwnedRows own = depthwiseOwnedRows(geo, OH, OWT * W, ownedBytes, !pro);
+  // The prologue writes every input row of the plane, also those below the
+  // last window (a stride-2 conv on an even height leaves the last unread).
+  if (pro) own.inRows = std::max(own.inRows, geo.PH + geo.H);
   if (pro && (own.outRows < OH || geo.H * geo.Wd < 8))
     return Error{"a pointwise prologue is computed into a work-item's local memory for the whole plane of at least "
                  "8 values; the depthwise conv's padded input plane does not fit it",

@@ -1728,6 +1728,29 @@ g (float[1,6,7,7] x, float[10,6,1,1] w, float[10] b, float[10,1,5,5] wd, float[1
   CHECK(refused);
 }
 
+TEST_CASE("a 1x1 conv prologue fills every input row of the depthwise plane, also those no window reads") {
+  // A stride-2 depthwise conv on 4 rows reads rows 0-2 only; the prologue
+  // computes all 4, and the fourth once ran past its channel's plane into
+  // the next channel's (and past the local array), which fusec verify
+  // found once the rule admitted maps 8 wide and more.
+  std::unique_ptr<RuleSet> packs = test::loadDefaultPacks();
+  Expected<Target> cpu = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
+  REQUIRE(cpu.ok());
+  Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[3,4,4,4] x, float[2,4,1,1] w, float[2] b, float[2,1,1,1] wd, float[2] bd) => (float[3,2,2,6] y) {
+  p = Conv (x, w, b)
+  a = Relu (p)
+  d = Conv <group = 2, pads = [0, 1, 0, 1], strides = [2, 1]> (a, wd, bd)
+  y = Relu (d)
+}
+)");
+  const std::vector<Tensor> inputs = randomInputs(g, 112), reference = test::run(g, inputs);
+  Plan plan = planFusion(g, *packs, cpu.value(), codegen::kernelFamilies());
+  REQUIRE(groupsByRule(plan)["pointwise_depthwise"] == 1);
+  runAndCheck(g, codegen::planGroups(plan), packs->catalog, inputs, reference,
+              codegen::KernelOptions::forTarget(cpu.value()), 1e-4f);
+}
+
 TEST_CASE("a dense conv as the prologue of the 1x1 conv after it matches the interpreter on a CPU target") {
   Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
   REQUIRE(target.ok());
