@@ -77,11 +77,12 @@ std::vector<FunctionFamily::Spec> specs() {
          return isGemmGroup(g, grp) && g.node(gemmHead(g, grp)).op != "Conv";
        },
        gemm(false)},
-      {"gemm_horizontal", "two or more MatMuls or Gemms of one input (float32, static shapes: attention's Q, K and V "
-       "projections), each followed by elementwise ops on its own result, as one launch: each product tiled as "
-       "gemm_epilogue tiles it alone (without work-group barriers: a panel owned by each work-item, as on CPUs, or a "
-       "tile per work-item), the launch's work-groups divided among them",
-       "it is not two or more MatMuls or Gemms of one input, each with elementwise ops on its own result",
+      {"gemm_horizontal", "two or more MatMuls, Gemms or Convs of one input (float32, static shapes: attention's Q, K "
+       "and V projections, SqueezeNet's 1x1 and 3x3 expand convs), each followed by elementwise ops on its own result, "
+       "as one launch: each product tiled as gemm_epilogue or conv_epilogue tiles it alone (without work-group "
+       "barriers: a panel owned by each work-item, as on CPUs, or a tile per work-item; not a depthwise conv or a "
+       "matrix-vector product), the launch's work-groups divided among them",
+       "it is not two or more MatMuls, Gemms or Convs of one input, each with elementwise ops on its own result",
        [](const Graph& g, const Group& grp, const OpCatalog&) { return isHorizontalGemmGroup(g, grp); },
        [](const Graph& g, const Group& group, const OpCatalog& catalog, const std::string& name, const std::string& comment,
           const KernelOptions& options) {

@@ -1470,8 +1470,8 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
     if (sc || pro) return Error{"a channel scale joins a conv alone, not a pair of convs", true};
     cs = found.value();
   }
-  if (part && (sc || pro || cs || g.node(gemmHead(g, members)).op == "Conv"))
-    return Error{"a product of a horizontal GEMM is a MatMul or Gemm and elementwise ops on its result", true};
+  if (part && (sc || pro || cs))
+    return Error{"a product of a horizontal GEMM is a MatMul, Gemm or Conv and elementwise ops on its result", true};
   if (pro && pro->dense) {
     if (tiling.stagedPrologue)
       return Error{"a dense conv computing a 1x1 conv's input is built only where each work-item computes its own "
@@ -1504,9 +1504,13 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   if (pro && !pro->dense && !part && !tiling.stagedPrologue && tiling.depthwiseRowBlocks > 0 && tiling.directDepthwise)
     if (std::optional<Expected<KernelSource>> k = emitDepthwiseRowBlocks(g, members, catalog, name, comment, geo.value(), mm, *pro, tiling))
       return std::move(*k);
-  if (!sc && !pro && !cs && tiling.directDepthwise && depthwise)
+  if (!sc && !pro && !cs && tiling.directDepthwise && depthwise) {
+    if (part)
+      return Error{"`" + mm.name + "` is a depthwise conv, computed directly in a kernel of its own; a horizontal GEMM "
+                   "tiles products as GEMMs", true};
     return emitDepthwise(g, members, catalog, name, comment, geo.value(), depthwiseWidth(geo.value()),
                          tiling.depthwiseRowGather, tiling.depthwiseOwnedBytes);
+  }
   if (!sc && !pro && !cs && tiling.gemv && isGemv(geo.value())) {
     if (part)
       return Error{"`" + mm.name + "` is a matrix-vector product (one row), which streams its weights in a kernel of "
@@ -1788,6 +1792,9 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
     return W == 16 ? "(float16)(vload16(0, " + at + ").even, vload16(0, " + at + " + 16).even)"
                    : "vload" + std::to_string(2 * W) + "(0, " + at + ").even";
   };
+  // The window gathers, named per product in a horizontal kernel (each
+  // product's has its own geometry).
+  const std::string im2row = part ? name + "_im2row" : "fusec_im2row", im2col = part ? name + "_im2col" : "fusec_im2col";
   // The windowed input's rows: the conv's own, or a dense prologue's.
   const bool windowRows = pro ? pro->dense : geo->im2col;
   if (rowPanels && windowRows) {
@@ -1795,7 +1802,7 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
     const int64_t reach = rg.SW * (W - 1) + (rg.SW == 2 ? 1 : 0);  // the last column a load touches
     src << "// Row k = (channel, ky, kx) of the window matrix for the panel's W outputs ox0.. of output row oy:\n";
     src << "// a segment of one input row, loaded whole inside the image; zero in the padding.\n";
-    src << "inline " << vec << " fusec_im2row(const __global float* b, const int k, const int oy, const int ox0) {\n";
+    src << "inline " << vec << " " << im2row << "(const __global float* b, const int k, const int oy, const int ox0) {\n";
     src << "  const int ci = k / " << rg.KH * rg.KW << ", ky = (k / " << rg.KW << ") % " << rg.KH << ", kx = k % "
         << rg.KW << ";\n";
     src << "  const int iy = oy * " << rg.SH << " - " << rg.PH << " + ky * " << rg.DH << ";\n";
@@ -1813,7 +1820,7 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   } else if (windowRows) {
     const std::string iv = "int" + std::to_string(W);
     src << "// Row k = (channel, ky, kx) of the window matrix at the lanes' window origins; zero in the padding.\n";
-    src << "inline " << vec << " fusec_im2col(const __global float* b, const int k, const " << iv << " iy0, const " << iv
+    src << "inline " << vec << " " << im2col << "(const __global float* b, const int k, const " << iv << " iy0, const " << iv
         << " ix0) {\n";
     src << "  const int ci = k / " << rg.KH * rg.KW << ", ky = (k / " << rg.KW << ") % " << rg.KH << ", kx = k % "
         << rg.KW << ";\n";
@@ -2039,8 +2046,8 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   if (geo->im2col && !rowPanels && P == 1) windowOrigins(geo.value());
   // B's row `k` of the panel as a vector.
   auto bRowPlain = [&](const std::string& k, bool vectorLoad) -> std::string {
-    if (rowPanels) return "fusec_im2row(b, " + k + ", oy, ox0)";
-    if (geo->im2col) return "fusec_im2col(b, " + k + ", iy0, ix0)";
+    if (rowPanels) return im2row + "(b, " + k + ", oy, ox0)";
+    if (geo->im2col) return im2col + "(b, " + k + ", iy0, ix0)";
     if (vectorLoad) return "vload" + std::to_string(W) + "(0, b + " + k + " * " + std::to_string(geo->bk) + " + n0)";
     std::string v = "(" + vec + ")(";
     for (int j = 0; j < W; ++j)
@@ -2091,7 +2098,7 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
           << rowSegment("b + off + " + std::to_string(kx * rg.DW)) << ", tap" << kx << ");\n";
     src << "        } else {\n";
     for (int64_t kx = 0; kx < rg.KW; ++kx)
-      src << "          " << slot("k + " + std::to_string(kx)) << " = fusec_im2row(b, k + " << kx << ", oy, ox0);\n";
+      src << "          " << slot("k + " + std::to_string(kx)) << " = " << im2row << "(b, k + " << kx << ", oy, ox0);\n";
     src << "        }\n      }\n  }\n";
   };
   // Full panels load B by vectors where its columns are contiguous; the
@@ -2125,7 +2132,7 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
       src << "  for (int k0 = 0; k0 < " << d.K << "; k0 += " << KB1 << ") {\n";
       src << "    const int kn = min(" << KB1 << ", " << d.K << " - k0);\n";
       src << "    for (int kk = 0; kk < kn; ++kk) wrows[kk] = "
-          << (rowPanels ? "fusec_im2row(b, k0 + kk, oy, ox0)" : "fusec_im2col(b, k0 + kk, iy0, ix0)") << ";\n";
+          << (rowPanels ? im2row + "(b, k0 + kk, oy, ox0)" : im2col + "(b, k0 + kk, iy0, ix0)") << ";\n";
       src << "    for (int c0 = 0; c0 < K; c0 += " << TP << ") {\n";
       for (int r = 0; r < TP; ++r)
         src << "      const __global float* w" << r << " = " << w << " + min(c0 + " << r << ", K - 1) * " << d.K
@@ -2284,7 +2291,8 @@ Expected<std::vector<std::vector<NodeRef>>> horizontalProducts(const Graph& g, c
     std::set<size_t> reads;
     for (ValueId v : d.inputs)
       if (auto it = owner.find(v); it != owner.end()) reads.insert(it->second);
-    const bool head = d.domain.empty() && (d.op == "MatMul" || d.op == "Gemm") && !d.inputs.empty() && d.inputs[0] == a;
+    const bool head = d.domain.empty() && (d.op == "MatMul" || d.op == "Gemm" || d.op == "Conv") && !d.inputs.empty() &&
+                      d.inputs[0] == a;
     size_t product = products.size();
     if (head && reads.empty()) {
       products.emplace_back();
@@ -2292,7 +2300,7 @@ Expected<std::vector<std::vector<NodeRef>>> horizontalProducts(const Graph& g, c
       product = *reads.begin();
     } else {
       return Error{"`" + d.name + "` " +
-                       (reads.empty() ? "is neither a MatMul or Gemm of the products' shared input nor computed from one"
+                       (reads.empty() ? "is neither a MatMul, Gemm or Conv of the products' shared input nor computed from one"
                                       : "reads the results of two products"),
                    true};
     }

@@ -3002,6 +3002,53 @@ TEST_CASE("an op a pack declares runs on the interpreter and on OpenCL from its 
   test::checkClose(run->outputs[0], want, 1e-6f);
 }
 
+TEST_CASE("sibling convs of one input as one launch (sibling_convs) match the interpreter on a CPU target") {
+  // SqueezeNet's fire module: a 1x1 and a 3x3 expand conv of one tensor,
+  // concatenated; and a second module whose 3x3 convs differ in stride,
+  // so each product's window gather has its own geometry (a function of
+  // its own per product, or the kernel would not build).
+  std::unique_ptr<RuleSet> packs = test::loadDefaultPacks();
+  Expected<Target> cpu = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
+  REQUIRE(cpu.ok());
+  Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[1,8,13,20] x, float[16,8,1,1] w1, float[16] b1, float[12,8,3,3] w3, float[12] b3, float[6,28,3,3] v1,
+   float[5,28,3,3] v2, float[5] c2) => (float[1,28,13,20] y, float[1,6,13,20] z1, float[1,5,7,10] z2) {
+  e1 = Conv (x, w1, b1)
+  r1 = Relu (e1)
+  e3 = Conv <pads = [1, 1, 1, 1]> (x, w3, b3)
+  r3 = Relu (e3)
+  y = Concat <axis = 1> (r1, r3)
+  f1 = Conv <pads = [1, 1, 1, 1]> (y, v1)
+  z1 = Relu (f1)
+  f2 = Conv <pads = [1, 1, 1, 1], strides = [2, 2]> (y, v2, c2)
+  z2 = Sigmoid (f2)
+}
+)");
+  const std::vector<Tensor> inputs = randomInputs(g, 113), reference = test::run(g, inputs);
+  Plan plan = planFusion(g, *packs, cpu.value(), codegen::kernelFamilies());
+  CHECK(groupsByRule(plan)["sibling_convs"] == 2);
+  const codegen::KernelOptions options = codegen::KernelOptions::forTarget(cpu.value());
+  const codegen::DeviceRun run = runAndCheck(g, codegen::planGroups(plan), packs->catalog, inputs, reference, options, 1e-4f);
+  CHECK(run.kernelTimes.size() == 2);  // the Concat's parts written in place (16 x 260 floats: aligned)
+  // A depthwise sibling is computed directly, in a kernel of its own: the
+  // family refuses it, with the reason.
+  Graph dw = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[1,8,9,9] x, float[8,1,3,3] wd, float[4,8,1,1] wp) => (float[1,8,9,9] a, float[1,4,9,9] b) {
+  d = Conv <group = 8, pads = [1, 1, 1, 1]> (x, wd)
+  a = Relu (d)
+  p = Conv (x, wp)
+  b = Relu (p)
+}
+)");
+  Expected<std::vector<NodeRef>> order = dw.topologicalOrder();
+  REQUIRE(order.ok());
+  REQUIRE(codegen::isHorizontalGemmGroup(dw, order.value()));
+  Expected<codegen::KernelSource> k =
+      codegen::emitGemmHorizontal(dw, order.value(), packs->catalog, "k", "k", [&](const NodeData&) { return options.gemm; });
+  REQUIRE_FALSE(k.ok());
+  CHECK(k.error().message.find("is a depthwise conv, computed directly in a kernel of its own") != std::string::npos);
+}
+
 TEST_CASE("Softplus is one formula: the catalog's, on the interpreter and on OpenCL, finite at large x") {
   std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
   Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
@@ -3090,7 +3137,7 @@ TEST_CASE("sibling products of one input as one launch (gemm_horizontal) match t
   CHECK_FALSE(codegen::isHorizontalGemmGroup(two, order.value()));
   Status mixed = family->canEmit(two, order.value(), ops->catalog, Target{});
   REQUIRE_FALSE(mixed.ok());
-  CHECK(mixed.error().message.find("it is not two or more MatMuls or Gemms of one input") != std::string::npos);
+  CHECK(mixed.error().message.find("it is not two or more MatMuls, Gemms or Convs of one input") != std::string::npos);
   const std::vector<NodeRef> products(order->begin(), order->begin() + 2);
   Status gemv = family->canEmit(two, products, ops->catalog, Target{});
   REQUIRE_FALSE(gemv.ok());

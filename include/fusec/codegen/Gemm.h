@@ -122,9 +122,10 @@ NodeRef gemmHead(const Graph& g, const std::vector<NodeRef>& members);
 Expected<KernelSource> emitGemm(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
                                 const std::string& name, const std::string& comment, const GemmTiling& tiling = {});
 
-/// Whether `members` are two or more products of one input (MatMuls or
-/// Gemms whose A is the first member's), each with elementwise ops on its
-/// result alone: the Q, K and V projections of attention.
+/// Whether `members` are two or more products of one input (MatMuls,
+/// Gemms or Convs whose first operand is the first member's), each with
+/// elementwise ops on its result alone: the Q, K and V projections of
+/// attention, the expand convs of SqueezeNet's fire modules.
 bool isHorizontalGemmGroup(const Graph& g, const std::vector<NodeRef>& members);
 
 /// The gemm_horizontal family: the products of a horizontal group as one
@@ -133,7 +134,8 @@ bool isHorizontalGemmGroup(const Graph& g, const std::vector<NodeRef>& members);
 /// work-groups (or work-items, for untiled panels), so one launch does what
 /// the separate kernels would, with A's rows read while in cache. Products
 /// that emitGemm would tile in different work-groups, matrix-vector
-/// products and convs are refused.
+/// products, depthwise convs (computed directly) and convs with a prologue
+/// or a shortcut are refused.
 Expected<KernelSource> emitGemmHorizontal(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
                                           const std::string& name, const std::string& comment,
                                           const std::function<GemmTiling(const NodeData&)>& tilingFor);
