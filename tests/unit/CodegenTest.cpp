@@ -1327,8 +1327,9 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
     // move as 16 and 5, dwt's 27 after 1 as 16, 8 and 3.
     CHECK(ownedRows == (t.depthwiseOwnedBytes == 600 ? 8 : t.depthwiseOwnedBytes > 0 ? 10 : 0));
     // Two panels per work-item wherever a product has two or more (the
-    // conv with its residual, the grouped, strided and 21-wide convs, ...).
-    if (t.panels == 2) CHECK(pairs >= 5);
+    // conv with its residual, the grouped, strided and 21-wide convs, ...;
+    // not the 7-wide convs' 7 row panels of 8 lanes at width 16).
+    if (t.panels == 2) CHECK(pairs >= 4);
     else CHECK(pairs == 0);
     // Half-width tiles where a panel holds at most half its columns' results.
     if (t.narrowTail) CHECK(narrow >= 3);
@@ -1407,8 +1408,9 @@ TEST_CASE("owned panels in pairs, M split among work-items, match the interprete
   // 300 output channels on a 7x7 map: 49 columns are 4 panels of 16, 2
   // pairs; 25 row tiles of 12 split in two (at least 128 rows a split),
   // the second pair's second panel past the last column (valid 0).
-  // A 3x3 conv (gathered window rows) with its bias and ReLU, and the
-  // same shape as a 1x1 conv on 52 columns (4 panels, the last partial).
+  // A 3x3 conv (gathered window rows: row panels off) with its bias and
+  // ReLU, and the same shape as a 1x1 conv on 52 columns (4 panels, the
+  // last partial).
   std::unique_ptr<RuleSet> core = test::loadDefaultPacks();
   Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float[1,8,7,7] x, float[300,8,3,3] w, float[300] b, float[1,8,4,13] x1, float[300,8,1,1] w1)
@@ -1423,7 +1425,8 @@ g (float[1,8,7,7] x, float[300,8,3,3] w, float[300] b, float[1,8,4,13] x1, float
   const std::vector<Tensor> reference = test::run(g, inputs);
   const std::vector<codegen::KernelGroup> groups = fuseOneGroup(g, {"c", "y"}, "conv");
   for (int panels : {1, 2}) {
-    const codegen::GemmTiling t{.rows = 12, .width = 16, .shallowDepth = 1 << 20, .shallowLocalRows = 1, .panels = panels};
+    const codegen::GemmTiling t{
+        .rows = 12, .width = 16, .shallowDepth = 1 << 20, .shallowLocalRows = 1, .convRowPanels = false, .panels = panels};
     INFO("panels " << panels);
     runAndCheck(g, groups, core->catalog, inputs, reference, codegen::KernelOptions{.gemm = t, .gemmTilings = {}}, 1e-4f);
     for (const codegen::KernelGroup& grp : groups) {
@@ -1446,6 +1449,19 @@ g (float[1,8,7,7] x, float[300,8,3,3] w, float[300] b, float[1,8,4,13] x1, float
       CHECK(k->globalSize == static_cast<size_t>(4 / panels * (grp.nodes.size() > 1 ? 2 : 25)));
     }
   }
+  // With row panels the 3x3 conv's 7-wide rows take one panel of 8 lanes
+  // each, its window rows masked loads instead of gathers, and 16 rows a
+  // tile: 7 panels (no pairs of an odd count) x 2 splits of 19 tiles.
+  const codegen::GemmTiling rows{.rows = 12, .width = 16, .shallowDepth = 1 << 20, .shallowLocalRows = 1, .panels = 2};
+  runAndCheck(g, groups, core->catalog, inputs, reference, codegen::KernelOptions{.gemm = rows, .gemmTilings = {}}, 1e-4f);
+  const codegen::KernelGroup& conv = groups[0].name == "conv" ? groups[0] : groups[1];
+  REQUIRE(conv.name == "conv");
+  Expected<codegen::KernelSource> k = codegen::emitGemm(g, conv.nodes, core->catalog, "k", "k", rows);
+  REQUIRE_MESSAGE(k.ok(), test::why(k));
+  INFO(k->source);
+  CHECK(k->globalSize == 14u);
+  CHECK(k->source.find("float8 acc15 = ") != std::string::npos);
+  CHECK(k->source.find(" tap0 = (c >= 0) & (c < 7)") != std::string::npos);
 }
 
 TEST_CASE("an owned row panel's window rows are masked input-row loads and match the interpreter") {
@@ -1506,7 +1522,7 @@ TEST_CASE("a large product's owned panels split M further where the cores do not
 
 TEST_CASE("gathered panels stay apart where pairing them would split M more often") {
   // 520 output channels of a 3x3 conv on a 7x7 map: 4 gathered panels of
-  // 16 columns. Apart they take 2 splits of M (8 work-items, 8 panels
+  // 16 columns (row panels off, which take 8-lane rows on such maps). Apart they take 2 splits of M (8 work-items, 8 panels
   // built); as 2 pairs they would take 4 (16 built), so the panels stay
   // apart. The same conv with 260 channels (at most 2 splits either way)
   // keeps its pairs.
@@ -1514,7 +1530,8 @@ TEST_CASE("gathered panels stay apart where pairing them would split M more ofte
   for (int64_t M : {520, 260}) {
     INFO("output channels " << M);
     const OneConv c = oneConv({1, 8, 7, 7}, {M, 8, 3, 3}, "<pads = [1, 1, 1, 1]> ", 50);
-    const codegen::GemmTiling t{.rows = 12, .width = 16, .shallowDepth = 1 << 20, .shallowLocalRows = 1, .panels = 2};
+    const codegen::GemmTiling t{
+        .rows = 12, .width = 16, .shallowDepth = 1 << 20, .shallowLocalRows = 1, .convRowPanels = false, .panels = 2};
     Expected<codegen::KernelSource> k = codegen::emitGemm(c.g, c.groups.front().nodes, core->catalog, "k", "k", t);
     REQUIRE_MESSAGE(k.ok(), test::why(k));
     const bool paired = M == 260;
