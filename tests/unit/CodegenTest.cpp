@@ -3047,6 +3047,22 @@ g (float[1,8,13,20] x, float[16,8,1,1] w1, float[16] b1, float[12,8,3,3] w3, flo
   const codegen::KernelOptions options = codegen::KernelOptions::forTarget(cpu.value());
   const codegen::DeviceRun run = runAndCheck(g, codegen::planGroups(plan), packs->catalog, inputs, reference, options, 1e-4f);
   CHECK(run.kernelTimes.size() == 2);  // the Concat's parts written in place (16 x 260 floats: aligned)
+  // The lighter product's work-groups come first (PoCL sizes its threads'
+  // chunks of work-groups from the kernel's past time per group): the
+  // strided conv (5 x 70 x 252) before the one declared first (6 x 260 x 252).
+  bool reordered = false;
+  for (const Group& grp : plan.groups) {
+    if (grp.rule == nullptr || grp.rule->name != "sibling_convs") continue;
+    Expected<codegen::KernelSource> k =
+        codegen::emitGemmHorizontal(g, grp.nodes, packs->catalog, "k", "k", [&](const NodeData&) { return options.gemm; });
+    REQUIRE_MESSAGE(k.ok(), test::why(k));
+    const size_t strided = k->source.find("C[5x70]"), plain = k->source.find("C[6x260]");
+    if (strided == std::string::npos) continue;
+    REQUIRE(plain != std::string::npos);
+    CHECK(strided < plain);
+    reordered = true;
+  }
+  CHECK(reordered);
   // A depthwise sibling is computed directly, in a kernel of its own: the
   // family refuses it, with the reason.
   Graph dw = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
