@@ -2338,8 +2338,9 @@ Expected<KernelSource> emitGemmHorizontal(const Graph& g, const std::vector<Node
   Expected<std::vector<std::vector<NodeRef>>> products = horizontalProducts(g, members);
   if (!products) return products.error();
   // The lighter products' work-groups first. PoCL's CPU threads take
-  // chunks of work-groups sized from the kernel's past time per group, so
-  // heavy groups first hand one thread a chunk far longer than the rest:
+  // work-groups in chunks (PoCL 3.1: up to 512 while more than 1024 are
+  // left, then up to 64; later versions size them from the kernel's past
+  // time per group), so heavy groups first land in one thread's chunk:
   // SqueezeNet's fire modules with the 3x3 conv's groups before the 1x1's
   // took 0.82-0.89 ms against 0.56-0.61 ms for the first two (four
   // alternating runs, AVX-512 Zen 4 PoCL, its slow phase).

@@ -3047,8 +3047,8 @@ g (float[1,8,13,20] x, float[16,8,1,1] w1, float[16] b1, float[12,8,3,3] w3, flo
   const codegen::KernelOptions options = codegen::KernelOptions::forTarget(cpu.value());
   const codegen::DeviceRun run = runAndCheck(g, codegen::planGroups(plan), packs->catalog, inputs, reference, options, 1e-4f);
   CHECK(run.kernelTimes.size() == 2);  // the Concat's parts written in place (16 x 260 floats: aligned)
-  // The lighter product's work-groups come first (PoCL sizes its threads'
-  // chunks of work-groups from the kernel's past time per group): the
+  // The lighter product's work-groups come first (PoCL's threads take
+  // work-groups in chunks, the first ones large): the
   // strided conv (5 x 70 x 252) before the one declared first (6 x 260 x 252).
   bool reordered = false;
   for (const Group& grp : plan.groups) {
