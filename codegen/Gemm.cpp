@@ -1535,8 +1535,16 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   // DenseNet-121's sixteen 128 -> 32 3x3 convs on 7x7 0.048-0.052 -> 0.029-0.032
   // ms, the model's sum of per-kernel minima 34.9 -> 34.6 ms (three
   // alternating runs, AVX-512 Zen 4 PoCL, whose 256-bit FMA costs half a
-  // 512-bit one); ResNet-18's 7x7 stage within 5 %.
-  const bool narrowRows = !pro && geo->conv && geo->im2col && tiling.convRowPanels && W == 16 && geo->OW <= 8 && geo->SW == 1;
+  // 512-bit one); ResNet-18's 7x7 stage within 5 %. Not on rows of 5 or
+  // fewer, whose 8 lanes would run along the flattened output too.
+  // Whether the conv's output rows fill panels of `w` lanes, at most a
+  // quarter of them past a row's end (what row panels need, below).
+  auto rowsFill = [&](int64_t w) {
+    const int64_t lanes = (geo->OW + w - 1) / w * w;
+    return 4 * (lanes - geo->OW) <= lanes;
+  };
+  const bool narrowRows = !pro && geo->conv && geo->im2col && tiling.convRowPanels && W == 16 && geo->OW <= 8 &&
+                          rowsFill(8) && geo->SW == 1;
   if (narrowRows) W = 8;
   if ((pro || narrowRows) && W < tiling.width)
     TM = static_cast<int>(std::min<int64_t>({16, int64_t{TM} * tiling.width / W, std::max<int64_t>(M, 1)}));
@@ -1623,7 +1631,7 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   // wastes at most a quarter of the lanes).
   const Geometry& rg = pro ? pro->geo : geo.value();
   const bool rowPanels = (pro || (geo->im2col && (OWT >= 3 || geo->SW == 1))) && tiling.convRowPanels && (rg.SW == 1 || rg.SW == 2) &&
-                         4 * (OWT * W - geo->OW) <= OWT * W;
+                         rowsFill(W);
   int64_t MT = (M + TM - 1) / TM;
   const int64_t NT = rowPanels ? OH * OWT : (N + W - 1) / W, batches = shapeNumel(geo->batch);
   // With local memory, a work-group of L work-items takes L row tiles of
