@@ -79,7 +79,8 @@ class Search {
     s.attrs.resize(p_.bindings.size());
     std::optional<Match> result;
     const int root = p_.roots.empty() ? 0 : p_.roots[0];
-    matchNode(root, n, s, [&](State& done) { return matchOtherRoots(1, done, [&](State& all) { return finish(all, result); }); });
+    const Cont rest = [&](State& done) { return matchOtherRoots(1, done, [&](State& all) { return finish(all, result); }); };
+    if (!matchNode(root, n, s, rest)) matchEmptyRoot(root, n, s, rest);
     if (!result && why) *why = best_;
     return result;
   }
@@ -390,15 +391,32 @@ class Search {
         s = saved;
         return false;
       }
-    if (qn.operands.empty() || qn.operands[0].kind != PatternOperand::Kind::Binding) return k(s);
+    if (qn.operands.empty()) return k(s);
     const PatternOperand& po = qn.operands[0];
-    if (!bindValue(po.index, v, s)) {
-      s = saved;
-      return false;
+    bool ok = false;
+    if (po.kind == PatternOperand::Kind::Node) {  // `Relu*(Conv(x, w))`: the conv gives v
+      ok = matchProducer(po.index, 0, v, s, k);
+    } else if (po.kind != PatternOperand::Kind::Binding) {
+      ok = k(s);
+    } else if (bindValue(po.index, v, s)) {
+      const Binding& b = p_.bindings[static_cast<size_t>(po.index)];
+      ok = b.producer < 0 ? k(s) : matchProducer(b.producer, b.result, v, s, k);
     }
-    const Binding& b = p_.bindings[static_cast<size_t>(po.index)];
-    if (b.producer < 0) return k(s);
-    return matchProducer(b.producer, b.result, v, s, k);
+    if (!ok) s = saved;
+    return ok;
+  }
+
+  /// A root `X*` that matches nothing (`y = Activation*(d, ...)` where no
+  /// activation follows the conv `d`): the match starts at `n`, one of
+  /// whose results is the root's operand 0, and holds `n`.
+  bool matchEmptyRoot(int root, NodeRef n, State& s, const Cont& k) {
+    const PatternNode& pn = p_.nodes[static_cast<size_t>(root)];
+    if (pn.repeat != PatternNode::Repeat::ZeroOrMore || pn.operands.empty()) return false;
+    for (ValueId v : g_.node(n).outputs) {
+      if (v == kNoValue) continue;
+      if (matchEmptyRepetition(root, v, s, [&](State& st) { return st.uses(n) && k(st); })) return true;
+    }
+    return false;
   }
 
   /// How many ops a path from one of `node`'s operands up to the node
@@ -501,10 +519,20 @@ std::vector<NodeRef> Match::allNodes() const {
 Matcher::Matcher(const RuleSet& rules, const Target* target) : rules_(rules), target_(target) {
   for (const Rule& r : rules_.rules) {
     if (r.pattern.roots.empty()) continue;
-    const PatternNode& root = r.pattern.nodes[static_cast<size_t>(r.pattern.roots[0])];
-    for (const OpDef* op : root.ops) {
-      auto& list = byRootOp_[op->name.str()];
-      if (std::find(list.begin(), list.end(), &r) == list.end()) list.push_back(&r);
+    // The root's ops; where the root is `X*`, which may match nothing, also
+    // the ops of what gives its operand 0 (and so on down empty ones).
+    int p = r.pattern.roots[0];
+    for (size_t depth = 0; p >= 0 && depth < r.pattern.nodes.size(); ++depth) {
+      const PatternNode& node = r.pattern.nodes[static_cast<size_t>(p)];
+      for (const OpDef* op : node.ops) {
+        auto& list = byRootOp_[op->name.str()];
+        if (std::find(list.begin(), list.end(), &r) == list.end()) list.push_back(&r);
+      }
+      if (node.repeat != PatternNode::Repeat::ZeroOrMore || node.operands.empty()) break;
+      const PatternOperand& first = node.operands[0];
+      p = first.kind == PatternOperand::Kind::Node      ? first.index
+          : first.kind == PatternOperand::Kind::Binding ? r.pattern.bindings[static_cast<size_t>(first.index)].producer
+                                                        : -1;
     }
   }
 }

@@ -168,6 +168,34 @@ TEST_CASE("an empty repetition binds its result to its operand") {
   CHECK(n->allNodes().size() == 4);
 }
 
+TEST_CASE("a pattern ending in an empty repetition matches at the op before it") {
+  // ShuffleNet's branch: 1x1 conv, ReLU, depthwise conv, and no activation after it.
+  Fixture f("rule t { fuse { p = Conv(x, w) a = Relu(p) d = Conv(a, wd) y = Unary*(d) } kernel conv_epilogue }");
+  CHECK(f.matcher.rulesFor("Conv").size() == 1);  // the root may be empty: its operand's op starts a match too
+  CHECK(f.matcher.rulesFor("Relu").size() == 1);
+  Graph bare = test::parse(test::model("g (float[1,2,3,3] in, float[2,2,1,1] k, float[2,1,1,1] kd) => (float[1,2,3,3] out)",
+                                       "t = Conv (in, k)\nr = Relu (t)\nout = Conv <group = 2> (r, kd)"));
+  auto m = f.matcher.matchAt(bare, node(bare, "Conv", 1), f.rule());
+  REQUIRE(m);
+  CHECK(m->allNodes().size() == 3);
+  CHECK(bound(bare, *m, "y") == "out");
+  CHECK(bound(bare, *m, "d") == "out");
+  CHECK_FALSE(f.matcher.matchAt(bare, node(bare, "Conv", 0), f.rule()));  // the first conv gives no `d`
+  // With an activation after it, the match at the activation holds it.
+  Graph act = test::parse(test::model("g (float[1,2,3,3] in, float[2,2,1,1] k, float[2,1,1,1] kd) => (float[1,2,3,3] out)",
+                                      "t = Conv (in, k)\nr = Relu (t)\nd = Conv <group = 2> (r, kd)\nout = Neg (d)"));
+  auto n = f.matcher.matchAt(act, node(act, "Neg"), f.rule());
+  REQUIRE(n);
+  CHECK(n->allNodes().size() == 4);
+  // The repetition's operand written inline: the op it names is matched.
+  Fixture inl("rule i { fuse { y = Unary*(Conv(x, w)) } kernel conv_epilogue }");
+  Graph one = test::parse(test::model("g (float[1,1,3,3] in, float[1,1,1,1] k) => (float[1,1,3,3] out)", "out = Conv (in, k)"));
+  auto o = inl.matcher.matchAt(one, node(one, "Conv"), inl.rule());
+  REQUIRE(o);
+  CHECK(o->allNodes().size() == 1);
+  CHECK(bound(one, *o, "x") == "in");
+}
+
 TEST_CASE("sibling roots are found among the consumers of a shared input") {
   Fixture f("rule qkv { fuse { q = MatMul(x, wq) k = MatMul(x, wk) v = MatMul(x, wv) } where const(wq, wk, wv)"
             " kernel gemm_horizontal }");
