@@ -997,23 +997,19 @@ Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>&
            << geo.H * geo.Wd << ";\n";
       body << weights;
     }
-    if (registers) {
-      body << "  const float bias = " << (geo.c != kNoValue ? "in2[co]" : "0.0f") << ";\n";
+    if (!pro && !registers) body << ownedRowsCopy(geo, own);
+    body << "  const float bias = " << (geo.c != kNoValue ? "in2[co]" : "0.0f") << ";\n";
+    if (registers)
       depthwiseRegisterRows(body, geo, OH, [&](int64_t oy) {
         return "FUSEC_EPILOGUE(sums" + std::to_string(oy) + ", ((img * " + std::to_string(channels) + " + co) * " +
                std::to_string(OH) + " + " + std::to_string(oy) + ") * " + std::to_string(OW) + ", " + std::to_string(OW) + ")";
       });
-      src << detail::Emitter::indented(body.str()) << "  }\n}\n";
-      k.source = src.str();
-      return k;
-    }
-    if (!pro) body << ownedRowsCopy(geo, own);
-    body << "  const float bias = " << (geo.c != kNoValue ? "in2[co]" : "0.0f") << ";\n";
-    depthwiseRowLoop(body, geo, W, OH, OW, own, pro ? "mine" : "rows", [&](int j) {
-      return "FUSEC_EPILOGUE(sums" + std::to_string(j) + ", ((img * " + std::to_string(channels) + " + co) * " +
-             std::to_string(OH) + " + oy0 + r + " + std::to_string(j) + ") * " + std::to_string(OW) + " + ox0, " +
-             std::to_string(OW) + " - ox0)";
-    });
+    else
+      depthwiseRowLoop(body, geo, W, OH, OW, own, pro ? "mine" : "rows", [&](int j) {
+        return "FUSEC_EPILOGUE(sums" + std::to_string(j) + ", ((img * " + std::to_string(channels) + " + co) * " +
+               std::to_string(OH) + " + oy0 + r + " + std::to_string(j) + ") * " + std::to_string(OW) + " + ox0, " +
+               std::to_string(OW) + " - ox0)";
+      });
     if (pro) body << "  }\n";  // the loop over the unit's channels
     // The body, one (image, channel(s), block) unit, inside the loop over the work-item's units.
     src << detail::Emitter::indented(body.str()) << "  }\n}\n";
