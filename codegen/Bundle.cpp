@@ -100,7 +100,7 @@ Status writeBundle(const fs::path& dir, const Graph& g, const Schedule& s, const
     const ScheduledBuffer& sb = s.buffers[b];
     program << "buffer " << b << " " << kindName(sb.kind);
     if (sb.kind == ScheduledBuffer::Kind::Constant) {
-      const Tensor& t = *g.value(sb.value).constant;
+      const Tensor& t = sb.constant(g);
       constants.resize((constants.size() + 63) / 64 * 64);  // each constant 64-byte aligned in the file
       program << " " << t.byteSize() << " " << constants.size();
       constants.append(reinterpret_cast<const char*>(t.raw()), t.byteSize());

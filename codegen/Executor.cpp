@@ -258,7 +258,7 @@ Expected<Schedule> scheduleGraph(const Graph& g, const std::vector<KernelGroup>&
     const size_t bytes = std::max<size_t>(bytesOf(type), 1);
     (constant ? s.memory.constants : s.memory.inputs) += bytes;
     bufferOf[v] = s.buffers.size();
-    s.buffers.push_back({constant ? ScheduledBuffer::Kind::Constant : ScheduledBuffer::Kind::Input, bytes, v});
+    s.buffers.push_back({constant ? ScheduledBuffer::Kind::Constant : ScheduledBuffer::Kind::Input, bytes, v, 0, 0, nullptr});
     return Status::success();
   };
   for (const KernelSource& k : s.kernels)
@@ -280,7 +280,7 @@ Expected<Schedule> scheduleGraph(const Graph& g, const std::vector<KernelGroup>&
       free.erase(it);
     } else {
       bufferOf[v] = s.buffers.size();
-      s.buffers.push_back({ScheduledBuffer::Kind::Intermediate, bytes, v});
+      s.buffers.push_back({ScheduledBuffer::Kind::Intermediate, bytes, v, 0, 0, nullptr});
       s.memory.peak += bytes;
       ++s.memory.buffers;
     }
@@ -292,7 +292,7 @@ Expected<Schedule> scheduleGraph(const Graph& g, const std::vector<KernelGroup>&
     if (bufferOf.count(v) || slice == aliases.slices.end() || !bufferOf.count(slice->second.first)) return;
     bufferOf[v] = s.buffers.size();
     s.buffers.push_back({ScheduledBuffer::Kind::View, bytesOf(g.value(v).type), v, bufferOf.at(slice->second.first),
-                         slice->second.second});
+                         slice->second.second, nullptr});
   };
   for (size_t i = 0; i < s.kernels.size(); ++i) {
     const KernelSource& k = s.kernels[i];
@@ -309,7 +309,7 @@ Expected<Schedule> scheduleGraph(const Graph& g, const std::vector<KernelGroup>&
       const auto [whole, offset] = part->second;
       if (!bufferOf.count(whole)) place(whole);  // the first input written: the Concat's slot from here on
       bufferOf[v] = s.buffers.size();
-      s.buffers.push_back({ScheduledBuffer::Kind::Part, bytesOf(g.value(v).type), v, bufferOf.at(whole), offset});
+      s.buffers.push_back({ScheduledBuffer::Kind::Part, bytesOf(g.value(v).type), v, bufferOf.at(whole), offset, nullptr});
     }
     std::set<ValueId> touched;
     for (ValueId v : k.inputs) touched.insert(owner(resolve(v)));
@@ -320,6 +320,11 @@ Expected<Schedule> scheduleGraph(const Graph& g, const std::vector<KernelGroup>&
     std::vector<size_t> args;
     for (ValueId v : k.inputs) args.push_back(bufferOf.at(resolve(v)));
     for (ValueId v : k.outputs) args.push_back(bufferOf.at(v));
+    for (const std::shared_ptr<const Tensor>& t : k.derived) {
+      s.memory.constants += t->byteSize();
+      args.push_back(s.buffers.size());
+      s.buffers.push_back({ScheduledBuffer::Kind::Constant, std::max<size_t>(t->byteSize(), 1), kNoValue, 0, 0, t});
+    }
     s.arguments.push_back(std::move(args));
   }
   for (ValueId v : g.inputs()) {
@@ -346,7 +351,7 @@ Expected<DeviceProgram> DeviceProgram::build(Device& device, const Graph& g, con
   DeviceProgram p(device, g);
   p.schedule_ = std::move(schedule.value());
   for (const ScheduledBuffer& sb : p.schedule_.buffers) {
-    Expected<Buffer> b = sb.kind == ScheduledBuffer::Kind::Constant ? device.upload(*g.value(sb.value).constant)
+    Expected<Buffer> b = sb.kind == ScheduledBuffer::Kind::Constant ? device.upload(sb.constant(g))
                          : sb.kind == ScheduledBuffer::Kind::Part || sb.kind == ScheduledBuffer::Kind::View
                              ? device.subBuffer(p.buffers_.at(sb.parent), sb.offset, sb.bytes)
                                                                     : device.allocate(sb.bytes);

@@ -82,6 +82,7 @@ Expected<std::vector<TunedKernel>> tuneKernels(Device& device, const Graph& g, c
     const std::string name = "fusec_tune";  // one name: a candidate's source depends on its tiling alone
     Expected<KernelSource> base = emitGemm(g, group.nodes, catalog, name, "tuning", options.gemm);
     if (!base) continue;  // the direct-gather fallback (3-D convs) has no tiling
+    if (!base->derived.empty()) continue;  // nor has a Winograd conv (emitWinograd)
     TunedKernel result;
     result.group = group.name.empty() ? head.op.str() : group.name;
     result.tiling = options.gemm;

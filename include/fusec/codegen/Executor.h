@@ -90,6 +90,12 @@ struct ScheduledBuffer {
   size_t bytes = 0;
   ValueId value = kNoValue;  ///< the constant or input; for a slot, the first value placed in it
   size_t parent = 0, offset = 0;  ///< a part's or view's buffer and where in it it starts
+  /// A derived constant's values (KernelSource::derived; `value` is
+  /// kNoValue); a graph constant's are `value`'s.
+  std::shared_ptr<const Tensor> data;
+
+  /// A constant buffer's values.
+  const Tensor& constant(const Graph& g) const { return data ? *data : *g.value(value).constant; }
 };
 
 /// The groups of a graph that launch nothing, because their result's bytes

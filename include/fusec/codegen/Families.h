@@ -107,6 +107,7 @@ struct KernelOptions {
     if (target.has("cpu")) {
       o.gemm.shallowLocalRows = 1;
       o.gemm.depthwiseOwnedBytes = kDepthwiseOwnedBytes;
+      o.gemm.winogradLocalBytes = target.localMemBytes / 2;
       // A depthwise prologue on maps wider than 16 in blocks of whole
       // rows: MobileNetV2's blocks on 112- and 56-wide maps 0.74-0.92 of
       // the two kernels apart (the 16-column panels 1.08-1.31); on 14-wide

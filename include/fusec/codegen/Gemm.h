@@ -78,6 +78,14 @@ struct GemmTiling {
   /// computes the block with every tap one vector load and no edge tests.
   /// 0: each work-item computes one row segment straight from global memory.
   int64_t depthwiseOwnedBytes = 0;
+  /// Above 0: a 3x3 stride-1 conv on maps at least 23 wide (one group, no
+  /// prologue, constant weights) is computed by Winograd's F(2x2, 3x3):
+  /// 16 products of output channels x input channels, each 2.25x fewer
+  /// multiplies than the window's; a work-item transforms its 16 tiles'
+  /// input into this many bytes of local memory at most (16 x C float16s)
+  /// and computes every output channel from them (emitWinograd).
+  /// KernelOptions::forTarget sets half the local memory on CPUs.
+  int64_t winogradLocalBytes = 0;
   /// Column panels a work-item owning its panel computes at once (1 or 2):
   /// with 2, tiles of rows x 2*width, each broadcast of A feeding two FMAs.
   /// KernelOptions::forDevice sets 2 where the accumulators fit the

@@ -8,6 +8,7 @@
 /// by zero is 0).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,10 @@ struct KernelSource {
   std::string source;           ///< complete OpenCL C 1.2 text
   std::vector<ValueId> inputs;  ///< buffer arguments, in order
   std::vector<ValueId> outputs; ///< buffer arguments after the inputs
+  /// Constants the code generator derives from the graph's (a conv's
+  /// weights in another basis): buffer arguments after the outputs,
+  /// uploaded with the graph's constants.
+  std::vector<std::shared_ptr<const Tensor>> derived;
   size_t globalSize = 0;        ///< work-items: elements of the output
   size_t localSize = 0;         ///< work-group size; 0 leaves it to the runtime
   size_t localMemBytes = 0;     ///< local memory a work-group declares
