@@ -1513,22 +1513,28 @@ std::optional<Expected<KernelSource>> emitDepthwiseRowBlocks(const Graph& g, con
 }
 
 /// Winograd's F(2x2, 3x3) for a 3x3 stride-1 conv (one group, constant
-/// weights, no prologue) on maps at least 23 wide, with its epilogue
+/// weights, no prologue), with its epilogue
 /// (GemmTiling::winogradLocalBytes). Each output tile of 2x2 comes from a
 /// 4x4 input patch d: V = B^T d B, then for each of the 16 points of the
 /// transform a product over the input channels with U = G g G^T (the
 /// weights transformed here, once: a derived constant laid out [16][M][C]),
 /// then Y = A^T m A. 16 multiplies per tile and channel pair against 36.
 ///
-/// A work-item owns 16 neighbouring tiles of one tile row (2 output rows x
-/// 32 columns; the lanes of a float16): it transforms their input patches
+/// A work-item owns 16 tiles, the lanes of a float16: on maps at least 23
+/// wide, neighbouring tiles of one tile row (2 output rows x 32 columns,
+/// their patches loaded as whole input rows); on narrower maps 16
+/// consecutive tiles of the map in row-major order (ResNet-18's 14x14 map
+/// has 49 tiles, its 7x7 map 16), their patches gathered and their outputs
+/// moved into rows before the epilogue. It transforms their input patches
 /// for every input channel once into its local memory (16 x C float16s),
 /// then computes its share of the output channels (all of them unless the
 /// map makes too few work-items), 8 at a time: for each transform point a
 /// row tile of 8 float16 accumulators, one broadcast FMA per channel. By
 /// hand on an AVX-512 PoCL device (bias + ReLU), against this family's
 /// implicit GEMM: ResNet-18's 64x56x56 conv 1.255 -> 0.850 ms, 128x28x28
-/// 1.213 -> 0.758, DenseNet-121's 128x56x56 -> 32 1.335 -> 0.954.
+/// 1.213 -> 0.758, DenseNet-121's 128x56x56 -> 32 1.335 -> 0.954; in
+/// consecutive tiles, 256x14x14 1.185 -> 0.948 (half the output channels
+/// a work-item), 512x7x7 1.534 -> 1.067 (an eighth).
 /// Transforming the input once per work-group rather than once per 8-16
 /// output channels: 1.06 -> 0.85 ms; 16 accumulators spill.
 /// nullopt where the conv is not such a conv or its epilogue has no
@@ -1545,9 +1551,11 @@ std::optional<Expected<KernelSource>> emitWinograd(const Graph& g, const std::ve
     return std::nullopt;
   const int64_t images = xs[0], C = xs[1], H = geo.H, Wd = geo.Wd, M = geo.M, OW = geo.OW;
   const int64_t OH = OW > 0 ? geo.N / OW : 0;
-  const int64_t TH = (OH + 1) / 2, TW = (OW + 1) / 2, TBR = (TW + 15) / 16;
+  const int64_t TH = (OH + 1) / 2, TW = (OW + 1) / 2;
+  const bool rows = OW >= 23;  // else consecutive tiles of the map
+  const int64_t TBR = rows ? (TW + 15) / 16 : (TH * TW + 15) / 16;  // work-items per tile row, or per image
   constexpr int64_t kVectorBytes = 16 * sizeof(float);
-  if (OH <= 0 || OW < 23 || M <= 0 || C <= 0 || 16 * C * kVectorBytes > tiling.winogradLocalBytes) return std::nullopt;
+  if (OH <= 0 || OW <= 0 || M <= 0 || C <= 0 || 16 * C * kVectorBytes > tiling.winogradLocalBytes) return std::nullopt;
   std::vector<ValueId> operands = {x};
   if (geo.c != kNoValue) operands.push_back(geo.c);
   detail::Emitter e(g, catalog);
@@ -1575,11 +1583,15 @@ std::optional<Expected<KernelSource>> emitWinograd(const Graph& g, const std::ve
   k.derived.push_back(std::move(u));
 
   // Output channels split over work-items only where the tiles make fewer
-  // than 4 per core (ResNet-18's 28x28 conv, 14 work-items: all 128
-  // channels each 0.758 ms, halves 0.791).
-  const int64_t blocks = images * TH * TBR, cores = std::max<int64_t>(tiling.cores, 2);
+  // than 2 per core, and at least 16 each: ResNet-18's 28x28 conv (14
+  // work-items) all 128 channels each 0.758 ms, halves 0.791; kernel_roofline,
+  // two runs each, with at least 4 per core against 2: its 512x7x7 conv
+  // 0.715 / 0.730 -> 0.674 / 0.679 ms, DenseNet-121's 128x14x14 -> 32
+  // 0.122 / 0.102 -> 0.091 / 0.076 (the implicit GEMM 0.089), its 7x7 one
+  // 0.018-0.020 either way (0.026).
+  const int64_t blocks = images * (rows ? TH : 1) * TBR, cores = std::max<int64_t>(tiling.cores, 2);
   int64_t split = 1;
-  while (blocks * split < 4 * cores && M / (2 * split) >= 16) split *= 2;
+  while (blocks * split < 2 * cores && M / (2 * split) >= 16) split *= 2;
   const int64_t share = (M + split - 1) / split, perItem = (share + 7) / 8 * 8;
   k.globalSize = static_cast<size_t>(blocks * split);
   k.localSize = 1;
@@ -1589,7 +1601,8 @@ std::optional<Expected<KernelSource>> emitWinograd(const Graph& g, const std::ve
   std::ostringstream src;
   src << "// " << comment << "\n";
   src << "// Conv 3x3 by Winograd's F(2x2, 3x3): " << C << " -> " << M << " channels on " << H << "x" << Wd
-      << "; each work-item transforms 16 tiles' input (2 rows x 32 columns of output) for every input channel\n"
+      << "; each work-item transforms 16 tiles' input ("
+      << (rows ? "2 rows x 32 columns of output" : "16 consecutive tiles of 2x2 outputs") << ") for every input channel\n"
       << "// into local memory, then computes " << perItem << " output channels from them, 8 at a time: 16 products with "
       << "the transformed weights (cst0), then the output transform and the epilogue.\n";
   src << detail::Emitter::prelude() << ek->vectorHelpers;
@@ -1608,40 +1621,67 @@ std::optional<Expected<KernelSource>> emitWinograd(const Graph& g, const std::ve
       << signature.substr(0, signature.size() - 1) << ",\n    __global const float* restrict cst0) {\n";
   src << "  const int grp = get_group_id(0);\n";
   src << "  const int split = grp % " << split << ", blk = grp / " << split << ";\n";
-  src << "  const int tx0 = (blk % " << TBR << ") * 16, ty = (blk / " << TBR << ") % " << TH << ", img = blk / "
-      << TBR * TH << ";\n";
-  src << "  const int ix0 = 2 * tx0 - " << geo.PW << ";\n";
+  if (rows) {
+    src << "  const int tx0 = (blk % " << TBR << ") * 16, ty = (blk / " << TBR << ") % " << TH << ", img = blk / "
+        << TBR * TH << ";\n";
+    src << "  const int ix0 = 2 * tx0 - " << geo.PW << ";\n";
+  } else {
+    src << "  const int t0 = (blk % " << TBR << ") * 16, img = blk / " << TBR << ";\n";
+    src << "  const int16 t = (int16)(t0) + (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);\n";
+    src << "  const int16 inMap = t < " << TH * TW << ", ty = t / " << TW << ", tx = t % " << TW << ";\n";
+  }
   src << "  const __global float* image = in0 + img * " << C * H * Wd << ";\n";
   src << "  __local float16 v[" << 16 * C << "];  // v[point * " << C << " + channel]\n";
   src << "  for (int c = 0; c < " << C << "; ++c) {\n";
   src << "    const __global float* plane = image + c * " << H * Wd << ";\n";
-  for (int i = 0; i < 4; ++i) {
-    const std::string r = std::to_string(i);
-    src << "    float16 w" << r << "0, w" << r << "1, w" << r << "2, w" << r << "3;\n";
-    src << "    {\n";
-    src << "      const int iy = 2 * ty - " << geo.PH << " + " << i << ";\n";
-    src << "      float16 lo = (float16)(0.0f), mid = (float16)(0.0f);\n";
-    src << "      float2 hi = (float2)(0.0f);\n";
-    src << "      if (iy >= 0 && iy < " << H << ") {\n";
-    src << "        const __global float* row = plane + iy * " << Wd << ";\n";
-    src << "        if (ix0 >= 0 && ix0 + 34 <= " << Wd << ") {\n";
-    src << "          lo = vload16(0, row + ix0);\n";
-    src << "          mid = vload16(0, row + ix0 + 16);\n";
-    src << "          hi = vload2(0, row + ix0 + 32);\n";
-    src << "        } else {\n";
-    src << "          lo = fusec_wrow(row, ix0);\n";
-    src << "          mid = fusec_wrow(row, ix0 + 16);\n";
-    src << "          hi = (float2)(ix0 + 32 >= 0 && ix0 + 32 < " << Wd << " ? row[ix0 + 32] : 0.0f, ix0 + 33 >= 0 && ix0 + 33 < "
-        << Wd << " ? row[ix0 + 33] : 0.0f);\n";
-    src << "        }\n";
-    src << "      }\n";
-    // Lane t's patch columns ix0 + 2t .. ix0 + 2t + 3.
-    src << "      const float16 d0 = shuffle2(lo, mid, (uint16)(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30));\n";
-    src << "      const float16 d1 = shuffle2(lo, mid, (uint16)(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31));\n";
-    src << "      const float16 d2 = shuffle2(d0, (float16)(hi.s0), (uint16)(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16));\n";
-    src << "      const float16 d3 = shuffle2(d1, (float16)(hi.s1), (uint16)(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16));\n";
-    src << "      w" << r << "0 = d0 - d2; w" << r << "1 = d1 + d2; w" << r << "2 = d2 - d1; w" << r << "3 = d1 - d3;\n";
-    src << "    }\n";
+  if (rows) {
+    for (int i = 0; i < 4; ++i) {
+      const std::string r = std::to_string(i);
+      src << "    float16 w" << r << "0, w" << r << "1, w" << r << "2, w" << r << "3;\n";
+      src << "    {\n";
+      src << "      const int iy = 2 * ty - " << geo.PH << " + " << i << ";\n";
+      src << "      float16 lo = (float16)(0.0f), mid = (float16)(0.0f);\n";
+      src << "      float2 hi = (float2)(0.0f);\n";
+      src << "      if (iy >= 0 && iy < " << H << ") {\n";
+      src << "        const __global float* row = plane + iy * " << Wd << ";\n";
+      src << "        if (ix0 >= 0 && ix0 + 34 <= " << Wd << ") {\n";
+      src << "          lo = vload16(0, row + ix0);\n";
+      src << "          mid = vload16(0, row + ix0 + 16);\n";
+      src << "          hi = vload2(0, row + ix0 + 32);\n";
+      src << "        } else {\n";
+      src << "          lo = fusec_wrow(row, ix0);\n";
+      src << "          mid = fusec_wrow(row, ix0 + 16);\n";
+      src << "          hi = (float2)(ix0 + 32 >= 0 && ix0 + 32 < " << Wd << " ? row[ix0 + 32] : 0.0f, ix0 + 33 >= 0 && ix0 + 33 < "
+          << Wd << " ? row[ix0 + 33] : 0.0f);\n";
+      src << "        }\n";
+      src << "      }\n";
+      // Lane t's patch columns ix0 + 2t .. ix0 + 2t + 3.
+      src << "      const float16 d0 = shuffle2(lo, mid, (uint16)(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30));\n";
+      src << "      const float16 d1 = shuffle2(lo, mid, (uint16)(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31));\n";
+      src << "      const float16 d2 = shuffle2(d0, (float16)(hi.s0), (uint16)(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16));\n";
+      src << "      const float16 d3 = shuffle2(d1, (float16)(hi.s1), (uint16)(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16));\n";
+      src << "      w" << r << "0 = d0 - d2; w" << r << "1 = d1 + d2; w" << r << "2 = d2 - d1; w" << r << "3 = d1 - d3;\n";
+      src << "    }\n";
+    }
+  } else {
+    for (int i = 0; i < 4; ++i) {
+      const std::string r = std::to_string(i);
+      src << "    float16 w" << r << "0, w" << r << "1, w" << r << "2, w" << r << "3;\n";
+      src << "    {\n";
+      src << "      const int16 iy = 2 * ty - " << geo.PH << " + " << i << ";\n";
+      src << "      const int16 inRow = inMap & (iy >= 0) & (iy < " << H << ");\n";
+      for (int j = 0; j < 4; ++j) {
+        const std::string c = std::to_string(j);
+        src << "      const int16 ix" << c << " = 2 * tx - " << geo.PW << " + " << j << ";\n";
+        src << "      const int16 in" << c << " = inRow & (ix" << c << " >= 0) & (ix" << c << " < " << Wd << ");\n";
+        src << "      const int16 at" << c << " = select((int16)(0), iy * " << Wd << " + ix" << c << ", in" << c << ");\n";
+        src << "      const float16 d" << c << " = select((float16)(0.0f), (float16)(";
+        for (int l = 0; l < 16; ++l) src << (l ? ", " : "") << "plane[at" << c << ".s" << "0123456789abcdef"[l] << "]";
+        src << "), in" << c << ");\n";
+      }
+      src << "      w" << r << "0 = d0 - d2; w" << r << "1 = d1 + d2; w" << r << "2 = d2 - d1; w" << r << "3 = d1 - d3;\n";
+      src << "    }\n";
+    }
   }
   for (int j = 0; j < 4; ++j) {
     const std::string c = std::to_string(j);
@@ -1680,19 +1720,43 @@ std::optional<Expected<KernelSource>> emitWinograd(const Graph& g, const std::ve
       src << "      const float16 t" << I << "1 = s[" << 4 * i + 1 << "][" << R << "] - s[" << 4 * i + 2 << "][" << R
           << "] - s[" << 4 * i + 3 << "][" << R << "];\n";
     }
-    src << "      const int base = ((img * " << M << " + m) * " << OH << " + 2 * ty) * " << OW << " + 2 * tx0;\n";
-    src << "      {\n";
-    src << "        const float16 y0 = t00 + t10 + t20, y1 = t01 + t11 + t21;\n";
-    src << "        const float16 lo = shuffle2(y0, y1, " << kEven << "), hi = shuffle2(y0, y1, " << kOdd << ");\n";
-    src << "        FUSEC_EPILOGUE(lo, base, " << OW << " - 2 * tx0)\n";
-    src << "        FUSEC_EPILOGUE(hi, base + 16, " << OW << " - 2 * tx0 - 16)\n";
-    src << "      }\n";
-    src << "      if (2 * ty + 1 < " << OH << ") {\n";
-    src << "        const float16 y0 = t10 - t20 - t30, y1 = t11 - t21 - t31;\n";
-    src << "        const float16 lo = shuffle2(y0, y1, " << kEven << "), hi = shuffle2(y0, y1, " << kOdd << ");\n";
-    src << "        FUSEC_EPILOGUE(lo, base + " << OW << ", " << OW << " - 2 * tx0)\n";
-    src << "        FUSEC_EPILOGUE(hi, base + " << OW + 16 << ", " << OW << " - 2 * tx0 - 16)\n";
-    src << "      }\n";
+    if (rows) {
+      src << "      const int base = ((img * " << M << " + m) * " << OH << " + 2 * ty) * " << OW << " + 2 * tx0;\n";
+      src << "      {\n";
+      src << "        const float16 y0 = t00 + t10 + t20, y1 = t01 + t11 + t21;\n";
+      src << "        const float16 lo = shuffle2(y0, y1, " << kEven << "), hi = shuffle2(y0, y1, " << kOdd << ");\n";
+      src << "        FUSEC_EPILOGUE(lo, base, " << OW << " - 2 * tx0)\n";
+      src << "        FUSEC_EPILOGUE(hi, base + 16, " << OW << " - 2 * tx0 - 16)\n";
+      src << "      }\n";
+      src << "      if (2 * ty + 1 < " << OH << ") {\n";
+      src << "        const float16 y0 = t10 - t20 - t30, y1 = t11 - t21 - t31;\n";
+      src << "        const float16 lo = shuffle2(y0, y1, " << kEven << "), hi = shuffle2(y0, y1, " << kOdd << ");\n";
+      src << "        FUSEC_EPILOGUE(lo, base + " << OW << ", " << OW << " - 2 * tx0)\n";
+      src << "        FUSEC_EPILOGUE(hi, base + " << OW + 16 << ", " << OW << " - 2 * tx0 - 16)\n";
+      src << "      }\n";
+    } else {
+      // Each tile row the work-item's tiles reach: its lanes la .. lb - 1
+      // (tiles t0 + la ..), their outputs of one output row interleaved
+      // into `row`, then the epilogue on 16 columns at a time.
+      src << "      float yv[4][16];\n";
+      src << "      vstore16(t00 + t10 + t20, 0, yv[0]);\n";
+      src << "      vstore16(t01 + t11 + t21, 0, yv[1]);\n";
+      src << "      vstore16(t10 - t20 - t30, 0, yv[2]);\n";
+      src << "      vstore16(t11 - t21 - t31, 0, yv[3]);\n";
+      src << "      for (int tr = t0 / " << TW << "; tr <= (min(t0 + 16, " << TH * TW << ") - 1) / " << TW << "; ++tr) {\n";
+      src << "        const int la = max(0, tr * " << TW << " - t0), lb = min(min(16, (tr + 1) * " << TW << " - t0), "
+          << TH * TW << " - t0);\n";
+      src << "        const int ox0 = 2 * (t0 + la - tr * " << TW << "), n = min(2 * (lb - la), " << OW << " - ox0);\n";
+      src << "        for (int a = 0; a < 2 && 2 * tr + a < " << OH << "; ++a) {\n";
+      src << "          float row[32];\n";
+      src << "          for (int q = 0; q < 32; ++q) row[q] = q < 2 * (lb - la) ? yv[2 * a + (q & 1)][la + (q >> 1)] : 0.0f;\n";
+      src << "          const int base = ((img * " << M << " + m) * " << OH << " + 2 * tr + a) * " << OW << " + ox0;\n";
+      src << "          const float16 lo = vload16(0, row), hi = vload16(0, row + 16);\n";
+      src << "          FUSEC_EPILOGUE(lo, base, n)\n";
+      src << "          FUSEC_EPILOGUE(hi, base + 16, n - 16)\n";
+      src << "        }\n";
+      src << "      }\n";
+    }
     src << "    }\n";
   }
   src << "  }\n}\n";

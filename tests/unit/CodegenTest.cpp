@@ -1444,17 +1444,22 @@ g (float[1,16,7,7] x, float[16,1,5,5] w, float[16] b, float[1,3,6,5] xm, float[6
 }
 
 TEST_CASE("3x3 stride-1 convs with constant weights by Winograd's F(2x2, 3x3) match the interpreter") {
-  // An odd map (25x27: the last tile row has one output row, the last tile
-  // column one column) with bias and ReLU, 20 output channels (not a
-  // multiple of 8); two images of 3 channels with uneven pads and no bias,
-  // a residual Add fused; a 2-row map of 64 channels, whose output channels
-  // are split over work-items; a 22-wide map and a stride-2 conv, which
-  // stay implicit GEMMs. The weights are constants (transformed once).
+  // Tiles along rows: an odd map (25x27: the last tile row has one output
+  // row, the last tile column one column) with bias and ReLU, 20 output
+  // channels (not a multiple of 8); two images of 3 channels with uneven
+  // pads and no bias, a residual Add fused; a 2-row map of 64 channels,
+  // whose output channels are split over work-items. Consecutive tiles of
+  // narrower maps: 22 wide (6x22, 33 tiles: 3 work-items, 11 tiles a
+  // row), and 9x5 with uneven pads (5x3 = 15 tiles, one lane past the
+  // map), bias and ReLU fused. A stride-2 conv stays an implicit GEMM.
+  // The weights are constants (transformed once).
   std::unique_ptr<RuleSet> core = test::loadDefaultPacks();
   Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float[1,5,25,27] x1, float[20,5,3,3] w1, float[20] b1, float[2,3,24,40] x2, float[9,3,3,3] w2, float[2,9,24,39] r2,
-   float[1,6,2,40] x5, float[64,6,3,3] w5, float[1,4,6,22] x3, float[7,4,3,3] w3)
-  => (float[1,20,25,27] y1, float[2,9,24,39] y2, float[1,64,2,40] y5, float[1,7,6,22] y3, float[1,7,3,11] y4) {
+   float[1,6,2,40] x5, float[64,6,3,3] w5, float[1,4,6,22] x3, float[7,4,3,3] w3, float[1,16,9,5] x6,
+   float[33,16,3,3] w6, float[33] b6)
+  => (float[1,20,25,27] y1, float[2,9,24,39] y2, float[1,64,2,40] y5, float[1,7,6,22] y3, float[1,7,3,11] y4,
+      float[1,33,9,5] y6) {
   c1 = Conv <pads = [1, 1, 1, 1]> (x1, w1, b1)
   y1 = Relu (c1)
   c2 = Conv <pads = [0, 1, 2, 0]> (x2, w2)
@@ -1462,10 +1467,12 @@ g (float[1,5,25,27] x1, float[20,5,3,3] w1, float[20] b1, float[2,3,24,40] x2, f
   y5 = Conv <pads = [1, 1, 1, 1]> (x5, w5)
   y3 = Conv <pads = [1, 1, 1, 1]> (x3, w3)
   y4 = Conv <strides = [2, 2], pads = [1, 1, 1, 1]> (x3, w3)
+  c6 = Conv <pads = [1, 0, 1, 2]> (x6, w6, b6)
+  y6 = Relu (c6)
 }
 )");
   unsigned seed = 90;
-  for (const char* name : {"w1", "w2", "w5", "w3"}) {
+  for (const char* name : {"w1", "w2", "w5", "w3", "w6"}) {
     const ValueId w = g.findValue(name).value();
     g.replaceAllUsesWith(w, g.addConstant(std::string(name) + "c", randomTensor(g.value(w).type.staticShape(), ++seed)));
   }
@@ -1474,7 +1481,8 @@ g (float[1,5,25,27] x1, float[20,5,3,3] w1, float[20] b1, float[2,3,24,40] x2, f
   const codegen::KernelOptions options{.gemm = t, .gemmTilings = {}};
   std::map<std::string, std::string> sources;
   for (const auto& [fused, name] : std::vector<std::pair<std::set<std::string>, std::string>>{{{"c1", "y1"}, "relu"},
-                                                                                              {{"c2", "y2"}, "residual"}}) {
+                                                                                              {{"c2", "y2"}, "residual"},
+                                                                                              {{"c6", "y6"}, "relu6"}}) {
     const std::vector<codegen::KernelGroup> groups = fuseOneGroup(g, fused, name);
     runAndCheck(g, groups, core->catalog, inputs, reference, options, 1e-4f);
     for (const codegen::KernelGroup& grp : groups) {
@@ -1489,8 +1497,10 @@ g (float[1,5,25,27] x1, float[20,5,3,3] w1, float[20] b1, float[2,3,24,40] x2, f
   CHECK_FALSE(sources["y1"].empty());
   CHECK_FALSE(sources["y2"].empty());
   CHECK_FALSE(sources["y5"].empty());
-  CHECK(sources["y5"].find("split = grp % 4") != std::string::npos);
-  CHECK(sources["y3"].empty());
+  CHECK(sources["y5"].find("split = grp % 2") != std::string::npos);
+  CHECK(sources["y3"].find("16 consecutive tiles") != std::string::npos);
+  CHECK(sources["y6"].find("16 consecutive tiles") != std::string::npos);
+  CHECK(sources["y1"].find("16 consecutive tiles") == std::string::npos);
   CHECK(sources["y4"].empty());
   // Without the budget for 16 x C vectors of local memory: the implicit GEMM.
   for (const codegen::KernelGroup& grp : fuseOneGroup(g, {"c1", "y1"}, "relu"))
