@@ -1597,7 +1597,7 @@ std::optional<Expected<KernelSource>> emitWinograd(const Graph& g, const std::ve
   k.localSize = 1;
   k.localMemBytes = static_cast<size_t>(16 * C * kVectorBytes);
 
-  const std::string sC = std::to_string(C), sM = std::to_string(M), sMC = std::to_string(M * C);
+  const std::string sMC = std::to_string(M * C);
   std::ostringstream src;
   src << "// " << comment << "\n";
   src << "// Conv 3x3 by Winograd's F(2x2, 3x3): " << C << " -> " << M << " channels on " << H << "x" << Wd
@@ -1761,7 +1761,6 @@ std::optional<Expected<KernelSource>> emitWinograd(const Graph& g, const std::ve
   }
   src << "  }\n}\n";
   k.source = src.str();
-  (void)sM;
   return k;
 }
 
