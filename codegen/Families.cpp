@@ -98,7 +98,8 @@ std::vector<FunctionFamily::Spec> specs() {
          return emitSqueezeExcite(g, group, catalog, name, comment, options.vectorColumns);
        }},
       {"conv_epilogue", "a Conv (any groups, strides, dilations and pads; tiled as an implicit GEMM, gathered "
-       "directly when it cannot be tiled; depthwise convs computed directly, weights in registers) followed by "
+       "directly when it cannot be tiled; depthwise convs computed directly, weights in registers; 3x3 stride-1 "
+       "convs with constant weights, on a CPU target, by Winograd's F(2x2, 3x3)) followed by "
        "elementwise ops on its result; before it, a per-channel scale of its input (Mul by [N, C, 1, 1]), or a "
        "depthwise conv (on a CPU also a dense one) and elementwise ops computing a 1x1 conv's input; beside it, a "
        "1x1 projection shortcut added to its result", "it does not start with a Conv",
