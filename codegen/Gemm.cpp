@@ -1539,23 +1539,30 @@ std::optional<Expected<KernelSource>> emitDepthwiseRowBlocks(const Graph& g, con
 /// output channels: 1.06 -> 0.85 ms; 16 accumulators spill.
 /// nullopt where the conv is not such a conv or its epilogue has no
 /// vector form (the implicit GEMM then computes it).
+constexpr int64_t kVectorBytes = 16 * sizeof(float);
+
+/// Whether `conv` (geometry `geo`) is a conv emitWinograd computes, short
+/// of its epilogue's vector form.
+bool winogradConv(const Graph& g, const Geometry& geo, const NodeData& conv, const GemmTiling& tiling) {
+  const ValueId w = conv.inputs[1];
+  const int64_t OH = geo.OW > 0 ? geo.N / geo.OW : 0;
+  return tiling.winogradLocalBytes > 0 && geo.conv && geo.groups == 1 && g.value(conv.inputs[0]).type.staticShape().size() == 4 &&
+         geo.KH == 3 && geo.KW == 3 && geo.SH == 1 && geo.SW == 1 && geo.DH == 1 && geo.DW == 1 && g.isConstant(w) &&
+         g.value(w).constant->dtype() == DType::Float32 && OH > 0 && geo.OW > 0 && geo.M > 0 &&
+         geo.K > 0 && 16 * (geo.K / 9) * kVectorBytes <= tiling.winogradLocalBytes;
+}
+
 std::optional<Expected<KernelSource>> emitWinograd(const Graph& g, const std::vector<NodeRef>& members,
                                                    const OpCatalog& catalog, const std::string& name,
                                                    const std::string& comment, const Geometry& geo, const NodeData& conv,
                                                    const GemmTiling& tiling) {
+  if (!winogradConv(g, geo, conv, tiling)) return std::nullopt;
   const ValueId x = conv.inputs[0], w = conv.inputs[1];
   const Shape xs = g.value(x).type.staticShape();
-  if (tiling.winogradLocalBytes <= 0 || !geo.conv || geo.groups != 1 || xs.size() != 4 || geo.KH != 3 || geo.KW != 3 ||
-      geo.SH != 1 || geo.SW != 1 || geo.DH != 1 || geo.DW != 1 || !g.isConstant(w) ||
-      g.value(w).constant->dtype() != DType::Float32)
-    return std::nullopt;
-  const int64_t images = xs[0], C = xs[1], H = geo.H, Wd = geo.Wd, M = geo.M, OW = geo.OW;
-  const int64_t OH = OW > 0 ? geo.N / OW : 0;
+  const int64_t images = xs[0], C = xs[1], H = geo.H, Wd = geo.Wd, M = geo.M, OW = geo.OW, OH = geo.N / OW;
   const int64_t TH = (OH + 1) / 2, TW = (OW + 1) / 2;
   const bool rows = OW >= 23;  // else consecutive tiles of the map
   const int64_t TBR = rows ? (TW + 15) / 16 : (TH * TW + 15) / 16;  // work-items per tile row, or per image
-  constexpr int64_t kVectorBytes = 16 * sizeof(float);
-  if (OH <= 0 || OW <= 0 || M <= 0 || C <= 0 || 16 * C * kVectorBytes > tiling.winogradLocalBytes) return std::nullopt;
   std::vector<ValueId> operands = {x};
   if (geo.c != kNoValue) operands.push_back(geo.c);
   detail::Emitter e(g, catalog);
@@ -1845,6 +1852,12 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
     return emitDepthwise(g, members, catalog, name, comment, geo.value(), depthwiseWidth(geo.value()),
                          tiling.depthwiseRowGather, tiling.depthwiseOwnedBytes);
   }
+  // SqueezeNet 1.1's Fire modules (3x3 and 1x1 expand convs), four
+  // alternating runs: one launch each 4.67-4.76 ms host to host, the 3x3
+  // convs by Winograd in kernels of their own 4.14-4.18.
+  if (part && winogradConv(g, geo.value(), mm, tiling))
+    return Error{"`" + mm.name + "` is a 3x3 stride-1 conv, computed by Winograd's F(2x2, 3x3) in a kernel of its own; "
+                 "a horizontal GEMM tiles products as GEMMs", true};
   if (!sc && !pro && !cs && !part && geo->conv)
     if (std::optional<Expected<KernelSource>> k = emitWinograd(g, members, catalog, name, comment, geo.value(), mm, tiling))
       return std::move(*k);
