@@ -1512,6 +1512,30 @@ std::optional<Expected<KernelSource>> emitDepthwiseRowBlocks(const Graph& g, con
   return Expected<KernelSource>(std::move(k));
 }
 
+/// The float<W> of `base[at.s0]`, `base[at.s1]`, ... where the int<W>
+/// `inside` is set, zero elsewhere (`at` must index inside there too): a
+/// gather of W lanes, e.g. a row segment with its padding.
+std::string maskedGather(int W, const std::string& base, const std::string& at, const std::string& inside) {
+  static const char* kLanes = "0123456789abcdef";
+  const std::string vec = "float" + std::to_string(W);
+  std::string s = "select((" + vec + ")(0.0f), (" + vec + ")(";
+  for (int j = 0; j < W; ++j) s += (j ? ", " : "") + base + "[" + at + ".s" + kLanes[j] + "]";
+  return s + "), " + inside + ")";
+}
+
+constexpr int64_t kVectorBytes = 16 * sizeof(float);
+
+/// Whether `conv` (geometry `geo`) is a conv emitWinograd computes, short
+/// of its epilogue's vector form.
+bool winogradConv(const Graph& g, const Geometry& geo, const NodeData& conv, const GemmTiling& tiling) {
+  const ValueId w = conv.inputs[1];
+  const int64_t OH = geo.OW > 0 ? geo.N / geo.OW : 0;
+  return tiling.winogradLocalBytes > 0 && geo.conv && geo.groups == 1 && g.value(conv.inputs[0]).type.staticShape().size() == 4 &&
+         geo.KH == 3 && geo.KW == 3 && geo.SH == 1 && geo.SW == 1 && geo.DH == 1 && geo.DW == 1 && g.isConstant(w) &&
+         g.value(w).constant->dtype() == DType::Float32 && OH > 0 && geo.OW > 0 && geo.M > 0 &&
+         geo.K > 0 && 16 * (geo.K / 9) * kVectorBytes <= tiling.winogradLocalBytes;
+}
+
 /// Winograd's F(2x2, 3x3) for a 3x3 stride-1 conv (one group, constant
 /// weights, no prologue), with its epilogue
 /// (GemmTiling::winogradLocalBytes). Each output tile of 2x2 comes from a
@@ -1539,19 +1563,6 @@ std::optional<Expected<KernelSource>> emitDepthwiseRowBlocks(const Graph& g, con
 /// output channels: 1.06 -> 0.85 ms; 16 accumulators spill.
 /// nullopt where the conv is not such a conv or its epilogue has no
 /// vector form (the implicit GEMM then computes it).
-constexpr int64_t kVectorBytes = 16 * sizeof(float);
-
-/// Whether `conv` (geometry `geo`) is a conv emitWinograd computes, short
-/// of its epilogue's vector form.
-bool winogradConv(const Graph& g, const Geometry& geo, const NodeData& conv, const GemmTiling& tiling) {
-  const ValueId w = conv.inputs[1];
-  const int64_t OH = geo.OW > 0 ? geo.N / geo.OW : 0;
-  return tiling.winogradLocalBytes > 0 && geo.conv && geo.groups == 1 && g.value(conv.inputs[0]).type.staticShape().size() == 4 &&
-         geo.KH == 3 && geo.KW == 3 && geo.SH == 1 && geo.SW == 1 && geo.DH == 1 && geo.DW == 1 && g.isConstant(w) &&
-         g.value(w).constant->dtype() == DType::Float32 && OH > 0 && geo.OW > 0 && geo.M > 0 &&
-         geo.K > 0 && 16 * (geo.K / 9) * kVectorBytes <= tiling.winogradLocalBytes;
-}
-
 std::optional<Expected<KernelSource>> emitWinograd(const Graph& g, const std::vector<NodeRef>& members,
                                                    const OpCatalog& catalog, const std::string& name,
                                                    const std::string& comment, const Geometry& geo, const NodeData& conv,
@@ -1619,9 +1630,7 @@ std::optional<Expected<KernelSource>> emitWinograd(const Graph& g, const std::ve
       << "  const int16 c = (int16)(ix) + (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);\n"
       << "  const int16 inside = (c >= 0) & (c < " << Wd << ");\n"
       << "  const int16 at = select((int16)(0), c, inside);\n"
-      << "  return select((float16)(0.0f), (float16)(row[at.s0], row[at.s1], row[at.s2], row[at.s3], row[at.s4], "
-         "row[at.s5], row[at.s6], row[at.s7], row[at.s8], row[at.s9], row[at.sa], row[at.sb], row[at.sc], row[at.sd], "
-         "row[at.se], row[at.sf]), inside);\n"
+      << "  return " << maskedGather(16, "row", "at", "inside") << ";\n"
       << "}\n";
   const std::string signature = ek->signature();
   src << "__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void " << name
@@ -1682,9 +1691,7 @@ std::optional<Expected<KernelSource>> emitWinograd(const Graph& g, const std::ve
         src << "      const int16 ix" << c << " = 2 * tx - " << geo.PW << " + " << j << ";\n";
         src << "      const int16 in" << c << " = inRow & (ix" << c << " >= 0) & (ix" << c << " < " << Wd << ");\n";
         src << "      const int16 at" << c << " = select((int16)(0), iy * " << Wd << " + ix" << c << ", in" << c << ");\n";
-        src << "      const float16 d" << c << " = select((float16)(0.0f), (float16)(";
-        for (int l = 0; l < 16; ++l) src << (l ? ", " : "") << "plane[at" << c << ".s" << "0123456789abcdef"[l] << "]";
-        src << "), in" << c << ");\n";
+        src << "      const float16 d" << c << " = " << maskedGather(16, "plane", "at" + c, "in" + c) << ";\n";
       }
       src << "      w" << r << "0 = d0 - d2; w" << r << "1 = d1 + d2; w" << r << "2 = d2 - d1; w" << r << "3 = d1 - d3;\n";
       src << "    }\n";
@@ -2181,9 +2188,7 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
     for (int j = 0; j < W; ++j) src << (j ? ", " : "") << j * rg.SW;
     src << ");\n  const " << iv << " inside = (c >= 0) & (c < " << rg.Wd << ");\n";
     src << "  const " << iv << " at = select((" << iv << ")(0), c, inside);\n";
-    src << "  return select((" << vec << ")(0.0f), (" << vec << ")(";
-    for (int j = 0; j < W; ++j) src << (j ? ", " : "") << "row[at.s" << kLanes[j] << "]";
-    src << "), inside);\n}\n";
+    src << "  return " << maskedGather(W, "row", "at", "inside") << ";\n}\n";
   } else if (windowRows) {
     const std::string iv = "int" + std::to_string(W);
     src << "// Row k = (channel, ky, kx) of the window matrix at the lanes' window origins; zero in the padding.\n";
