@@ -1000,7 +1000,8 @@ std::optional<KernelSource> emitStridedRows(const Graph& g, const std::vector<No
   const Shape outer(shape.begin(), shape.end() - 1);
   const Shape outerStrides = stridesOf(outer);  // of the row index
   std::ostringstream src;
-  src << "// " << comment << "\n// " << g.value(out).name << " as a strided view of " << g.value(read->buffer).name
+  src << "// " << comment << "\n// " << detail::Emitter::sanitize(g.value(out).name) << " as a strided view of "
+      << detail::Emitter::sanitize(g.value(read->buffer).name)
       << ", copied " << width << " elements (one row) at a time, " << perItem << " row(s) per work-item.\n";
   src << "__kernel void " << name << "(\n    __global const " << type << "* restrict in0,\n    __global " << type
       << "* restrict out0) {\n";

@@ -5,7 +5,9 @@
 
 #include <CL/cl.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <sys/stat.h>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -14,7 +16,9 @@
 #include <sstream>
 
 #include "fusec/codegen/CpuThreads.h"
+#include "fusec/codegen/DiskCache.h"
 #include "fusec/engine/Files.h"
+#include "fusec/engine/Process.h"
 
 namespace fusec::codegen {
 namespace fs = std::filesystem;
@@ -31,56 +35,27 @@ std::string deviceString(cl_device_id d, cl_device_info what) {
   return s;
 }
 
-}  // namespace
-
-std::string hashHex(const std::string& text) {
-  // FNV-1a, 64 bits: a cache key, not a security boundary.
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ull;
+/// PoCL keeps its own cache of compiled work-group functions, by default in
+/// $HOME/.cache/pocl, which it creates (even for a HOME that does not
+/// exist) and trusts. Unless POCL_CACHE_DIR is set, it goes inside fusec's
+/// checked cache folder (DiskCache.h), or, where there is none, into a
+/// private temporary folder with PoCL's cache off.
+void placePoclCacheByDefault() {
+  if (std::getenv("POCL_CACHE_DIR")) return;
+  const DiskCache& cache = DiskCache::user();
+  if (cache.enabled()) {
+    const std::string pocl = (fs::path(cache.folder()) / "pocl").string();
+    if (::mkdir(pocl.c_str(), 0700) == 0 || errno == EEXIST) {
+      ::setenv("POCL_CACHE_DIR", pocl.c_str(), 0);
+      return;
+    }
   }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
-
-namespace {
-
-constexpr std::string_view kCacheMagic = "fusec kernel cache 1\n";
-
-/// A cache entry: a header naming the key, the binary's size and checksum
-/// (enough to tell a torn or altered entry from a whole one), then the binary.
-std::string cacheEntry(const std::string& key, const std::string& binary) {
-  return std::string(kCacheMagic) + key + "\n" + std::to_string(binary.size()) + " " + hashHex(binary) + "\n" + binary;
-}
-
-/// The binary in the entry at `path` if it is whole and made for `key`.
-std::optional<std::string> readCacheEntry(const fs::path& path, const std::string& key) {
-  Expected<std::string> file = readInputFile(path.string(), int64_t{1} << 30);
-  if (!file) return std::nullopt;
-  std::string_view rest = file.value();
-  if (rest.substr(0, kCacheMagic.size()) != kCacheMagic) return std::nullopt;
-  rest.remove_prefix(kCacheMagic.size());
-  const size_t keyEnd = rest.find('\n');
-  if (keyEnd == std::string_view::npos || rest.substr(0, keyEnd) != key) return std::nullopt;
-  rest.remove_prefix(keyEnd + 1);
-  const size_t lineEnd = rest.find('\n');
-  if (lineEnd == std::string_view::npos) return std::nullopt;
-  const std::string sizeAndSum(rest.substr(0, lineEnd));
-  rest.remove_prefix(lineEnd + 1);
-  std::string binary(rest);
-  if (sizeAndSum != std::to_string(binary.size()) + " " + hashHex(binary)) return std::nullopt;
-  return binary;
+  static const PrivateDir scratch("fusec-pocl");
+  if (!scratch.path().empty()) ::setenv("POCL_CACHE_DIR", scratch.path().c_str(), 0);
+  ::setenv("POCL_KERNEL_CACHE", "0", 0);
 }
 
 }  // namespace
-
-std::string cacheDir() {
-  if (const char* d = std::getenv("FUSEC_CACHE_DIR"); d && *d) return d;  // empty: unset, never the current folder
-  if (const char* home = std::getenv("HOME")) return (fs::path(home) / ".cache" / "fusec" / "kernels").string();
-  return (fs::temp_directory_path() / "fusec-kernels").string();
-}
 
 Buffer::Buffer(Buffer&& o) noexcept : mem_(o.mem_), bytes_(o.bytes_) { o.mem_ = nullptr; }
 Buffer& Buffer::operator=(Buffer&& o) noexcept {
@@ -101,8 +76,8 @@ Device::~Device() {
 }
 
 Expected<std::unique_ptr<Device>> Device::open(const std::string& match) {
-  static const bool pinned = (pinPoclWorkersByDefault(), true);  // before the first OpenCL call
-  (void)pinned;
+  static const bool configured = (pinPoclWorkersByDefault(), placePoclCacheByDefault(), true);  // before the first OpenCL call
+  (void)configured;
   cl_uint count = 0;
   cl_int err = clGetPlatformIDs(0, nullptr, &count);
   if (err != CL_SUCCESS || count == 0)
@@ -158,7 +133,7 @@ Expected<std::unique_ptr<Device>> Device::open(const std::string& match) {
 }
 
 Expected<void*> Device::kernel(const std::string& source, const std::string& kernelName) {
-  const std::string key = hashHex(source + "\n" + info_.name + "\n" + info_.version + "\n" + kKernelBuildOptions);
+  const std::string key = sha256Hex(source + "\n" + info_.name + "\n" + info_.version + "\n" + kKernelBuildOptions);
   if (auto it = kernels_.find(key + kernelName); it != kernels_.end()) return it->second;
   cl_int err = CL_SUCCESS;
   auto ctx = static_cast<cl_context>(context_);
@@ -167,11 +142,12 @@ Expected<void*> Device::kernel(const std::string& source, const std::string& ker
   if (auto it = programs_.find(key); it != programs_.end()) {
     program = static_cast<cl_program>(it->second);
   } else {
-    // On-disk cache of device binaries, keyed by source and device.
-    const fs::path cached = fs::path(cacheDir()) / (key + ".bin");
-    // A cache entry is trusted only whole and for this key (cacheEntry);
-    // anything else is rebuilt from source and replaced.
-    if (std::optional<std::string> bin = readCacheEntry(cached, key)) {
+    // On-disk cache of device binaries, keyed by source and device. An
+    // entry is trusted only whole and signed by this user's cache key
+    // (DiskCache); anything else is rebuilt from source and replaced.
+    const DiskCache& cache = DiskCache::user();
+    const std::string entry = key + ".bin";
+    if (std::optional<std::string> bin = cache.get(entry)) {
       const unsigned char* ptr = reinterpret_cast<const unsigned char*>(bin->data());
       const size_t len = bin->size();
       cl_int status = CL_SUCCESS;
@@ -202,11 +178,7 @@ Expected<void*> Device::kernel(const std::string& source, const std::string& ker
       if (binSize > 0) {
         std::string bin(binSize, '\0');
         unsigned char* ptr = reinterpret_cast<unsigned char*>(bin.data());
-        if (clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof ptr, &ptr, nullptr) == CL_SUCCESS) {
-          std::error_code ec;
-          fs::create_directories(fs::path(cacheDir()), ec);
-          (void)writeOutputFile(cached.string(), cacheEntry(key, bin));  // a cache that cannot be written is no cache
-        }
+        if (clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof ptr, &ptr, nullptr) == CL_SUCCESS) cache.put(entry, bin);
       }
     }
     programs_[key] = program;

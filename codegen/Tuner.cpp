@@ -1,18 +1,15 @@
 /// Auto-tuning of gemm_epilogue tilings; see Tuner.h.
 #include "fusec/codegen/Tuner.h"
 
-#include <filesystem>
-#include <fstream>
+#include <optional>
 #include <random>
 #include <sstream>
 
+#include "fusec/codegen/DiskCache.h"
 #include "fusec/codegen/Gemm.h"
-#include "fusec/engine/Files.h"
 
 namespace fusec::codegen {
 namespace {
-
-namespace fs = std::filesystem;
 
 std::string describe(const GemmTiling& t) {
   return std::to_string(t.rows) + " " + std::to_string(t.width) + " " + std::to_string(t.localRows) + " " +
@@ -72,7 +69,7 @@ Expected<std::vector<TunedKernel>> tuneKernels(Device& device, const Graph& g, c
   std::mt19937 rng(7);
   std::string candidates = "round robin, margin " + std::to_string(tuning.margin) + ";";
   for (const GemmTiling& t : gemmCandidates()) candidates += describe(t) + ";";
-  const fs::path cacheFolder = fs::path(cacheDir()) / "tuning";
+  const DiskCache& cache = DiskCache::user();
   size_t total = 0, visited = 0;
   for (const KernelGroup& group : groups) total += isGemmGroup(g, group.nodes);
   for (const KernelGroup& group : groups) {
@@ -86,10 +83,11 @@ Expected<std::vector<TunedKernel>> tuneKernels(Device& device, const Graph& g, c
     TunedKernel result;
     result.group = group.name.empty() ? head.op.str() : group.name;
     result.tiling = options.gemm;
-    const fs::path cached =
-        cacheFolder / (hashHex(base->source + "\n" + candidates + "\n" + device.info().name + "\n" + device.info().version) + ".txt");
-    if (tuning.useCache) {
-      std::ifstream in(cached);
+    const std::string cached =
+        "tuning/" + sha256Hex(base->source + "\n" + candidates + "\n" + device.info().name + "\n" + device.info().version) + ".txt";
+    std::optional<std::string> entry = tuning.useCache ? cache.get(cached) : std::nullopt;
+    if (entry) {
+      std::istringstream in(*entry);
       GemmTiling t = options.gemm;
       if (in >> t.rows >> t.width >> t.localRows >> t.depth >> t.shallowDepth >> t.shallowLocalRows >> result.defaultSeconds >>
           result.tunedSeconds) {
@@ -150,11 +148,9 @@ Expected<std::vector<TunedKernel>> tuneKernels(Device& device, const Graph& g, c
     result.tunedSeconds = bestTime;
     options.gemmTilings[head.id] = result.tiling;
     if (tuning.useCache) {
-      std::error_code ec;
-      fs::create_directories(cacheFolder, ec);
-      std::ostringstream entry;
-      entry << describe(result.tiling) << " " << result.defaultSeconds << " " << result.tunedSeconds << "\n";
-      (void)writeOutputFile(cached.string(), entry.str());  // a cache that cannot be written is no cache
+      std::ostringstream text;
+      text << describe(result.tiling) << " " << result.defaultSeconds << " " << result.tunedSeconds << "\n";
+      cache.put(cached, text.str());
     }
     out.push_back(result);
   }

@@ -78,6 +78,8 @@ Expected<std::unique_ptr<Compiled>> compile(Graph model, const RuleSet& rules, c
   };
   Timer timer(c);
   // ---- import: bind, specialize, fold
+  for (NodeRef n : g.nodes())
+    if (std::string p = missingOperandProblem(g, n, rules.catalog); !p.empty()) return Error{p};
   if (Status st = bindNamedDims(g, options.dims); !st) return st.error();
   if (options.inputs) {
     if (Status st = bindInputShapes(g, *options.inputs); !st) return st.error();

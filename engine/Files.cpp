@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <filesystem>
+#include <cstdio>
 #include <cstdlib>
 
 namespace fusec {
@@ -28,24 +29,52 @@ Expected<std::string> readInputFile(const std::string& path, int64_t maxBytes) {
   return bytes;
 }
 
+namespace {
+
+/// What the thing at `mode` is, in words, for a refusal.
+const char* fileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a folder";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a pipe";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+Status writeAll(int fd, std::string_view bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Error{std::strerror(n < 0 ? errno : EIO)};
+    done += static_cast<size_t>(n);
+  }
+  return Status::success();
+}
+
+}  // namespace
+
 Status writeOutputFile(const std::string& path, std::string_view bytes) {
+  if (path == "-") {
+    std::fflush(stdout);
+    if (Status st = writeAll(STDOUT_FILENO, bytes); !st) return Error{"standard output: " + st.error().message};
+    return Status::success();
+  }
+  // Only a regular file, a link (replaced itself) or nothing is replaced:
+  // renaming over a device, a pipe or a socket would swap it for a file
+  // for every other user of that path.
+  if (struct stat st {}; ::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+    return Error{path + ": " + fileKind(st.st_mode) + ", not a regular file: fusec writes only regular files (`-` is standard output)"};
   const std::filesystem::path target(path);
   const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
   std::string temp = (dir / ("." + target.filename().string() + ".XXXXXX")).string();
   const int fd = ::mkstemp(temp.data());
   if (fd < 0) return Error{path + ": cannot write file: " + std::string(std::strerror(errno))};
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    done += static_cast<size_t>(n);
-  }
-  const bool written = done == bytes.size();
-  const int writeErrno = errno;
+  const Status written = writeAll(fd, bytes);
   if (::close(fd) != 0 || !written) {
+    const std::string why = written ? std::strerror(errno) : written.error().message;
     ::unlink(temp.c_str());
-    return Error{path + ": cannot write file: " + std::string(std::strerror(written ? errno : writeErrno))};
+    return Error{path + ": cannot write file: " + why};
   }
   ::chmod(temp.c_str(), 0644);
   if (::rename(temp.c_str(), path.c_str()) != 0) {

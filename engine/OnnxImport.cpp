@@ -10,12 +10,14 @@
 
 #include <onnx/checker.h>
 #include <onnx/defs/parser.h>
+#include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
 
 #include "OnnxProto.h"
 #include "fusec/engine/Files.h"
 #include "fusec/engine/Isolated.h"
 #include "fusec/engine/OnnxIO.h"
+#include "fusec/engine/Printable.h"
 #include "fusec/engine/TypeInference.h"
 
 namespace fusec {
@@ -236,7 +238,7 @@ std::string oneLine(const std::string& s) {
     out += c;
   }
   while (!out.empty() && out.back() == ' ') out.pop_back();
-  return out;
+  return printable(out);
 }
 
 bool looksLikeText(std::string_view bytes) {
@@ -439,6 +441,49 @@ std::string firstAttributeProblem(const onnx::GraphProto& graph) {
 
 namespace {
 
+/// Every name in `graph` (and its subgraphs) made printable (Printable.h),
+/// so that no stage, report or binding ever holds a name a terminal obeys
+/// or that is not UTF-8. Value names are checked to stay distinct.
+Status makeNamesPrintable(onnx::GraphProto& graph) {
+  std::map<std::string, std::string> escapedFrom;  // escaped value name -> the original
+  Status clash = Status::success();
+  auto value = [&](std::string* name) {
+    if (isPrintable(*name)) {
+      escapedFrom.emplace(*name, *name);
+      return;
+    }
+    std::string escaped = printable(*name);
+    auto [it, fresh] = escapedFrom.emplace(escaped, *name);
+    if (!fresh && it->second != *name && clash)
+      clash = Error{"two value names are both `" + escaped + "` once their control characters are escaped"};
+    *name = std::move(escaped);
+  };
+  auto label = [](std::string* name) {
+    if (!isPrintable(*name)) *name = printable(*name);
+  };
+  label(graph.mutable_name());
+  for (auto& vi : *graph.mutable_input()) value(vi.mutable_name());
+  for (auto& vi : *graph.mutable_output()) value(vi.mutable_name());
+  for (auto& vi : *graph.mutable_value_info()) value(vi.mutable_name());
+  for (auto& t : *graph.mutable_initializer()) value(t.mutable_name());
+  for (auto& t : *graph.mutable_sparse_initializer()) value(t.mutable_values()->mutable_name());
+  for (auto& node : *graph.mutable_node()) {
+    label(node.mutable_name());
+    label(node.mutable_op_type());
+    label(node.mutable_domain());
+    for (std::string& in : *node.mutable_input()) value(&in);
+    for (std::string& out : *node.mutable_output()) value(&out);
+    for (auto& a : *node.mutable_attribute()) {
+      label(a.mutable_name());
+      if (a.has_g())
+        if (Status st = makeNamesPrintable(*a.mutable_g()); !st) return st;
+      for (auto& sub : *a.mutable_graphs())
+        if (Status st = makeNamesPrintable(sub); !st) return st;
+    }
+  }
+  return clash;
+}
+
 /// ONNX's shape inference over the whole model, run in a child process:
 /// libonnx's inference functions trust their operands, and a malformed node
 /// can crash them (a division by a zero stride, an index past a shape), so
@@ -496,6 +541,9 @@ Expected<Graph> importOnnxBuffer(std::string_view bytes, std::string_view source
     return Error{where + ": not a valid ONNX model (the protobuf is truncated or corrupt)"};
   }
   if (!model.has_graph()) return Error{where + ": model has no graph"};
+  if (Status st = makeNamesPrintable(*model.mutable_graph()); !st) return Error{where + ": " + st.error().message};
+  for (auto& op : *model.mutable_opset_import())
+    if (!isPrintable(op.domain())) op.set_domain(printable(op.domain()));
   // Weights kept beside the model are read in first (safely: externalData),
   // so ONNX's checker, which would look for them itself, sees them inline.
   try {
@@ -548,6 +596,11 @@ Expected<Graph> importOnnxFile(const std::string& path, const ImportOptions& opt
     withDir.externalDataDir = parent.empty() ? "." : parent.string();
   }
   return importOnnxBuffer(bytes.value(), path, withDir);
+}
+
+bool isStandardOnnxOp(std::string_view name) {
+  const std::string op(name);
+  return onnx::OpSchemaRegistry::Schema(op, onnx::ONNX_DOMAIN) || onnx::OpSchemaRegistry::Schema(op, onnx::AI_ONNX_ML_DOMAIN);
 }
 
 Expected<Tensor> loadTensorProtoFile(const std::string& path) {

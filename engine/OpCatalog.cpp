@@ -112,6 +112,21 @@ size_t OpDef::maxOperands() const {
   return params.size();
 }
 
+std::string missingOperandProblem(const Graph& g, NodeRef n, const OpCatalog& catalog) {
+  const NodeData& d = g.node(n);
+  if (!d.domain.empty() && d.domain != "ai.onnx") return {};
+  const OpDef* def = catalog.find(d.op.str());
+  if (!def || def->params.empty()) return {};
+  for (size_t i = 0; i < d.inputs.size(); ++i) {
+    if (d.inputs[i] != kNoValue) continue;
+    const OpParam* p = i < def->params.size() ? &def->params[i] : def->params.back().variadic ? &def->params.back() : nullptr;
+    if (p && !p->optional)
+      return "node " + g.describe(n) + ": operand " + std::to_string(i) + " is empty, but `" + p->name + "` of " +
+             def->name.str() + " is not optional";
+  }
+  return {};
+}
+
 const OpDef* OpCatalog::addOp(OpDef def) {
   if (byName_.count(def.name.str())) return nullptr;
   ops_.push_back(std::move(def));

@@ -19,7 +19,13 @@ namespace fusec {
 namespace fs = std::filesystem;
 
 PrivateDir::PrivateDir(const std::string& prefix) {
-  std::string pattern = (fs::temp_directory_path() / (prefix + "-XXXXXX")).string();
+  // $TMPDIR when it names an existing folder by an absolute path, else /tmp:
+  // a missing, empty or relative TMPDIR is no reason to fail (and
+  // std::filesystem::temp_directory_path throws on it).
+  fs::path base = "/tmp";
+  std::error_code ec;
+  if (const char* t = std::getenv("TMPDIR"); t && *t == '/' && fs::is_directory(t, ec)) base = t;
+  std::string pattern = (base / (prefix + "-XXXXXX")).string();
   if (::mkdtemp(pattern.data())) path_ = pattern;
 }
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -51,11 +52,29 @@ std::optional<int64_t> checkedBytes(const Shape& shape, DType dtype) {
   return bytes;
 }
 
+static Expected<int64_t> parseLimit(const char* name, const char* text) {
+  const std::string_view s(text);
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || v < 1 || v > kMaxLimit)
+    return Error{std::string(name) + ": `" + std::string(s.substr(0, 40)) + "` is not a whole number from 1 to " +
+                 std::to_string(kMaxLimit)};
+  return v;
+}
+
 int64_t limitFromEnv(const char* name, int64_t fallback) {
   const char* env = std::getenv(name);
-  char* end = nullptr;
-  const long long v = env ? std::strtoll(env, &end, 10) : 0;
-  return env && end != env && *end == '\0' && v > 0 ? static_cast<int64_t>(v) : fallback;
+  if (!env) return fallback;
+  Expected<int64_t> v = parseLimit(name, env);
+  if (!v) throw UserError{v.error().message};
+  return v.value();
+}
+
+Status checkLimitsInEnv() {
+  for (const char* name : kLimitVariables)
+    if (const char* env = std::getenv(name))
+      if (Expected<int64_t> v = parseLimit(name, env); !v) return v.error();
+  return Status::success();
 }
 
 int64_t maxTensorBytes() {

@@ -1,5 +1,6 @@
 /// Source files and the diagnostic engine.
 #include "fusec/grammar/Diagnostics.h"
+#include "fusec/engine/Printable.h"
 
 #include <algorithm>
 #include <cassert>
@@ -89,10 +90,10 @@ const char* severityName(Severity s) {
 void DiagnosticEngine::print(std::ostream& os, const Diagnostic& d) const {
   const char* label = severityName(d.severity);
   if (!d.range.valid())
-    os << label << ": " << d.message << "\n";
+    os << label << ": " << printable(d.message, "\n") << "\n";
   else
-    os << path(d) << ":" << d.range.line << ":" << d.range.col << ": " << label << ": " << d.message << "\n  "
-       << sourceLine(d) << "\n  " << caret(d) << "\n";
+    os << path(d) << ":" << d.range.line << ":" << d.range.col << ": " << label << ": " << printable(d.message, "\n") << "\n  "
+       << printable(sourceLine(d), "\t") << "\n  " << caret(d) << "\n";
   for (const Diagnostic& n : d.notes) print(os, n);
 }
 

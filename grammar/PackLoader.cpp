@@ -202,6 +202,11 @@ std::string defaultRulesDir() {
   return installed.empty() ? std::string(FUSEC_RULES_DIR) : installed;
 }
 
+bool isShippedCatalogFile(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::equivalent(path, std::filesystem::path(defaultRulesDir()) / "core" / "ops.fuse", ec) && !ec;
+}
+
 namespace {
 
 PackLoadResult finish(Loader& loader, SourceManager& sources, DiagnosticEngine& diags, const KernelFamilies* families) {

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "fusec/engine/Builtins.h"
+#include "fusec/engine/OnnxIO.h"
 #include "fusec/grammar/Parser.h"
 
 namespace fusec::grammar {
@@ -64,6 +65,15 @@ class Checker {
   void collect(ast::File& file) {
     for (const ast::Item& item : file.items) {
       if (auto* op = std::get_if<ast::OpDecl*>(&item)) {
+        // The reference interpreter, the oracle of `run --check` and
+        // `verify`, runs standard ops by the shipped catalog's semantics: a
+        // pack that redefined one would change the oracle with the kernels.
+        if (isStandardOnnxOp((*op)->name.text) && !isShippedCatalog(file.fileId)) {
+          diags_.emitError((*op)->name.range, "op " + quoted((*op)->name.text) +
+                                                  " is a standard ONNX op: its meaning is ONNX's, declared in the shipped "
+                                                  "catalog `core/ops`; give a new op a name of its own");
+          continue;
+        }
         auto [it, fresh] = opDecls_.emplace((*op)->name.text, *op);
         if (!fresh) {
           diags_.emitError((*op)->name.range, "op " + quoted((*op)->name.text) + " is declared twice")
@@ -87,6 +97,9 @@ class Checker {
       }
     }
   }
+
+  /// Whether file `fileId` is the shipped op catalog, rules/core/ops.fuse.
+  bool isShippedCatalog(uint32_t fileId) const { return isShippedCatalogFile(sources_.path(fileId)); }
 
   std::optional<Attribute> attrLiteral(const Expr& e, AttrType type, const std::string& what) {
     auto mismatch = [&]() -> std::optional<Attribute> {

@@ -2,6 +2,7 @@
 /// engine's compiled rule set. Private to grammar/.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "fusec/engine/KernelFamily.h"
@@ -16,5 +17,10 @@ namespace fusec::grammar {
 /// given). Returns the number of rules declared.
 size_t checkPacks(const std::vector<ast::File*>& files, const SourceManager& sources,
                   DiagnosticEngine& diags, const KernelFamilies* families, RuleSet& out);
+
+/// Whether `path` is the shipped op catalog, core/ops.fuse under
+/// defaultRulesDir(): the one file that may declare standard ONNX ops
+/// (PackLoader.cpp).
+bool isShippedCatalogFile(const std::string& path);
 
 }  // namespace fusec::grammar

@@ -292,6 +292,9 @@ using namespace fusec::python;
 
 PYBIND11_MODULE(_fusec, m) {
   m.doc() = "fusec's compiler library; use the `fusec` package, which wraps it.";
+  // A limit set to nonsense (FUSEC_MAX_TENSOR_BYTES=abc) is refused before
+  // any work, as the command line does.
+  if (Status st = checkLimitsInEnv(); !st) throw py::value_error(st.error().message);
 
   py::register_exception_translator([](std::exception_ptr p) {
     try {

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "Commands.h"
+#include "fusec/engine/Printable.h"
 #include "Progress.h"
 #include "fusec/codegen/Executor.h"
 #include "fusec/driver/Pipeline.h"
@@ -36,19 +37,25 @@ struct CaseResult {
   double maxAbsError = 0;
 };
 
-std::vector<fs::path> sortedFiles(const fs::path& dir, const std::string& prefix) {
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.path().filename().string().rfind(prefix, 0) == 0) files.push_back(e.path());
-  // input_10.pb sorts after input_9.pb: order by the number after the prefix.
-  auto number = [&](const fs::path& p) {
-    std::string s = p.stem().string().substr(prefix.size());
-    return s.empty() ? 0 : std::stol(s);
-  };
-  std::sort(files.begin(), files.end(), [&](const fs::path& a, const fs::path& b) {
-    return number(a) < number(b);
-  });
-  return files;
+/// The entries of `dir` named `prefix` and a number, in the number's order
+/// (input_10.pb after input_9.pb); an error for an entry named `prefix`
+/// and anything else, which the case cannot mean.
+Expected<std::vector<fs::path>> sortedFiles(const fs::path& dir, const std::string& prefix) {
+  std::vector<std::pair<long, fs::path>> files;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string digits = it->path().stem().string().substr(prefix.size());
+    if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos)
+      return Error{printable(it->path().string()) + ": not named " + prefix + "<number> (at most 9 digits)"};
+    files.emplace_back(std::stol(digits), it->path());
+  }
+  if (ec) return Error{printable(dir.string()) + ": cannot list the folder: " + ec.message()};
+  std::sort(files.begin(), files.end());
+  std::vector<fs::path> sorted;
+  for (auto& [number, path] : files) sorted.push_back(std::move(path));
+  return sorted;
 }
 
 /// How a case is executed.
@@ -96,17 +103,21 @@ CaseResult runCase(const fs::path& dir, const Engine& engine) {
     if (!back) return {Outcome::Fail, "the exported model does not import: " + back.error().message};
     g = std::move(back);
   }
-  std::vector<fs::path> sets = sortedFiles(dir, "test_data_set_");
-  if (sets.empty()) return {Outcome::Fail, "no test_data_set_* folders"};
+  Expected<std::vector<fs::path>> sets = sortedFiles(dir, "test_data_set_");
+  if (!sets) return {Outcome::Fail, sets.error().message};
+  if (sets->empty()) return {Outcome::Fail, "no test_data_set_* folders"};
   double maxErr = 0;
-  for (const fs::path& set : sets) {
+  for (const fs::path& set : sets.value()) {
     std::vector<Tensor> inputs, expected;
-    for (const fs::path& f : sortedFiles(set, "input_")) {
+    Expected<std::vector<fs::path>> inputFiles = sortedFiles(set, "input_"), outputFiles = sortedFiles(set, "output_");
+    if (!inputFiles) return {Outcome::Fail, inputFiles.error().message};
+    if (!outputFiles) return {Outcome::Fail, outputFiles.error().message};
+    for (const fs::path& f : inputFiles.value()) {
       Expected<Tensor> t = loadTensorProtoFile(f.string());
       if (!t) return {t.error().unsupported ? Outcome::Unsupported : Outcome::Fail, t.error().message};
       inputs.push_back(std::move(t.value()));
     }
-    for (const fs::path& f : sortedFiles(set, "output_")) {
+    for (const fs::path& f : outputFiles.value()) {
       Expected<Tensor> t = loadTensorProtoFile(f.string());
       if (!t) return {t.error().unsupported ? Outcome::Unsupported : Outcome::Fail, t.error().message};
       expected.push_back(std::move(t.value()));

@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 #include <iostream>
 #include <random>
+#include <set>
+#include <unistd.h>
 
 #include "Commands.h"
 #include "Progress.h"
@@ -45,7 +47,23 @@ struct RunOptions {
   std::string outputDir;
   std::string jsonFile;
   std::string htmlFile;
+  /// Where the output named `-` is kept until the human text is done.
+  std::string* stdoutData = nullptr;
 };
+
+/// Writes `text` to `path`, or keeps it for stdout where `path` is `-`;
+/// prints the error and returns false when it cannot.
+bool writeData(const RunOptions& o, const std::string& path, std::string text) {
+  if (path == "-" && o.stdoutData) {
+    *o.stdoutData = std::move(text);
+    return true;
+  }
+  if (Status st = writeOutputFile(path, text); !st) {
+    std::cerr << "error: " << st.error().message << "\n";
+    return false;
+  }
+  return true;
+}
 
 /// Checks every output against the reference; prints one line per output
 /// and false at the first mismatch.
@@ -60,6 +78,21 @@ bool sameOutputs(const Graph& g, const std::vector<Tensor>& got, const std::vect
     fmt::print("check  {:<24} matches the interpreter ({})\n", name, check.summary);
   }
   return true;
+}
+
+/// Which semantics `--check` compared with: standard ops run as ONNX
+/// defines them (packs cannot redefine one), the model's other ops as the
+/// packs that declare them say, named with their files.
+std::string oracleSemantics(const Graph& model, const OpCatalog& catalog) {
+  std::set<std::string> declared;
+  for (NodeRef n : model.nodes()) {
+    const std::string op = model.node(n).op.str();
+    if (isStandardOnnxOp(op)) continue;
+    if (const OpDef* d = catalog.find(op)) declared.insert("`" + op + "` from " + d->loc.file);
+  }
+  std::string text = "standard ops as ONNX defines them (the shipped catalog)";
+  for (const std::string& d : declared) text += "; " + d;
+  return text;
 }
 
 void printOutputs(const Graph& g, const std::vector<Tensor>& outputs) {
@@ -266,11 +299,7 @@ bool writeJson(const RunOptions& o, const Graph& g, const RewriteStats& rw, cons
               {"fusions_chosen", fusions},
               {"stage_seconds", stages},
               {"runs", variants}};
-  if (Status st = writeOutputFile(o.jsonFile, out.dump(1) + "\n"); !st) {
-    std::cerr << "error: " << st.error().message << "\n";
-    return false;
-  }
-  return true;
+  return writeData(o, o.jsonFile, out.dump(1) + "\n");
 }
 
 int runOpenCL(const RunOptions& o, const Graph& original, const std::vector<Tensor>& inputs, double importSeconds) {
@@ -347,11 +376,7 @@ int runOpenCL(const RunOptions& o, const Graph& original, const std::vector<Tens
     // The fused run's best repeat, kernel by kernel, beside the estimates.
     driver::HtmlOptions html;
     for (const auto& [name, sec] : runs.front().perKernel) html.measuredSeconds[name] += sec;
-    if (Status st = writeOutputFile(o.htmlFile, driver::htmlReport(c, {o.model, target->name, packs}, *rules, *target, html));
-        !st) {
-      std::cerr << "error: " << st.error().message << "\n";
-      return 1;
-    }
+    if (!writeData(o, o.htmlFile, driver::htmlReport(c, {o.model, target->name, packs}, *rules, *target, html))) return 1;
   }
   if (o.check) {
     Expected<std::vector<Tensor>> reference = runGraph(original, inputs, &rules->catalog);
@@ -359,6 +384,7 @@ int runOpenCL(const RunOptions& o, const Graph& original, const std::vector<Tens
       std::cerr << "error: " << reference.error().message << "\n";
       return 1;
     }
+    fmt::print("check  against the reference interpreter: {}\n", oracleSemantics(original, rules->catalog));
     for (const Measured& m : runs) {
       if (runs.size() > 1) fmt::print("{}:\n", m.label);
       if (!sameOutputs(g, m.outputs, reference.value(), o.tolerance)) return 1;
@@ -425,6 +451,32 @@ int runModel(const RunOptions& o) {
   return 0;
 }
 
+/// While alive, what `run` prints for people goes to stderr, so that the
+/// one output named `-` (--json or --html) has stdout to itself; it is
+/// written after this is gone.
+class HumanTextOnStderr {
+ public:
+  explicit HumanTextOnStderr(bool active) {
+    if (!active) return;
+    std::cout.flush();
+    std::fflush(stdout);
+    saved_ = ::dup(STDOUT_FILENO);
+    if (saved_ >= 0) ::dup2(STDERR_FILENO, STDOUT_FILENO);
+  }
+  ~HumanTextOnStderr() {
+    if (saved_ < 0) return;
+    std::cout.flush();
+    std::fflush(stdout);
+    ::dup2(saved_, STDOUT_FILENO);
+    ::close(saved_);
+  }
+  HumanTextOnStderr(const HumanTextOnStderr&) = delete;
+  HumanTextOnStderr& operator=(const HumanTextOnStderr&) = delete;
+
+ private:
+  int saved_ = -1;
+};
+
 }  // namespace
 
 CommandRunner addRunCommand(CLI::App& sub) {
@@ -444,9 +496,9 @@ CommandRunner addRunCommand(CLI::App& sub) {
   addToleranceOptions(sub, o->tolerance);
   sub.add_option("--json", o->jsonFile,
                  "write the measurements (stage times, build, device and host-to-host time, memory, per-kernel "
-                 "times with FLOPs and bytes) to this file");
+                 "times with FLOPs and bytes) to this file; `-`: stdout, and the rest of the text to stderr");
   sub.add_option("--html", o->htmlFile,
-                 "write the HTML report (graph, roofline, rules, top kernels) with the fused run's measured times");
+                 "write the HTML report (graph, roofline, rules, top kernels) with the fused run's measured times; `-`: stdout");
   sub.add_option("--output", o->outputDir,
                  "write every output to this folder as a TensorProto (output_0.pb, ...), as onnx-test cases hold them");
   sub.add_option("--device", o->device, "the first OpenCL device whose name contains this");
@@ -454,7 +506,30 @@ CommandRunner addRunCommand(CLI::App& sub) {
   sub.add_option("--rules", o->rules, "rule packs (default: the target's default packs)");
   // Accepted for scripts written when OpenCL was not the default.
   sub.add_flag("--opencl", o->openclFlag, "run on OpenCL (the default)")->group("");
-  return [o] { return runModel(*o); };
+  return [o] {
+    if (o->jsonFile == "-" && o->htmlFile == "-") {
+      std::cerr << "error: --json - and --html - both want stdout\n";
+      return 1;
+    }
+    // The data named `-` is written last, to the real stdout; everything
+    // printed before it goes to stderr.
+    const bool dataOnStdout = o->jsonFile == "-" || o->htmlFile == "-";
+    std::string data;
+    RunOptions options = *o;
+    options.stdoutData = &data;
+    int status = 0;
+    {
+      HumanTextOnStderr redirect(dataOnStdout);
+      status = runModel(options);
+    }
+    if (status == 0 && dataOnStdout) {
+      if (Status st = writeOutputFile("-", data); !st) {
+        std::cerr << "error: " << st.error().message << "\n";
+        return 1;
+      }
+    }
+    return status;
+  };
 }
 
 }  // namespace fusec::tools

@@ -8,6 +8,7 @@
 
 #include "Commands.h"
 #include "fusec/engine/Error.h"
+#include "fusec/engine/Tensor.h"
 
 int main(int argc, char** argv) {
   using namespace fusec::tools;
@@ -34,6 +35,10 @@ int main(int argc, char** argv) {
   for (const Entry& c : commands) {
     CLI::App* sub = app.add_subcommand(c.name, c.help);
     runners.emplace_back(sub, c.add(*sub));
+  }
+  if (fusec::Status st = fusec::checkLimitsInEnv(); !st) {
+    std::cerr << "error: " << st.error().message << "\n";
+    return 1;
   }
   try {
     app.parse(argc, argv);

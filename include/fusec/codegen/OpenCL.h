@@ -48,13 +48,6 @@ struct KernelArg {
   static KernelArg of(int32_t v) { return KernelArg{nullptr, v}; }
 };
 
-/// The folder of on-disk caches (device binaries, tuning results):
-/// $FUSEC_CACHE_DIR, else ~/.cache/fusec/kernels.
-std::string cacheDir();
-
-/// A 64-bit FNV-1a hash of `text` in hex: a cache key.
-std::string hashHex(const std::string& text);
-
 class Device {
  public:
   ~Device();

@@ -22,7 +22,10 @@ Expected<std::string> readInputFile(const std::string& path, int64_t maxBytes);
 
 /// Writes `bytes` to `path` whole or not at all: into a new temporary file
 /// in the same folder, then renamed over `path`. A link at `path` is
-/// replaced, never followed; a reader never sees half a file.
+/// replaced, never followed; a reader never sees half a file. Only a
+/// regular file, a link or a missing path is replaced: a device, pipe,
+/// socket or folder at `path` is refused with an error. `-` is standard
+/// output.
 Status writeOutputFile(const std::string& path, std::string_view bytes);
 
 }  // namespace fusec

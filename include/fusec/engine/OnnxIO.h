@@ -40,6 +40,10 @@ std::string exportOnnxText(const Graph& graph);
 /// `.onnxtxt` are text).
 Status exportOnnxFile(const Graph& graph, const std::string& path);
 
+/// Whether `name` is an op of ONNX's standard domains (ai.onnx, ai.onnx.ml)
+/// in libonnx's schema registry: its meaning is ONNX's, not a pack's.
+bool isStandardOnnxOp(std::string_view name);
+
 /// Reads a serialized TensorProto (the `input_0.pb` files of ONNX tests).
 Expected<Tensor> loadTensorProtoFile(const std::string& path);
 /// Serialized TensorProto with the given name.

@@ -136,6 +136,12 @@ class OpCatalog {
   std::map<std::string, std::vector<const OpDef*>> classes_;
 };
 
+/// Why the operands of node `n` do not fit its catalog declaration: an
+/// empty operand (an omitted name) where the op's parameter is not
+/// optional, such as `Concat(x, "")`. Empty when they fit, or when the op
+/// is not in `catalog` (opaque ops are not checked).
+std::string missingOperandProblem(const Graph& g, NodeRef n, const OpCatalog& catalog);
+
 /// A Transpose's permutation over `rank` dims (the dims reversed when it
 /// has no `perm`); nullopt when `perm` is not a permutation of 0..rank-1.
 std::optional<std::vector<int64_t>> transposePermutation(const NodeData& d, size_t rank);

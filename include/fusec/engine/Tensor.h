@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "fusec/engine/DType.h"
+#include "fusec/engine/Error.h"
 
 namespace fusec {
 
@@ -28,9 +29,19 @@ std::optional<int64_t> checkedBytes(const Shape& shape, DType dtype);
 /// constants, interpreter results, device buffers): $FUSEC_MAX_TENSOR_BYTES,
 /// default 4 GiB. A larger one is an error, not an attempt.
 int64_t maxTensorBytes();
-/// A positive integer limit from environment variable `name`, or `fallback`
-/// when it is unset or not one.
+/// The environment variables that set fusec's limits.
+inline constexpr const char* kLimitVariables[] = {"FUSEC_MAX_TENSOR_BYTES", "FUSEC_MAX_INTERPRETER_STEPS",
+                                                  "FUSEC_INFERENCE_SECONDS"};
+/// The largest value a limit may be set to (2^48): above it, a limit
+/// limits nothing.
+inline constexpr int64_t kMaxLimit = int64_t{1} << 48;
+/// The limit in environment variable `name` (a whole number from 1 to
+/// kMaxLimit), or `fallback` when it is unset; a UserError naming the
+/// variable when it is set to anything else.
 int64_t limitFromEnv(const char* name, int64_t fallback);
+/// Whether every variable of kLimitVariables that is set holds a valid
+/// limit: programs check this first, to refuse a typo before any work.
+Status checkLimitsInEnv();
 /// Row-major strides of a shape, in elements.
 Shape stridesOf(const Shape& shape);
 /// `[2, 3, 4]`
