@@ -946,6 +946,40 @@ class Emitter {
   /// A constant in the current dialect: in integer arithmetic an integral
   /// value is a literal of the compute type and infinities are its limits,
   /// so no value round-trips through float.
+  /// The operands of a min or max with each repeated value once and the
+  /// known constants folded into one, where the first stood: both are
+  /// idempotent, and `Max(x, x, ..., x)` of thousands of operands would
+  /// otherwise be a chain of thousands of selects that the device compiler
+  /// takes quadratic time over. (A NaN constant is left as it is.)
+  Status dedupeMinMax(bool isMin, std::vector<std::string>& args, std::vector<std::optional<double>>& known) const {
+    std::vector<std::string> keptArgs;
+    std::vector<std::optional<double>> keptKnown;
+    std::set<std::string> seen;
+    std::optional<size_t> constantSlot;
+    double folded = 0;
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (known[i] && !std::isnan(*known[i])) {
+        folded = !constantSlot ? *known[i] : isMin ? std::min(folded, *known[i]) : std::max(folded, *known[i]);
+        if (!constantSlot) {
+          constantSlot = keptArgs.size();
+          keptArgs.emplace_back();
+          keptKnown.emplace_back();
+        }
+        continue;
+      }
+      if (!known[i] && !seen.insert(args[i]).second) continue;
+      keptArgs.push_back(args[i]);
+      keptKnown.push_back(known[i]);
+    }
+    if (constantSlot) {
+      if (Status st = literal(folded, keptArgs[*constantSlot]); !st) return st;
+      keptKnown[*constantSlot] = folded;
+    }
+    args = std::move(keptArgs);
+    known = std::move(keptKnown);
+    return Status::success();
+  }
+
   Status literal(double v, std::string& out) const {
     if (!integerDialect()) {
       out = compute_ == DType::Float64 ? doubleLiteral(v) : floatLiteral(v);
@@ -1195,6 +1229,8 @@ class Emitter {
     }
     if (e.op == "min" || e.op == "max" || e.op == "sum" || e.op == "mean") {
       if (args.empty()) return Error{"`" + e.op + "` of nothing", true};
+      if (e.op == "min" || e.op == "max")
+        if (Status st = dedupeMinMax(e.op == "min", args, known); !st) return st;
       std::string acc = args[0];
       const std::string prefix = minMaxPrefix();
       // A bound known not to be NaN (ReLU's 0, Clip's constant bounds,

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "fusec/codegen/Families.h"
+#include "fusec/engine/Files.h"
 #include "fusec/grammar/PackLoader.h"
 
 namespace fusec::driver {
@@ -64,6 +65,14 @@ LoadedPacks loadPacks(const std::vector<std::string>& files, const Target& targe
 }
 
 LoadedPacks loadPackText(const std::string& name, const std::string& text) {
+  // The same cap as a pack file's (Files.h): a string is no way around it.
+  if (text.size() > static_cast<size_t>(kMaxPackFileBytes)) {
+    LoadedPacks out;
+    out.error = name + ": " + std::to_string(text.size()) + " bytes, more than the " +
+                std::to_string(kMaxPackFileBytes) + " a pack may have";
+    out.files = {name};
+    return out;
+  }
   LoadedPacks out = collect([&](auto& sources, auto& context, auto& diags, const auto& options) {
     return grammar::loadPackText(name, text, sources, context, diags, options);
   });

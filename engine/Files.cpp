@@ -3,6 +3,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fcntl.h>
 #include <fstream>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,20 +13,66 @@
 
 namespace fusec {
 
-Expected<std::string> readInputFile(const std::string& path, int64_t maxBytes) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0)
+namespace {
+
+/// `path` opened for reading if it is a regular file (checked on the open
+/// file, so nothing can be swapped in between; a FIFO does not block the
+/// open), with its size; an error naming the path otherwise.
+Expected<std::pair<int, int64_t>> openRegular(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
     return Error{path + ": cannot open file" + (errno == ENOENT ? std::string() : ": " + std::string(std::strerror(errno)))};
-  if (S_ISDIR(st.st_mode)) return Error{path + ": is a folder, not a file"};
-  if (!S_ISREG(st.st_mode)) return Error{path + ": not a regular file (a device, pipe or socket is not read)"};
-  if (st.st_size > maxBytes)
-    return Error{path + ": " + std::to_string(st.st_size) + " bytes, more than the " + std::to_string(maxBytes) +
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const bool dir = S_ISDIR(st.st_mode);
+    ::close(fd);
+    if (dir) return Error{path + ": is a folder, not a file"};
+    return Error{path + ": not a regular file (a device, pipe or socket is not read)"};
+  }
+  return std::pair{fd, static_cast<int64_t>(st.st_size)};
+}
+
+/// `length` bytes at `offset` of the open file `fd`, or an error.
+Expected<std::string> readAt(int fd, const std::string& path, int64_t offset, int64_t length) {
+  std::string bytes(static_cast<size_t>(length), '\0');
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::pread(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + static_cast<int64_t>(done)));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Error{path + ": cannot read the whole file"};
+    done += static_cast<size_t>(n);
+  }
+  return bytes;
+}
+
+}  // namespace
+
+Expected<std::string> readInputFile(const std::string& path, int64_t maxBytes) {
+  Expected<std::pair<int, int64_t>> opened = openRegular(path);
+  if (!opened) return opened.error();
+  const auto [fd, size] = opened.value();
+  if (size > maxBytes) {
+    ::close(fd);
+    return Error{path + ": " + std::to_string(size) + " bytes, more than the " + std::to_string(maxBytes) +
                  " this kind of file may have"};
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error{path + ": cannot open file"};
-  std::string bytes(static_cast<size_t>(st.st_size), '\0');
-  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  if (in.gcount() != static_cast<std::streamsize>(bytes.size())) return Error{path + ": cannot read the whole file"};
+  }
+  Expected<std::string> bytes = readAt(fd, path, 0, size);
+  ::close(fd);
+  return bytes;
+}
+
+Expected<std::string> readInputFileRange(const std::string& path, int64_t offset, int64_t length) {
+  Expected<std::pair<int, int64_t>> opened = openRegular(path);
+  if (!opened) return opened.error();
+  const auto [fd, size] = opened.value();
+  int64_t end = 0;
+  if (offset < 0 || length < 0 || __builtin_add_overflow(offset, length, &end) || end > size) {
+    ::close(fd);
+    return Error{path + ": " + std::to_string(length) + " bytes at offset " + std::to_string(offset) +
+                 " run past the end of the file (" + std::to_string(size) + " bytes)"};
+  }
+  Expected<std::string> bytes = readAt(fd, path, offset, length);
+  ::close(fd);
   return bytes;
 }
 

@@ -146,8 +146,10 @@ class Search {
     // pattern unmatched (its first node does not read what the pattern
     // binds), the chain through operands 0 alone is tried: every match
     // through operand 0 still holds.
-    std::vector<NodeRef> anyOperand = collectChain(p, n, s, true);
+    bool besideOperand0 = false;
+    std::vector<NodeRef> anyOperand = collectChain(p, n, s, true, &besideOperand0);
     if (matchChain(p, anyOperand, s, k)) return true;
+    if (!besideOperand0) return false;  // the chain through operands 0 is the same
     std::vector<NodeRef> firstOperand = collectChain(p, n, s, false);
     return firstOperand != anyOperand && matchChain(p, firstOperand, s, k);
   }
@@ -160,7 +162,12 @@ class Search {
   /// the chain (GELU's `Mul(x, 1 + erf(x / sqrt 2))`, SiLU's
   /// `Mul(x, Sigmoid(x))`), not a residual `Add(skip, bias add)`, whose
   /// bias add belongs to the MatMul before it.
-  std::vector<NodeRef> collectChain(int p, NodeRef n, const State& s, bool anyOperand) const {
+  /// Linear in the chain's length, which kMaxRepetition bounds: collected
+  /// bottom-up and reversed (producers only lead up an acyclic graph, so no
+  /// node comes twice). `besideOperand0` tells whether a link other than
+  /// operand 0 was taken.
+  std::vector<NodeRef> collectChain(int p, NodeRef n, const State& s, bool anyOperand,
+                                    bool* besideOperand0 = nullptr) const {
     std::vector<NodeRef> chain = {n};
     std::vector<size_t> through = {0};  // the operand each node reads the one above through
     for (NodeRef cur = n;;) {
@@ -172,33 +179,38 @@ class Search {
         const ValueId link = d.inputs[i];
         if (link == kNoValue) continue;
         auto prev = g_.producer(link);
-        if (!prev || s.uses(*prev) || std::count(chain.begin(), chain.end(), *prev) || !opOf(p, *prev)) continue;
+        if (!prev || s.uses(*prev) || !opOf(p, *prev)) continue;
         // The chain value is read by this node alone (`Mul(d, d)` reads it twice).
         const auto& uses = g_.uses(link);
         if (g_.isGraphOutput(link) || std::any_of(uses.begin(), uses.end(), [&](const Use& u) { return u.node != cur; })) continue;
         next = prev;
-        through.front() = i;
+        through.back() = i;
       }
-      if (!next) break;
-      chain.insert(chain.begin(), *next);
-      through.insert(through.begin(), 0);
+      if (!next || chain.size() == kMaxRepetition) break;
+      chain.push_back(*next);
+      through.push_back(0);
       cur = *next;
     }
-    // From the top down: a link through another operand than 0 whose
-    // operand 0 nothing above reads cuts the chain there.
-    for (size_t j = 1; j < chain.size(); ++j) {
-      if (through[j] == 0) continue;
-      const ValueId first = g_.node(chain[j]).inputs[0];
-      bool closes = false;
-      for (size_t a = 0; a < j && !closes; ++a) {
-        const std::vector<ValueId>& in = g_.node(chain[a]).inputs;
-        closes = std::find(in.begin(), in.end(), first) != in.end();
-      }
-      if (closes) continue;
-      chain.erase(chain.begin(), chain.begin() + static_cast<std::ptrdiff_t>(j));
-      through.erase(through.begin(), through.begin() + static_cast<std::ptrdiff_t>(j));
-      j = 0;
+    const bool beside = std::any_of(through.begin(), through.end(), [](size_t i) { return i != 0; });
+    if (besideOperand0) *besideOperand0 = beside;
+    if (!beside) {
+      std::reverse(chain.begin(), chain.end());
+      return chain;
     }
+    std::reverse(chain.begin(), chain.end());
+    std::reverse(through.begin(), through.end());
+    // From the top down: a link through another operand than 0 whose
+    // operand 0 nothing above reads (since the last cut) cuts the chain there.
+    std::set<ValueId> readAbove;
+    size_t top = 0;
+    for (size_t j = 1; j < chain.size(); ++j) {
+      const std::vector<ValueId>& above = g_.node(chain[j - 1]).inputs;
+      readAbove.insert(above.begin(), above.end());
+      if (through[j] == 0 || readAbove.count(g_.node(chain[j]).inputs[0])) continue;
+      top = j;
+      readAbove.clear();
+    }
+    chain.erase(chain.begin(), chain.begin() + static_cast<std::ptrdiff_t>(top));
     return chain;
   }
 

@@ -63,13 +63,13 @@ std::string externalData(const onnx::TensorProto& proto, const std::string& labe
   if (length != expectedBytes)
     throw UserError{label + ": external data holds " + std::to_string(length) + " bytes, its shape needs " +
                     std::to_string(expectedBytes)};
-  Expected<std::string> bytes = readInputFile(file.string(), kMaxModelFileBytes * 8);
+  if (length > maxTensorBytes())
+    throw UserError{label + ": external data of " + std::to_string(length) + " bytes, above the limit of " +
+                    std::to_string(maxTensorBytes()) + " (FUSEC_MAX_TENSOR_BYTES)"};
+  // Only the tensor's bytes are read: a few bytes of a large file cost a few bytes.
+  Expected<std::string> bytes = readInputFileRange(file.string(), offset, length);
   if (!bytes) throw UserError{label + ": external data: " + bytes.error().message};
-  int64_t end = 0;
-  if (__builtin_add_overflow(offset, length, &end) || end > static_cast<int64_t>(bytes->size()))
-    throw UserError{label + ": external data at offset " + std::to_string(offset) + ", " + std::to_string(length) +
-                    " bytes, runs past the end of `" + location + "` (" + std::to_string(bytes->size()) + " bytes)"};
-  return bytes->substr(static_cast<size_t>(offset), static_cast<size_t>(length));
+  return std::move(bytes.value());
 }
 
 }  // namespace

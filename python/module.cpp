@@ -73,9 +73,14 @@ std::string numpyName(DType t) {
   }
 }
 
-/// The array as a tensor (copied). Called with the GIL held.
-Tensor toTensor(const std::string& name, const py::handle& object) {
-  py::array array = py::array::ensure(object, py::array::c_style);
+/// The array as a tensor of the model's input `value` (copied), its element
+/// type and shape checked first: a wrong array costs no copy. Called with
+/// the GIL held.
+Tensor toTensor(const Value& value, const py::handle& object, bool staticShapes) {
+  const std::string& name = value.name;
+  // An ndarray is looked at where it is; anything else is converted first.
+  py::array array = py::isinstance<py::array>(object) ? py::reinterpret_borrow<py::array>(object)
+                                                      : py::array::ensure(object);
   if (!array) raise("RunError", "input `" + name + "` is not an array (numpy.ndarray or convertible)");
   const std::string dtypeName = py::str(array.dtype()).cast<std::string>();
   std::optional<DType> dtype;
@@ -83,7 +88,15 @@ Tensor toTensor(const std::string& name, const py::handle& object) {
                   DType::UInt8, DType::UInt16, DType::UInt32, DType::UInt64, DType::Bool})
     if (numpyName(t) == dtypeName) dtype = t;
   if (!dtype) raise("RunError", "input `" + name + "` has element type " + dtypeName + ", which fusec does not take");
+  if (*dtype != value.type.dtype)
+    raise("RunError", "input `" + name + "` is " + numpyName(*dtype) + "; the model takes " +
+                          std::string(numpyName(value.type.dtype)) + " (convert it with .astype)");
   Shape shape(array.shape(), array.shape() + array.ndim());
+  if (staticShapes && value.type.isStatic() && shape != value.type.staticShape())
+    raise("RunError", "input `" + name + "` has shape " + shapeToString(shape) + "; the model was compiled for " +
+                          shapeToString(value.type.staticShape()) + " (compile with dims= for other sizes)");
+  array = py::array::ensure(array, py::array::c_style);  // a copy only where it is not contiguous
+  if (!array) raise("RunError", "input `" + name + "` cannot be made contiguous");
   Tensor t(*dtype, shape);
   if (t.byteSize() != static_cast<size_t>(array.nbytes()))
     raise("RunError", "input `" + name + "`: unexpected size for its shape");
@@ -197,15 +210,7 @@ class Compiled {
     for (ValueId v : g.inputs()) {
       const Value& value = g.value(v);
       if (!feeds.contains(value.name)) raise("RunError", "no array for input `" + value.name + "`");
-      Tensor t = toTensor(value.name, feeds[py::str(value.name)]);
-      if (t.dtype() != value.type.dtype)
-        raise("RunError", "input `" + value.name + "` is " + numpyName(t.dtype()) + "; the model takes " +
-                              std::string(numpyName(value.type.dtype)) + " (convert it with .astype)");
-      if (!interpreter && value.type.isStatic() && t.shape() != value.type.staticShape())
-        raise("RunError", "input `" + value.name + "` has shape " + shapeToString(t.shape()) +
-                              "; the model was compiled for " + shapeToString(value.type.staticShape()) +
-                              " (compile with dims= for other sizes)");
-      inputs.push_back(std::move(t));
+      inputs.push_back(toTensor(value, feeds[py::str(value.name)], !interpreter));
     }
     for (const auto& [key, _] : feeds) {
       const std::string name = py::str(key);

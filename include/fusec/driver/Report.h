@@ -61,8 +61,11 @@ struct HtmlOptions {
   /// roofline beside the estimates and listed in the top kernels.
   std::map<std::string, double> measuredSeconds;
   /// Graphs with more nodes than this are not drawn (dot's layout time grows fast).
-  size_t maxGraphNodes = 3000;
-  double dotTimeoutSeconds = 120;
+  /// Graphviz lays out a graph in time that grows faster than its size
+  /// (1,000 nodes: seconds; 3,000: past two minutes): larger graphs get a
+  /// note instead of a drawing, and a layout past the time limit is given up.
+  size_t maxGraphNodes = 1000;
+  double dotTimeoutSeconds = 30;
 };
 
 /// One self-contained HTML page (inline CSS and SVG, nothing fetched): the

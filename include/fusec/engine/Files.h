@@ -20,6 +20,11 @@ inline constexpr int64_t kMaxProfileFileBytes = int64_t{1} << 20; ///< a target 
 /// `maxBytes` bytes; otherwise an error naming the path and the reason.
 Expected<std::string> readInputFile(const std::string& path, int64_t maxBytes);
 
+/// `length` bytes at `offset` of `path`, a regular file, read without
+/// reading the rest (external weights: a few bytes of a large file cost a
+/// few bytes); an error when the range runs past the file's end.
+Expected<std::string> readInputFileRange(const std::string& path, int64_t offset, int64_t length);
+
 /// Writes `bytes` to `path` whole or not at all: into a new temporary file
 /// in the same folder, then renamed over `path`. A link at `path` is
 /// replaced, never followed; a reader never sees half a file. Only a

@@ -6,7 +6,7 @@
 /// value, so DAG patterns (diamonds) match only real diamonds. Commutative
 /// ops try both operand orders (backtracking). A repetition `X+` matches a
 /// maximal chain through operand 0 whose intermediate values have no other
-/// use. Further roots (sibling patterns) are searched among the consumers of
+/// use, of at most kMaxRepetition nodes. Further roots (sibling patterns) are searched among the consumers of
 /// values already bound. Guards are evaluated last.
 ///
 /// Matching is pure: it never edits the graph.
@@ -21,6 +21,13 @@
 #include "fusec/engine/Target.h"
 
 namespace fusec {
+
+/// The most graph nodes one repetition matches: a longer chain is matched
+/// in pieces of this length, so that matching stays linear in the graph (a
+/// failed match at each node of a chain of 100,000 ops walks this far, not
+/// to the chain's top) and one fused kernel stays a size a device compiler
+/// builds in seconds.
+inline constexpr size_t kMaxRepetition = 256;
 
 struct Match {
   const Rule* rule = nullptr;
