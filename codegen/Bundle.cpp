@@ -91,7 +91,7 @@ Status writeBundle(const fs::path& dir, const Graph& g, const Schedule& s, const
     if (ec) return Error{(dir / sub).string() + ": cannot create folder: " + ec.message()};
   }
   std::ostringstream program;
-  program << "fusec-bundle 1\n# " << title << "\n";
+  program << "fusec-bundle 2\n# " << title << "\n";
   // Buffers; constants are concatenated into constants.bin.
   std::string constants;
   program << "# buffer INDEX constant BYTES OFFSET | buffer INDEX input|intermediate BYTES | buffer INDEX part BYTES "
@@ -119,13 +119,26 @@ Status writeBundle(const fs::path& dir, const Graph& g, const Schedule& s, const
   program << "# input|output BUFFER BYTES DTYPE SHAPE NAME\n";
   for (size_t i = 0; i < g.inputs().size(); ++i) port("input", *s.inputBuffers[i], g.value(g.inputs()[i]));
   for (size_t i = 0; i < g.outputs().size(); ++i) port("output", s.outputBuffers[i], g.value(g.outputs()[i]));
-  program << "# kernel NAME FILE GLOBAL_SIZE LOCAL_SIZE(0: the driver's choice) BUFFER... (inputs, then outputs)\n";
+  // Each argument with the bytes the kernel reads (r) or writes (w) there:
+  // the host checks every buffer is large enough and that nothing writes
+  // into a constant or an input.
+  program << "# kernel NAME FILE GLOBAL_SIZE LOCAL_SIZE(0: the driver's choice) BUFFER:BYTES:r|w... (inputs, outputs, "
+             "derived constants)\n";
+  auto valueBytes = [&](ValueId v) {
+    return shapeNumel(g.value(v).type.staticShape()) * static_cast<int64_t>(dtypeSize(g.value(v).type.dtype));
+  };
   for (size_t k = 0; k < s.kernels.size(); ++k) {
     const KernelSource& ks = s.kernels[k];
     const std::string file = "kernels/" + ks.name + ".cl";
     if (Status st = writeFile(dir / file, ks.source); !st) return st;
     program << "kernel " << ks.name << " " << file << " " << ks.globalSize << " " << ks.localSize;
-    for (size_t b : s.arguments[k]) program << " " << b;
+    for (size_t a = 0; a < s.arguments[k].size(); ++a) {
+      const size_t in = ks.inputs.size(), out = in + ks.outputs.size();
+      const int64_t bytes = a < in ? valueBytes(ks.inputs[a])
+                            : a < out ? valueBytes(ks.outputs[a - in])
+                                      : static_cast<int64_t>(ks.derived[a - out]->byteSize());
+      program << " " << s.arguments[k][a] << ":" << bytes << ":" << (a >= in && a < out ? "w" : "r");
+    }
     program << "\n";
   }
   for (size_t i = 0; i < g.inputs().size(); ++i) {

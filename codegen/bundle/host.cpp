@@ -27,11 +27,15 @@
 #include <CL/cl.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "CpuThreads.h"
 #include "Tolerance.h"
@@ -53,12 +57,80 @@ void check(cl_int err, const std::string& what) {
   if (err != CL_SUCCESS) throw Failure(what + " failed (OpenCL error " + std::to_string(err) + ")");
 }
 
-std::string readFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Failure("cannot open " + path);
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
+// A bundle may come from anywhere: every file it names is read only if it is
+// a regular file (a FIFO neither blocks nor is read), of at most `maxBytes`.
+constexpr size_t kMaxTextBytes = size_t{64} << 20;       // program.txt, a kernel
+constexpr size_t kMaxDataBytes = size_t{1} << 36;        // constants.bin, inputs, expected outputs
+
+std::string readFile(const std::string& path, size_t maxBytes = kMaxTextBytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw Failure("cannot open " + path + ": " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Failure(path + ": not a regular file");
+  }
+  if (static_cast<uint64_t>(st.st_size) > maxBytes) {
+    ::close(fd);
+    throw Failure(path + ": " + std::to_string(st.st_size) + " bytes, more than the " + std::to_string(maxBytes) + " allowed");
+  }
+  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::read(fd, &bytes[done], bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (done != bytes.size()) throw Failure("cannot read the whole of " + path);
+  return bytes;
+}
+
+// Writes `data` to `file`, a regular file or none yet: never through a link,
+// never into a device, FIFO or socket.
+void writeRegularFile(const std::string& file, const std::string& data) {
+  struct stat st {};
+  if (::lstat(file.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) throw Failure(file + ": not a regular file; not written");
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) throw Failure("cannot write " + file + ": " + std::strerror(errno));
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (done != data.size()) throw Failure("cannot write " + file);
+}
+
+// A count in program.txt: decimal digits only, within `max` (no sign, no
+// wrap-around).
+bool parseCount(const std::string& text, uint64_t max, size_t& out) {
+  if (text.empty() || text.size() > 20 || text.find_first_not_of("0123456789") != std::string::npos) return false;
+  uint64_t v = 0;
+  for (char c : text) {
+    const uint64_t digit = static_cast<uint64_t>(c - '0');
+    if (v > (max - digit) / 10) return false;
+    v = v * 10 + digit;
+  }
+  out = static_cast<size_t>(v);
+  return true;
+}
+
+// A kernel file: `kernels/NAME.cl`, NAME of letters, digits and `_`: never
+// a path out of the bundle.
+bool safeKernelFile(const std::string& file) {
+  const std::string prefix = "kernels/", suffix = ".cl";
+  if (file.size() <= prefix.size() + suffix.size() || file.compare(0, prefix.size(), prefix) != 0 ||
+      file.compare(file.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return false;
+  for (size_t i = prefix.size(); i < file.size() - suffix.size(); ++i) {
+    const char c = file[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')) return false;
+  }
+  return true;
 }
 
 struct BufferSpec {
@@ -73,11 +145,20 @@ struct Port {  // a graph input or output
   size_t buffer = 0, bytes = 0;
 };
 
+struct KernelArg {
+  size_t buffer = 0, bytes = 0;  // the buffer and how many bytes of it the kernel reads or writes
+  bool writes = false;
+};
+
 struct KernelSpec {
   std::string name, file;
   size_t global = 0, local = 0;
-  std::vector<size_t> args;
+  std::vector<KernelArg> args;
 };
+
+// The most work-items one launch may have: fusec's kernels index with 32
+// bits.
+constexpr size_t kMaxGlobalSize = size_t{1} << 31;
 
 struct Program {
   std::vector<BufferSpec> buffers;
@@ -86,51 +167,85 @@ struct Program {
 };
 
 // program.txt: one record per line, fields separated by spaces; `#` starts
-// a comment line.
+// a comment line. Everything is checked here, before any OpenCL call: sizes
+// and offsets without overflow, every part and view inside its parent,
+// every kernel argument inside its buffer, no kernel writing a constant, an
+// input or a view, kernel files inside the bundle.
 Program parseProgram(const std::string& dir) {
   std::istringstream text(readFile(dir + "/program.txt"));
   Program p;
   std::string line;
   int lineNo = 0;
+  bool versioned = false;
   auto bad = [&](const std::string& why) {
     return Failure(dir + "/program.txt:" + std::to_string(lineNo) + ": " + why);
+  };
+  constexpr uint64_t kMaxBytes = kMaxDataBytes;
+  auto count = [&](std::istringstream& in, uint64_t max, size_t& out) {
+    std::string field;
+    return static_cast<bool>(in >> field) && parseCount(field, max, out);
   };
   while (std::getline(text, line)) {
     ++lineNo;
     std::istringstream in(line);
     std::string record;
     if (!(in >> record) || record[0] == '#') continue;
+    if (record != "fusec-bundle" && !versioned) throw bad("the first record must be `fusec-bundle 2`");
     if (record == "fusec-bundle") {
-      int version = 0;
-      if (!(in >> version) || version != 1) throw bad("bundle format version 1 expected");
+      size_t version = 0;
+      if (!count(in, 1000, version) || version != 2)
+        throw bad("bundle format version 2 expected (made by another fusec: build its own host.cpp)");
+      versioned = true;
     } else if (record == "buffer") {
       size_t index = 0;
       BufferSpec b;
-      if (!(in >> index >> b.kind >> b.bytes) || index != p.buffers.size()) throw bad("malformed buffer");
-      if (b.kind == "constant" && !(in >> b.offset)) throw bad("constant without offset");
-      if (b.kind == "part") {
-        if (!(in >> b.parent >> b.offset)) throw bad("part without parent and offset");
-        if (b.parent >= index || p.buffers[b.parent].kind != "intermediate" || b.bytes == 0 ||
-            b.offset > p.buffers[b.parent].bytes || b.bytes > p.buffers[b.parent].bytes - b.offset)
+      if (!count(in, kMaxBytes, index) || !(in >> b.kind) || !count(in, kMaxBytes, b.bytes) || index != p.buffers.size())
+        throw bad("malformed buffer");
+      if (b.kind == "constant") {
+        if (!count(in, kMaxBytes, b.offset)) throw bad("constant without offset");
+      } else if (b.kind == "part" || b.kind == "view") {
+        if (!count(in, kMaxBytes, b.parent) || !count(in, kMaxBytes, b.offset)) throw bad(b.kind + " without parent and offset");
+        const bool inside = b.parent < index && b.bytes != 0 && b.offset <= p.buffers[b.parent].bytes &&
+                            b.bytes <= p.buffers[b.parent].bytes - b.offset;
+        const std::string parent = b.parent < index ? p.buffers[b.parent].kind : "";
+        if (b.kind == "part" && (!inside || parent != "intermediate"))
           throw bad("a part must lie inside an earlier intermediate buffer");
-      }
-      if (b.kind == "view") {  // a Slice read in place: inside a constant, input or intermediate buffer
-        if (!(in >> b.parent >> b.offset)) throw bad("view without parent and offset");
-        if (b.parent >= index || p.buffers[b.parent].kind == "part" || p.buffers[b.parent].kind == "view" || b.bytes == 0 ||
-            b.offset > p.buffers[b.parent].bytes || b.bytes > p.buffers[b.parent].bytes - b.offset)
+        if (b.kind == "view" && (!inside || parent == "part" || parent == "view"))
           throw bad("a view must lie inside an earlier buffer that is not a part or a view");
+      } else if (b.kind != "input" && b.kind != "intermediate") {
+        throw bad("unknown buffer kind `" + b.kind + "`");
       }
       p.buffers.push_back(b);
     } else if (record == "input" || record == "output") {
       Port port;
-      if (!(in >> port.buffer >> port.bytes >> port.dtype >> port.shape >> port.name)) throw bad("malformed " + record);
+      if (!count(in, kMaxBytes, port.buffer) || !count(in, kMaxBytes, port.bytes) || !(in >> port.dtype >> port.shape >> port.name))
+        throw bad("malformed " + record);
       if (port.buffer >= p.buffers.size() || port.bytes > p.buffers[port.buffer].bytes) throw bad("bad buffer");
+      if (record == "input" && p.buffers[port.buffer].kind != "input") throw bad("an input must name an input buffer");
       (record == "input" ? p.inputs : p.outputs).push_back(port);
     } else if (record == "kernel") {
       KernelSpec k;
-      if (!(in >> k.name >> k.file >> k.global >> k.local)) throw bad("malformed kernel");
-      for (size_t a; in >> a;) {
-        if (a >= p.buffers.size()) throw bad("argument names no buffer");
+      if (!(in >> k.name >> k.file) || !count(in, kMaxGlobalSize, k.global) || !count(in, kMaxGlobalSize, k.local))
+        throw bad("malformed kernel (NAME FILE GLOBAL_SIZE LOCAL_SIZE, sizes at most 2^31)");
+      if (!safeKernelFile(k.file)) throw bad("a kernel file must be kernels/NAME.cl, NAME of letters, digits and _");
+      if (k.local != 0 && k.global % k.local != 0) throw bad("the global size must be a multiple of the local size");
+      for (std::string field; in >> field;) {
+        KernelArg a;
+        const size_t first = field.find(':'), second = field.find(':', first + 1);
+        if (first == std::string::npos || second == std::string::npos ||
+            !parseCount(field.substr(0, first), kMaxBytes, a.buffer) ||
+            !parseCount(field.substr(first + 1, second - first - 1), kMaxBytes, a.bytes))
+          throw bad("a kernel argument is BUFFER:BYTES:r or BUFFER:BYTES:w");
+        const std::string access = field.substr(second + 1);
+        if (access != "r" && access != "w") throw bad("a kernel argument is read (r) or written (w)");
+        a.writes = access == "w";
+        if (a.buffer >= p.buffers.size()) throw bad("argument names no buffer");
+        const BufferSpec& b = p.buffers[a.buffer];
+        if (a.writes && b.kind != "intermediate" && b.kind != "part")
+          throw bad(k.name + " would write into " + b.kind + " buffer " + std::to_string(a.buffer));
+        if (a.bytes > b.bytes)
+          throw bad("argument " + std::to_string(k.args.size()) + " of " + k.name + " takes " + std::to_string(a.bytes) +
+                    " bytes of buffer " + std::to_string(a.buffer) + ", which has " + std::to_string(b.bytes));
         k.args.push_back(a);
       }
       p.kernels.push_back(k);
@@ -138,6 +253,7 @@ Program parseProgram(const std::string& dir) {
       throw bad("unknown record `" + record + "`");
     }
   }
+  if (!versioned) throw bad("no `fusec-bundle 2` record: not a bundle's program.txt");
   return p;
 }
 
@@ -216,7 +332,11 @@ int run(int argc, char** argv) {
     if (a == "--input") inputFiles.push_back(value());
     else if (a == "--output-dir") outDir = value();
     else if (a == "--device") device = value();
-    else if (a == "--repeat") repeat = std::max(1, std::atoi(value().c_str()));
+    else if (a == "--repeat") {
+      size_t n = 0;
+      if (!parseCount(value(), 1000000, n)) throw Failure("--repeat takes a count from 1 to 1000000");
+      repeat = std::max<int>(1, static_cast<int>(n));
+    }
     else if (a == "--check") compare = true;
     else if (a == "--copy-parts") copyParts = true;
     else if (a == "-h" || a == "--help") {
@@ -245,14 +365,15 @@ int run(int argc, char** argv) {
   // buffer of its own, copied into the parent after each kernel using it. A
   // view (a Slice read in place) likewise, copied from its parent before
   // each kernel reading it.
-  const std::string constants = readFile(dir + "/constants.bin");
+  const std::string constants = readFile(dir + "/constants.bin", kMaxDataBytes);
   cl_uint alignBits = 0;
   clGetDeviceInfo(dev, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof alignBits, &alignBits, nullptr);
   const size_t align = std::max<size_t>(alignBits / 8, 1);
   std::vector<cl_mem> buffers;
   std::vector<bool> detached(p.buffers.size(), false);
   for (const BufferSpec& b : p.buffers) {
-    if (b.kind == "constant" && b.offset + b.bytes > constants.size()) throw Failure("constants.bin is too short");
+    if (b.kind == "constant" && (b.offset > constants.size() || b.bytes > constants.size() - b.offset))
+      throw Failure("constants.bin is too short for constant buffer " + std::to_string(buffers.size()));
     if ((b.kind == "part" || b.kind == "view") && b.offset % align == 0 && !copyParts) {
       const cl_buffer_region region{b.offset, b.bytes};
       buffers.push_back(clCreateSubBuffer(buffers[b.parent], CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &region, &err));
@@ -287,7 +408,8 @@ int run(int argc, char** argv) {
     cl_kernel kernel = clCreateKernel(prog, k.name.c_str(), &err);
     check(err, "clCreateKernel " + k.name);
     for (cl_uint a = 0; a < k.args.size(); ++a)
-      check(clSetKernelArg(kernel, a, sizeof(cl_mem), &buffers[k.args[a]]), "argument " + std::to_string(a) + " of " + k.name);
+      check(clSetKernelArg(kernel, a, sizeof(cl_mem), &buffers[k.args[a].buffer]),
+            "argument " + std::to_string(a) + " of " + k.name);
     programs.push_back(prog);
     kernels.push_back(kernel);
   }
@@ -297,7 +419,7 @@ int run(int argc, char** argv) {
   for (size_t i = 0; i < p.inputs.size(); ++i) {
     const Port& in = p.inputs[i];
     const std::string file = i < inputFiles.size() ? inputFiles[i] : dir + "/inputs/" + std::to_string(i) + ".bin";
-    const std::string data = readFile(file);
+    const std::string data = readFile(file, kMaxDataBytes);
     if (data.size() != in.bytes)
       throw Failure(file + ": input `" + in.name + "` (" + in.dtype + " " + in.shape + ") needs " +
                     std::to_string(in.bytes) + " bytes, the file has " + std::to_string(data.size()));
@@ -321,12 +443,12 @@ int run(int argc, char** argv) {
     for (size_t k = 0; k < kernels.size(); ++k) {
       const KernelSpec& spec = p.kernels[k];
       if (spec.global == 0) continue;  // an empty tensor
-      for (size_t a : spec.args) copyView(a);
+      for (const KernelArg& a : spec.args) copyView(a.buffer);
       check(clEnqueueNDRangeKernel(queue, kernels[k], 1, nullptr, &spec.global, spec.local ? &spec.local : nullptr, 0,
                                    nullptr, &events[k]),
             "launch of " + spec.name);
-      for (size_t a : spec.args)
-        if (detached[a] && p.buffers[a].kind == "part") {
+      for (const KernelArg& arg : spec.args)
+        if (const size_t a = arg.buffer; detached[a] && p.buffers[a].kind == "part") {
           const BufferSpec& part = p.buffers[a];
           check(clEnqueueCopyBuffer(queue, buffers[a], buffers[part.parent], 0, part.offset, part.bytes, 0, nullptr, nullptr),
                 "copying a part into its buffer");
@@ -368,10 +490,9 @@ int run(int argc, char** argv) {
     std::printf("output %-24s %s %s\n", out.name.c_str(), out.dtype.c_str(), out.shape.c_str());
     if (!outDir.empty()) {
       const std::string file = outDir + "/" + std::to_string(i) + ".bin";
-      std::ofstream o(file, std::ios::binary);
-      if (!o.write(data.data(), static_cast<std::streamsize>(data.size()))) throw Failure("cannot write " + file);
+      writeRegularFile(file, data);
     }
-    if (compare) ok = sameOutput(out, data, readFile(dir + "/expected/" + std::to_string(i) + ".bin")) && ok;
+    if (compare) ok = sameOutput(out, data, readFile(dir + "/expected/" + std::to_string(i) + ".bin", kMaxDataBytes)) && ok;
   }
 
   for (cl_kernel k : kernels) clReleaseKernel(k);
