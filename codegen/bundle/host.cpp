@@ -32,6 +32,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -42,6 +43,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <new>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -85,6 +87,21 @@ std::string readFile(const std::string& path, size_t maxBytes = kMaxTextBytes) {
   ::close(fd);
   if (done != bytes.size()) throw Failure("cannot read the whole of " + path);
   return bytes;
+}
+
+// `dir`/`file` when its real path lies inside the bundle's: a link to a file
+// elsewhere is not read (its lines would show in a build log).
+std::string insideBundle(const std::string& dir, const std::string& file) {
+  const std::string path = dir + "/" + file;
+  char* root = ::realpath(dir.c_str(), nullptr);
+  char* real = ::realpath(path.c_str(), nullptr);
+  const std::string r = root ? root : "", f = real ? real : "";
+  std::free(root);
+  std::free(real);
+  if (r.empty() || f.empty()) throw Failure("cannot open " + path);
+  if (f.size() <= r.size() || f.compare(0, r.size(), r) != 0 || f[r.size()] != '/')
+    throw Failure(path + " leads outside the bundle");
+  return path;
 }
 
 // Writes `data` to `file`, a regular file or none yet: never through a link,
@@ -353,9 +370,26 @@ int run(int argc, char** argv) {
 
   cl_device_id dev = pickDevice(device);
   cl_int err = CL_SUCCESS;
-  cl_context ctx = clCreateContext(nullptr, 1, &dev, nullptr, nullptr, &err);
+  // Every OpenCL object this run makes, released however it ends.
+  struct Objects {
+    cl_context ctx = nullptr;
+    cl_command_queue queue = nullptr;
+    std::vector<cl_mem> buffers;
+    std::vector<cl_program> programs;
+    std::vector<cl_kernel> kernels;
+    ~Objects() {
+      for (cl_kernel k : kernels) clReleaseKernel(k);
+      for (cl_program prog : programs) clReleaseProgram(prog);
+      for (cl_mem m : buffers) clReleaseMemObject(m);
+      if (queue) clReleaseCommandQueue(queue);
+      if (ctx) clReleaseContext(ctx);
+    }
+  } objects;
+  cl_context& ctx = objects.ctx;
+  cl_command_queue& queue = objects.queue;
+  ctx = clCreateContext(nullptr, 1, &dev, nullptr, nullptr, &err);
   check(err, "clCreateContext");
-  cl_command_queue queue = clCreateCommandQueue(ctx, dev, CL_QUEUE_PROFILING_ENABLE, &err);
+  queue = clCreateCommandQueue(ctx, dev, CL_QUEUE_PROFILING_ENABLE, &err);
   check(err, "clCreateCommandQueue");
   std::printf("device: %s\n", deviceName(dev).c_str());
 
@@ -369,35 +403,37 @@ int run(int argc, char** argv) {
   cl_uint alignBits = 0;
   clGetDeviceInfo(dev, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof alignBits, &alignBits, nullptr);
   const size_t align = std::max<size_t>(alignBits / 8, 1);
-  std::vector<cl_mem> buffers;
+  std::vector<cl_mem>& buffers = objects.buffers;
   std::vector<bool> detached(p.buffers.size(), false);
   for (const BufferSpec& b : p.buffers) {
     if (b.kind == "constant" && (b.offset > constants.size() || b.bytes > constants.size() - b.offset))
       throw Failure("constants.bin is too short for constant buffer " + std::to_string(buffers.size()));
     if ((b.kind == "part" || b.kind == "view") && b.offset % align == 0 && !copyParts) {
       const cl_buffer_region region{b.offset, b.bytes};
-      buffers.push_back(clCreateSubBuffer(buffers[b.parent], CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &region, &err));
+      cl_mem sub = clCreateSubBuffer(buffers[b.parent], CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &region, &err);
       check(err, "clCreateSubBuffer of " + std::to_string(b.bytes) + " bytes");
+      buffers.push_back(sub);
       continue;
     }
     detached[buffers.size()] = b.kind == "part" || b.kind == "view";
     cl_mem m = clCreateBuffer(ctx, CL_MEM_READ_WRITE, std::max<size_t>(b.bytes, 4), nullptr, &err);
     check(err, "clCreateBuffer of " + std::to_string(b.bytes) + " bytes");
+    buffers.push_back(m);
     if (b.kind == "constant")
       check(clEnqueueWriteBuffer(queue, m, CL_TRUE, 0, b.bytes, constants.data() + b.offset, 0, nullptr, nullptr),
             "constant upload");
-    buffers.push_back(m);
   }
 
   // Kernels: one program per file, built once.
   const auto buildStart = std::chrono::steady_clock::now();
-  std::vector<cl_program> programs;
-  std::vector<cl_kernel> kernels;
+  std::vector<cl_program>& programs = objects.programs;
+  std::vector<cl_kernel>& kernels = objects.kernels;
   for (const KernelSpec& k : p.kernels) {
-    const std::string source = readFile(dir + "/" + k.file);
+    const std::string source = readFile(insideBundle(dir, k.file));
     const char* src = source.c_str();
     cl_program prog = clCreateProgramWithSource(ctx, 1, &src, nullptr, &err);
     check(err, "clCreateProgramWithSource for " + k.file);
+    programs.push_back(prog);
     if (clBuildProgram(prog, 1, &dev, fusec::kKernelBuildOptions, nullptr, nullptr) != CL_SUCCESS) {
       size_t n = 0;
       clGetProgramBuildInfo(prog, dev, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
@@ -407,11 +443,10 @@ int run(int argc, char** argv) {
     }
     cl_kernel kernel = clCreateKernel(prog, k.name.c_str(), &err);
     check(err, "clCreateKernel " + k.name);
+    kernels.push_back(kernel);
     for (cl_uint a = 0; a < k.args.size(); ++a)
       check(clSetKernelArg(kernel, a, sizeof(cl_mem), &buffers[k.args[a].buffer]),
             "argument " + std::to_string(a) + " of " + k.name);
-    programs.push_back(prog);
-    kernels.push_back(kernel);
   }
   const double buildSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - buildStart).count();
   std::printf("built %zu kernels in %.2f s\n", kernels.size(), buildSeconds);
@@ -495,21 +530,20 @@ int run(int argc, char** argv) {
     if (compare) ok = sameOutput(out, data, readFile(dir + "/expected/" + std::to_string(i) + ".bin", kMaxDataBytes)) && ok;
   }
 
-  for (cl_kernel k : kernels) clReleaseKernel(k);
-  for (cl_program prog : programs) clReleaseProgram(prog);
-  for (cl_mem m : buffers) clReleaseMemObject(m);
-  clReleaseCommandQueue(queue);
-  clReleaseContext(ctx);
   return ok ? 0 : 1;
 }
 
 }  // namespace
 
+#ifndef FUSEC_BUNDLE_HOST_NO_MAIN  // the fuzzer (fuzz/BundleFuzzer.cpp) calls run() itself
 int main(int argc, char** argv) {
   try {
     return run(argc, argv);
   } catch (const Failure& f) {
     std::cerr << "error: " << f.what() << "\n";
-    return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "error: out of memory (the bundle asks for more than this machine has)\n";
   }
+  return 1;
 }
+#endif

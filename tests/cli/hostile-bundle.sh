@@ -47,6 +47,8 @@ case_ old-args "a kernel argument is BUFFER:BYTES" 's/^(kernel [^ ]+ [^ ]+ [0-9]
 case_ program-folder "program.txt: not a regular file" - sh -c 'rm program.txt && mkdir program.txt'
 case_ input-fifo "inputs/0.bin: not a regular file" - sh -c 'rm inputs/0.bin && mkfifo inputs/0.bin'
 case_ constants-missing "constants.bin" - rm constants.bin
-case_ kernel-link "not a regular file|does not build" - sh -c "ln -sf /dev/zero kernels/$kname.cl"
+case_ kernel-device "leads outside the bundle" - sh -c "ln -sf /dev/zero kernels/$kname.cl"
+echo "secret line" > "$work/secret.txt"
+case_ kernel-link-out "leads outside the bundle" - sh -c "ln -sf '$work/secret.txt' kernels/$kname.cl"
 case_ unknown-record "unknown record" '$a frobnicate 1 2 3'
 echo "ok: $n damaged bundles refused with a reason"
