@@ -127,19 +127,25 @@ Status writeBundle(const fs::path& dir, const Graph& g, const Schedule& s, const
   auto valueBytes = [&](ValueId v) {
     return shapeNumel(g.value(v).type.staticShape()) * static_cast<int64_t>(dtypeSize(g.value(v).type.dtype));
   };
+  // The kernel file states its own launch and the bytes of each argument
+  // (its first line): program.txt only chooses the buffers, and the host
+  // holds it to what the kernel says.
   for (size_t k = 0; k < s.kernels.size(); ++k) {
     const KernelSource& ks = s.kernels[k];
     const std::string file = "kernels/" + ks.name + ".cl";
-    if (Status st = writeFile(dir / file, ks.source); !st) return st;
-    program << "kernel " << ks.name << " " << file << " " << ks.globalSize << " " << ks.localSize;
+    std::string launch = std::to_string(ks.globalSize) + " " + std::to_string(ks.localSize), args;
+    program << "kernel " << ks.name << " " << file << " " << launch;
     for (size_t a = 0; a < s.arguments[k].size(); ++a) {
       const size_t in = ks.inputs.size(), out = in + ks.outputs.size();
       const int64_t bytes = a < in ? valueBytes(ks.inputs[a])
                             : a < out ? valueBytes(ks.outputs[a - in])
                                       : static_cast<int64_t>(ks.derived[a - out]->byteSize());
-      program << " " << s.arguments[k][a] << ":" << bytes << ":" << (a >= in && a < out ? "w" : "r");
+      const std::string arg = std::to_string(bytes) + ":" + (a >= in && a < out ? "w" : "r");
+      program << " " << s.arguments[k][a] << ":" << arg;
+      args += " " + arg;
     }
     program << "\n";
+    if (Status st = writeFile(dir / file, "// fusec-bundle-kernel: " + launch + args + "\n" + ks.source); !st) return st;
   }
   for (size_t i = 0; i < g.inputs().size(); ++i) {
     const Tensor& t = sample.inputs[i];

@@ -287,7 +287,12 @@ class RuleChecker {
       v.refusal = std::max_element(refusals.begin(), refusals.end(), [](const auto& a, const auto& b) {
                     return a.second < b.second;
                   })->first;
-    if (v.kind != RuleVerdict::Kind::Counterexample && v.kind != RuleVerdict::Kind::Proved) {
+    // A proof is over the reals: it never ends a rule's check alone. Without
+    // an instance (a guard nothing drawn satisfies) the rule is unchecked in
+    // float32, where kernels compute: "no instance", as for any rule.
+    const bool provedAndRun = v.kind == RuleVerdict::Kind::Proved && v.instances > 0;
+    if (v.kind == RuleVerdict::Kind::Proved && v.instances == 0) v.detail.clear();
+    if (v.kind != RuleVerdict::Kind::Counterexample && !provedAndRun) {
       if (v.instances > 0) v.kind = RuleVerdict::Kind::Verified;
       else if (v.refused > 0) {
         // It never fuses anything: planning refuses every group it forms.

@@ -205,19 +205,24 @@ class Generator {
     double* p = t.data<double>();
     const int64_t n = t.numel();
     // One character per tensor: plain normal data, corners mixed in, one
-    // repeated number (the guard's, or a simple one), tiny values.
+    // repeated number (the guard's, or a simple one), tiny values, and the
+    // magnitudes float32 rounds away: a large offset with a small spread (a
+    // one-pass variance cancels), large values (`(a + b) - b` loses `a`).
     const double mode = std::uniform_real_distribution<double>(0, 1)(rng_);
     const double fill = hints.empty() || chance(rng_, 0.3) ? number({0.0, 1.0, -1.0, 2.0, 0.5, 3.0}) : oneOf(rng_, hints);
+    const double offset = oneOf(rng_, std::vector<double>{3e3, -3e3, 1e4, 1e6});
     for (int64_t i = 0; i < n; ++i) {
       double x;
       if (lim_.simpleValues) x = number({});
-      else if (mode < 0.45) x = std::normal_distribution<double>(0, 1)(rng_);
-      else if (mode < 0.65) {
+      else if (mode < 0.40) x = std::normal_distribution<double>(0, 1)(rng_);
+      else if (mode < 0.58) {
         static const std::vector<double> corners = {0.0, -0.0, 1.0, -1.0, 1e-6, -1e-6, 100.0, -100.0, 3e3, -3e3, 0.5};
         x = chance(rng_, 0.5) ? oneOf(rng_, corners) : std::uniform_real_distribution<double>(-4, 4)(rng_);
-      } else if (mode < 0.8) x = fill;
-      else if (mode < 0.9) x = std::normal_distribution<double>(0, 1e-3)(rng_);
-      else x = std::uniform_real_distribution<double>(-10, 10)(rng_);
+      } else if (mode < 0.72) x = fill;
+      else if (mode < 0.82) x = std::normal_distribution<double>(0, 1e-3)(rng_);
+      else if (mode < 0.88) x = std::uniform_real_distribution<double>(-10, 10)(rng_);
+      else if (mode < 0.94) x = offset + std::normal_distribution<double>(0, 1)(rng_);
+      else x = (chance(rng_, 0.5) ? 1e8 : -1e8) * std::uniform_real_distribution<double>(0.5, 2)(rng_);
       if (kind == DataKind::Positive) x = std::fabs(x);
       p[i] = x;
     }

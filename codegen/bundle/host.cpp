@@ -274,6 +274,19 @@ Program parseProgram(const std::string& dir) {
   return p;
 }
 
+// The kernel file's first line states its launch and the bytes and access
+// of each argument, as fusec generated them: the kernel record must say the
+// same, so that program.txt alone can never make a kernel run past its
+// buffers or over a constant (it only chooses the buffers, checked above).
+void checkAgainstKernel(const KernelSpec& k, const std::string& source) {
+  const std::string tag = "// fusec-bundle-kernel: ";
+  const std::string first = source.substr(0, source.find('\n'));
+  if (first.compare(0, tag.size(), tag) != 0) throw Failure(k.file + ": no `" + tag + "` line: not a bundle's kernel");
+  std::string want = first.substr(tag.size()), got = std::to_string(k.global) + " " + std::to_string(k.local);
+  for (const KernelArg& a : k.args) got += " " + std::to_string(a.bytes) + (a.writes ? ":w" : ":r");
+  if (got != want) throw Failure("program.txt launches " + k.name + " as `" + got + "`; its kernel file says `" + want + "`");
+}
+
 std::string deviceName(cl_device_id d) {
   size_t n = 0;
   clGetDeviceInfo(d, CL_DEVICE_NAME, 0, nullptr, &n);
@@ -430,6 +443,7 @@ int run(int argc, char** argv) {
   std::vector<cl_kernel>& kernels = objects.kernels;
   for (const KernelSpec& k : p.kernels) {
     const std::string source = readFile(insideBundle(dir, k.file));
+    checkAgainstKernel(k, source);
     const char* src = source.c_str();
     cl_program prog = clCreateProgramWithSource(ctx, 1, &src, nullptr, &err);
     check(err, "clCreateProgramWithSource for " + k.file);

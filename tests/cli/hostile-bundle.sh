@@ -43,6 +43,9 @@ constant=$(grep -m1 -E '^buffer [0-9]+ constant ' "$bundle/program.txt" | awk '{
 if [ -n "$constant" ]; then
   case_ writes-constant "would write into constant buffer" "s/^(kernel .* )[0-9]+(:[0-9]+:w)/\1${constant}\2/"
 fi
+case_ lie-smaller "its kernel file says" 's/^(kernel [^ ]+ [^ ]+ [0-9]+ [0-9]+ [0-9]+):[0-9]+:/\1:4:/'
+case_ lie-global "its kernel file says" 's/^(kernel [^ ]+ [^ ]+ )[0-9]+ [0-9]+ /\11048576 0 /'
+case_ kernel-untagged "not a bundle's kernel" - sh -c "sed -i 1d kernels/$kname.cl"
 case_ old-args "a kernel argument is BUFFER:BYTES" 's/^(kernel [^ ]+ [^ ]+ [0-9]+ [0-9]+ [0-9]+):[0-9]+:[rw]/\1/'
 case_ program-folder "program.txt: not a regular file" - sh -c 'rm program.txt && mkdir program.txt'
 case_ input-fifo "inputs/0.bin: not a regular file" - sh -c 'rm inputs/0.bin && mkfifo inputs/0.bin'
