@@ -214,6 +214,10 @@ std::string compare(const std::string& name, const Tensor& got, const Tensor& wa
   return "";
 }
 
+/// Draws in a row that the family refuses, with no instance checked yet,
+/// after which a fusion rule is reported as refused.
+constexpr int kRefusalsBeforeGivingUp = 24;
+
 class RuleChecker {
  public:
   RuleChecker(const RuleSet& rules, const Rule& rule, const VerifyOptions& options)
@@ -273,6 +277,10 @@ class RuleChecker {
         ++v.refused;
         ++refusals[o.why];
         ++discards["the family refused the group: " + o.why];
+        // A family that has refused every group of the first draws refuses
+        // the rule's groups by their shape (more buffers than a kernel
+        // takes): more draws would only cost time.
+        if (v.instances == 0 && v.refused >= kRefusalsBeforeGivingUp) break;
         continue;
       }
       ++v.instances;

@@ -121,6 +121,19 @@ class Search {
 
   /// Matches pattern node `p` with graph node `n` as its (last) node.
   bool matchNode(int p, NodeRef n, State& s, const Cont& k) {
+    // Backtracking is bounded: many interchangeable sibling roots could
+    // otherwise try every assignment of candidates to roots.
+    if (++steps_ > kMaxMatchSteps) {
+      if (!exhausted_) {
+        exhausted_ = true;
+        haveFailure_ = true;
+        bestProgress_ = SIZE_MAX;
+        best_.reason = "the matcher gave up after " + std::to_string(kMaxMatchSteps) +
+                       " steps (a pattern with many interchangeable sibling roots; split the rule)";
+        best_.where = rule_.loc;
+      }
+      return false;
+    }
     const PatternNode& pn = p_.nodes[static_cast<size_t>(p)];
     if (s.matched[static_cast<size_t>(p)]) {
       if (s.nodes[static_cast<size_t>(p)].empty() || s.nodes[static_cast<size_t>(p)].back() != n) {
@@ -516,6 +529,8 @@ class Search {
   bool wantWhy_ = false;
   bool haveFailure_ = false;
   size_t bestProgress_ = 0;
+  size_t steps_ = 0;        ///< pattern nodes tried at graph nodes, this search
+  bool exhausted_ = false;  ///< past kMaxMatchSteps
 };
 
 }  // namespace

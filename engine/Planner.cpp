@@ -231,7 +231,8 @@ Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target, cons
   // holding the one before, so a chain of n nodes would give n candidates
   // of n / 2 nodes on average: roots are visited last to first and a node a
   // match of the rule already covers starts none (the maximal chains, in
-  // linear time).
+  // linear time). Likewise for a rule of sibling roots: each of n siblings
+  // would find the same n-node match again.
   struct Found {
     size_t root, ruleIndex;
     const Rule* rule;
@@ -245,7 +246,8 @@ Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target, cons
     for (size_t r = 0; r < candidatesRules.size(); ++r) {
       const Rule* rule = candidatesRules[r];
       if (rule->kind != Rule::Kind::Fusion) continue;
-      const bool repeats = std::any_of(rule->pattern.nodes.begin(), rule->pattern.nodes.end(),
+      const bool repeats = rule->pattern.roots.size() > 1 ||
+                           std::any_of(rule->pattern.nodes.begin(), rule->pattern.nodes.end(),
                                        [](const PatternNode& p) { return p.repeat != PatternNode::Repeat::Once; });
       if (repeats && covered[rule].count(n)) continue;
       std::optional<Match> m = matcher.matchAt(g, n, *rule);

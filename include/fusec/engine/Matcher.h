@@ -29,6 +29,12 @@ namespace fusec {
 /// builds in seconds.
 inline constexpr size_t kMaxRepetition = 256;
 
+/// The most steps (a pattern node tried at a graph node) one match attempt
+/// takes before it gives up, with a reason: a pattern of many
+/// interchangeable sibling roots could otherwise backtrack through every
+/// assignment of candidates to roots (a 70-sibling rule took minutes).
+inline constexpr size_t kMaxMatchSteps = 2000;
+
 struct Match {
   const Rule* rule = nullptr;
   /// Graph nodes per pattern node (several for a repetition, in data order;
