@@ -33,7 +33,7 @@ inline constexpr size_t kMaxRepetition = 256;
 /// takes before it gives up, with a reason: a pattern of many
 /// interchangeable sibling roots could otherwise backtrack through every
 /// assignment of candidates to roots (a 70-sibling rule took minutes).
-inline constexpr size_t kMaxMatchSteps = 2000;
+inline constexpr size_t kMaxMatchSteps = 20000;
 
 struct Match {
   const Rule* rule = nullptr;
