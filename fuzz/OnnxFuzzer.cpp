@@ -100,7 +100,7 @@ void mutateModel(onnx::ModelProto& m, std::mt19937& rng) {
                                "Conv", "MaxPool", "Gemm", "MatMul", "Concat", "Slice", "Gather", "Resize", "Softmax",
                                "LayerNormalization", "Max", "Transpose", "Shape", "Cast", "Where", "Split"};
   onnx::GraphProto& g = *m.mutable_graph();
-  switch (rng() % 6) {
+  switch (rng() % 8) {
     case 0:
       if (g.input_size()) mutateDim(*g.mutable_input(static_cast<int>(rng() % g.input_size()))->mutable_type(), rng);
       break;
@@ -121,6 +121,19 @@ void mutateModel(onnx::ModelProto& m, std::mt19937& rng) {
         onnx::NodeProto& n = *g.mutable_node(static_cast<int>(rng() % g.node_size()));
         const onnx::NodeProto& other = g.node(static_cast<int>(rng() % g.node_size()));
         if (n.input_size() && other.output_size()) n.set_input(static_cast<int>(rng() % n.input_size()), other.output(0));
+      }
+      break;
+    case 5:  // an empty name (an omitted operand) at any operand position, optional or not
+      if (g.node_size()) {
+        onnx::NodeProto& n = *g.mutable_node(static_cast<int>(rng() % g.node_size()));
+        if (n.input_size()) n.set_input(static_cast<int>(rng() % n.input_size()), "");
+        else n.add_input("");
+      }
+      break;
+    case 6:  // one more operand, empty or a repeat of one there (variadic ops: Max, Sum, Concat)
+      if (g.node_size()) {
+        onnx::NodeProto& n = *g.mutable_node(static_cast<int>(rng() % g.node_size()));
+        n.add_input(n.input_size() && rng() % 2 ? n.input(static_cast<int>(rng() % n.input_size())) : std::string());
       }
       break;
     default:

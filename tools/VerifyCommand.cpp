@@ -109,6 +109,16 @@ int runVerify(const std::vector<std::string>& packs, const std::vector<std::stri
     bar.show(r.name, static_cast<size_t>(std::max(done, 0)), static_cast<size_t>(std::max(wanted, 0)));
   };
 
+  const size_t selected = f.rules.empty() ? loaded.rules->rules.size()
+                                           : static_cast<size_t>(std::count_if(loaded.rules->rules.begin(), loaded.rules->rules.end(),
+                                                                               [&](const Rule& r) {
+                                                                                 return std::find(f.rules.begin(), f.rules.end(), r.name) != f.rules.end();
+                                                                               }));
+  if (selected > driver::kMaxVerifyRules) {
+    std::cerr << "error: " << selected << " rules to verify, more than the " << driver::kMaxVerifyRules
+              << " one run checks; choose some with --rule\n";
+    return 1;
+  }
   fmt::print("verify: {} rules, seed {}, {} instances per rewrite rule, {} per fusion rule on OpenCL ({})\n",
              loaded.rules->rules.size(), f.seed, f.instances, f.fusionInstances, deviceName);
   const auto start = std::chrono::steady_clock::now();

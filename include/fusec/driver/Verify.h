@@ -34,6 +34,12 @@
 
 namespace fusec::driver {
 
+/// The most rules one `fusec verify` run checks: each takes from a
+/// fraction of a second to seconds, so a pack of thousands would run for
+/// hours; a larger selection is refused with this number, and `--rule`
+/// chooses.
+inline constexpr size_t kMaxVerifyRules = 1000;
+
 struct VerifyOptions {
   uint64_t seed = 1;
   int instances = 40;           ///< checked instances wanted per rewrite rule
