@@ -303,3 +303,35 @@ def test_the_api_is_documented():
     package = os.path.dirname(fusec.__file__)
     assert os.path.exists(os.path.join(package, "_fusec.pyi"))
     assert os.path.exists(os.path.join(package, "py.typed"))
+
+
+# ---- hostile input
+
+def test_names_that_are_not_printable_come_back_escaped():
+    from onnx import TensorProto, helper
+    # Control characters, and bytes that are not UTF-8 (protobuf's Python API
+    # takes only UTF-8: a same-length placeholder is swapped after serializing).
+    x, y = "in\x1b]0;owned\x07", "out\rQQQQ"
+    g = helper.make_graph([helper.make_node("Relu", [x], [y], name="n\x1b[2J")], "g",
+                          [helper.make_tensor_value_info(x, TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info(y, TensorProto.FLOAT, [2, 3])])
+    data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    model = fusec.load_model(data.replace(b"QQQQ", b"\xff\xfe\xc0Q"))
+    assert model.inputs[0]["name"] == "in\\x1b]0;owned\\x07"
+    assert model.outputs[0]["name"] == "out\\x0d\\xff\\xfe\\xc0Q"
+    compiled = fusec.compile(model)
+    out = compiled.run({model.inputs[0]["name"]: numpy.ones((2, 3), numpy.float32)})
+    assert list(out) == ["out\\x0d\\xff\\xfe\\xc0Q"]
+    assert all(c.isprintable() for s in compiled.kernel_sources.values() for c in s if c not in "\n\t")
+
+
+def test_a_pack_string_over_the_file_cap_is_refused():
+    with pytest.raises(fusec.RuleError, match="more than the 16777216 a pack may have"):
+        fusec.pack_from_string("// " + "x" * (16 << 20) + "\n", name="huge.fuse")
+
+
+def test_a_wrong_shape_is_refused_before_the_array_is_copied(compiled):
+    # A large array of the wrong shape: refused on its shape (nothing copied).
+    big = numpy.broadcast_to(numpy.float32(0), (4096, 3, 32, 32))  # a view of one element
+    with pytest.raises(fusec.RunError, match="compiled for"):
+        compiled.run({"image": big})
