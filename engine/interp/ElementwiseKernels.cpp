@@ -162,8 +162,8 @@ void clip(KernelContext& ctx) {
       lo = static_cast<T>(ctx.attrFloat("min", -std::numeric_limits<float>::max()));
       hi = static_cast<T>(ctx.attrFloat("max", std::numeric_limits<float>::max()));
     } else {
-      if (ctx.has(1)) lo = ctx.in(1).template data<T>()[0];
-      if (ctx.has(2)) hi = ctx.in(2).template data<T>()[0];
+      if (ctx.has(1)) lo = ctx.scalarIn<T>(1, "min");
+      if (ctx.has(2)) hi = ctx.scalarIn<T>(2, "max");
     }
     Tensor y(x.dtype(), x.shape());
     const T* in = x.data<T>();
@@ -204,7 +204,7 @@ void identity(KernelContext& ctx) { ctx.setOutput(0, ctx.in(0)); }
 
 void dropout(KernelContext& ctx) {
   // Inference: the identity. training_mode (opset 12+, input 2) is refused.
-  if (ctx.has(2) && ctx.in(2).dtype() == DType::Bool && ctx.in(2).data<bool>()[0])
+  if (ctx.has(2) && ctx.in(2).dtype() == DType::Bool && ctx.in(2).numel() > 0 && ctx.in(2).data<bool>()[0])
     ctx.unsupported("training mode is not supported");
   const Tensor& x = ctx.in(0);
   ctx.setOutput(0, x);

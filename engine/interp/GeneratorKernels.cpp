@@ -43,7 +43,7 @@ void range(KernelContext& ctx) {
     if (ctx.in(i).dtype() != start.dtype()) ctx.fail("start, limit and delta must have one element type");
   dispatchNumeric(ctx, start.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    T s = ctx.in(0).template data<T>()[0], l = ctx.in(1).template data<T>()[0], d = ctx.in(2).template data<T>()[0];
+    const T s = ctx.scalarIn<T>(0, "start"), l = ctx.scalarIn<T>(1, "limit"), d = ctx.scalarIn<T>(2, "delta");
     if (d == 0) ctx.fail("delta must not be 0");
     double count = std::ceil((static_cast<double>(l) - static_cast<double>(s)) / static_cast<double>(d));
     if (std::isnan(count) || count > 9.2e18) ctx.fail("a range of more elements than fit in 64 bits");

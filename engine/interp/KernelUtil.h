@@ -34,6 +34,17 @@ class KernelContext {
   bool has(size_t i) const { return i < inputs_.size() && inputs_[i] != nullptr; }
   /// Operand i; fails if it is omitted.
   const Tensor& in(size_t i) const;
+  /// Operand `i`, which must hold exactly one element of type `T` (Range's
+  /// bounds, Clip's min and max): a failure naming `what` otherwise, never a
+  /// read past an empty or narrower tensor.
+  template <class T>
+  T scalarIn(size_t i, const char* what) const {
+    const Tensor& t = in(i);
+    if (t.numel() != 1) fail(std::string(what) + " must hold one element, not " + std::to_string(t.numel()));
+    if (t.dtype() != in(0).dtype() || dtypeSize(t.dtype()) != sizeof(T))
+      fail(std::string(what) + " must have the element type of the first operand");
+    return t.template data<T>()[0];
+  }
   /// Whether result i is requested by the model.
   bool wantsOutput(size_t i) const { return i < node_.outputs.size() && node_.outputs[i] != kNoValue; }
   void setOutput(size_t i, Tensor t) {
