@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <fstream>
 #include <chrono>
 #include <cstring>
 
@@ -59,12 +60,23 @@ std::string describeStatus(int status) {
   return "stopped";
 }
 
+/// The resident memory of process `pid` in bytes (0 when it cannot be read).
+int64_t residentBytes(pid_t pid) {
+  std::ifstream statm("/proc/" + std::to_string(pid) + "/statm");
+  int64_t size = 0, resident = 0;
+  if (!(statm >> size >> resident)) return 0;
+  return resident * static_cast<int64_t>(::sysconf(_SC_PAGESIZE));
+}
+
 }  // namespace
 
 Expected<std::string> runIsolated(const std::string& what, const std::function<std::string()>& work,
                                   const IsolationLimits& limits) {
   int fds[2];
   if (::pipe(fds) != 0) return Error{what + ": cannot create a pipe: " + std::strerror(errno)};
+  // The child starts with the caller's pages (a model being imported): its
+  // limit is on what it adds.
+  const int64_t memoryLimit = residentBytes(::getpid()) + limits.maxMemoryBytes;
   const pid_t pid = ::fork();
   if (pid < 0) {
     const int err = errno;
@@ -89,8 +101,12 @@ Expected<std::string> runIsolated(const std::string& what, const std::function<s
       problem = "ran longer than " + std::to_string(limits.timeoutSeconds) + " s";
       break;
     }
+    if (residentBytes(pid) > memoryLimit) {
+      problem = "used more than " + std::to_string(limits.maxMemoryBytes >> 20) + " MiB of memory";
+      break;
+    }
     pollfd p{fds[0], POLLIN, 0};
-    const int ready = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
+    const int ready = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 50)));
     if (ready < 0 && errno == EINTR) continue;
     if (ready < 0) {
       problem = std::string("cannot wait for its answer: ") + std::strerror(errno);

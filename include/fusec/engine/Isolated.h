@@ -15,6 +15,10 @@ namespace fusec {
 struct IsolationLimits {
   int timeoutSeconds = 120;                 ///< the child is killed after this
   int64_t maxResultBytes = int64_t{1} << 30; ///< a longer answer is refused
+  /// The child is killed when its resident memory grows by more than this
+  /// over the caller's (read every 50 ms: a runaway may pass it by what it
+  /// allocates in that time).
+  int64_t maxMemoryBytes = int64_t{4} << 30;
 };
 
 /// Runs `work` in a forked child and returns the bytes it returned. A
