@@ -299,7 +299,6 @@ class RuleChecker {
     // an instance (a guard nothing drawn satisfies) the rule is unchecked in
     // float32, where kernels compute: "no instance", as for any rule.
     const bool provedAndRun = v.kind == RuleVerdict::Kind::Proved && v.instances > 0;
-    if (v.kind == RuleVerdict::Kind::Proved && v.instances == 0) v.detail.clear();
     if (v.kind != RuleVerdict::Kind::Counterexample && !provedAndRun) {
       if (v.instances > 0) v.kind = RuleVerdict::Kind::Verified;
       else if (v.refused > 0) {

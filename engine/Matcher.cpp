@@ -204,13 +204,10 @@ class Search {
       through.push_back(0);
       cur = *next;
     }
+    std::reverse(chain.begin(), chain.end());
     const bool beside = std::any_of(through.begin(), through.end(), [](size_t i) { return i != 0; });
     if (besideOperand0) *besideOperand0 = beside;
-    if (!beside) {
-      std::reverse(chain.begin(), chain.end());
-      return chain;
-    }
-    std::reverse(chain.begin(), chain.end());
+    if (!beside) return chain;
     std::reverse(through.begin(), through.end());
     // From the top down: a link through another operand than 0 whose
     // operand 0 nothing above reads (since the last cut) cuts the chain there.

@@ -57,7 +57,4 @@ cp -r "$bundle" "$work/broken-part"
 echo "buffer $(grep -c '^buffer ' "$bundle/program.txt") part 8 0 1000000000" >>"$work/broken-part/program.txt"
 expect_error "program.txt:[0-9]+: a part must lie inside an earlier intermediate buffer" "$run" "$work/broken-part"
 expect_error "no OpenCL device matches" "$run" "$bundle" --device no-such-device
-# A program.txt written by hand or damaged: every field checked before any
-# OpenCL call (tests/cli/hostile-bundle.sh has the full set).
-"$(dirname "$0")/hostile-bundle.sh" "$run" "$bundle" "$work/hostile"
 echo "bundle ok"

@@ -10,15 +10,15 @@ from onnx import TensorProto, helper
 
 ESC_TITLE = "\x1b]0;owned\x07"
 CLEAR = "\x1b[2J\x1b[31mforged\r"
-# Protobuf's Python API takes only UTF-8 strings: a placeholder of the same
-# length is swapped for bytes that are not UTF-8 after serializing.
-PLACEHOLDER, NOT_UTF8 = b"QQQQ", b"\xff\xfe\xc0Q"
+# Protobuf's Python API takes only UTF-8 strings: a marker of the same length
+# in a name is swapped for bytes that are not UTF-8 after serializing.
+MARKER, NOT_UTF8 = b"QQQQ", b"\xff\xfe\xc0Q"
 
 
 def save(path, graph):
     data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
     with open(path, "wb") as f:
-        f.write(data.replace(PLACEHOLDER, NOT_UTF8))
+        f.write(data.replace(MARKER, NOT_UTF8))
 
 
 def main():

@@ -310,7 +310,7 @@ def test_the_api_is_documented():
 def test_names_that_are_not_printable_come_back_escaped():
     from onnx import TensorProto, helper
     # Control characters, and bytes that are not UTF-8 (protobuf's Python API
-    # takes only UTF-8: a same-length placeholder is swapped after serializing).
+    # takes only UTF-8: a same-length marker, QQQQ, is swapped after serializing).
     x, y = "in\x1b]0;owned\x07", "out\rQQQQ"
     g = helper.make_graph([helper.make_node("Relu", [x], [y], name="n\x1b[2J")], "g",
                           [helper.make_tensor_value_info(x, TensorProto.FLOAT, [2, 3])],
