@@ -17,6 +17,7 @@
 #include "fusec/codegen/Emitters.h"
 #include "fusec/codegen/Pointwise.h"
 #include "fusec/engine/Builtins.h"
+#include "fusec/engine/Printable.h"
 
 namespace fusec::codegen::detail {
 
@@ -628,6 +629,20 @@ class Emitter {
       (void)staticShape(v, s);
       if (auto it = legacyShapes.find(v); it != legacyShapes.end()) s = it->second;
       const std::string var = "v" + std::to_string(v);
+      if (!broadcastsTo(s, space)) {
+        // An operand no member computes with (CastLike's `target_type`)
+        // keeps its parameter and is never read; one that is computed with
+        // must broadcast to the kernel's space, as the interpreter demands,
+        // or its loads would index past it (`Clip(x, min)` with an empty
+        // `min`).
+        if (readBySemantics(v, members))
+          return Error{"operand `" + printable(g_.value(v).name) + "` of shape " + shapeToString(s) +
+                           " does not broadcast to the kernel's " + shapeToString(space),
+                       true};
+        const std::string param = "in" + std::to_string(nextParam++);
+        ps << (ps.tellp() > 0 ? ",\n    " : "") << "__global const " << storageType(t) << "* restrict " << param;
+        continue;
+      }
       if (fetched_.count(v)) {
         // Computed by the movement prologue's function from its bits.
         const char* as = t == DType::Float32 ? "as_float" : t == DType::Float64 ? "as_double" : t == DType::Int32 ? "as_int"
@@ -673,6 +688,40 @@ class Emitter {
     bodyText = body.str();
     if (needCoords && declareCoords) bodyText = coordinatesUsedBy(bodyText, space, index, "  ") + bodyText;
     return Status::success();
+  }
+
+  /// Whether `s` broadcasts to `space` by numpy's rule: no more dims, each
+  /// of its trailing dims 1 or the space's.
+  static bool broadcastsTo(const Shape& s, const Shape& space) {
+    if (s.size() > space.size()) return false;
+    const size_t off = space.size() - s.size();
+    for (size_t d = 0; d < s.size(); ++d)
+      if (s[d] != 1 && s[d] != space[off + d]) return false;
+    return true;
+  }
+
+  /// Whether a member's scalar semantics reads value `v` (an operand only
+  /// the op's type rule looks at, such as CastLike's second, is not read;
+  /// nor one read by an op that has no scalar semantics).
+  bool readBySemantics(ValueId v, const std::vector<NodeRef>& members) const {
+    std::function<bool(const ScalarExpr&, size_t)> reads = [&](const ScalarExpr& e, size_t param) {
+      if (e.kind == ScalarExpr::Kind::Operand && e.index == param) return true;
+      for (const ScalarExpr& a : e.args)
+        if (reads(a, param)) return true;
+      return false;
+    };
+    for (NodeRef n : members) {
+      const NodeData& d = g_.node(n);
+      const OpDef* op = d.domain.empty() ? catalog_.find(d.op.str()) : nullptr;
+      for (size_t i = 0; i < d.inputs.size(); ++i) {
+        if (d.inputs[i] != v) continue;
+        // An op without scalar semantics is refused by emitNode, with its
+        // own reason.
+        if (!op || !op->semantics || op->params.empty()) continue;
+        if (reads(*op->semantics, std::min(i, op->params.size() - 1))) return true;
+      }
+    }
+    return false;
   }
 
   /// Before opset 7 a 1-D PRelu slope of X's channel count is per channel

@@ -79,6 +79,36 @@ bool accumulates(const std::string& op) {
   return ops.count(op) > 0;
 }
 
+/// Whether a scalar expression is built only of operations IEEE arithmetic
+/// rounds exactly once, to one result on every device: sums and
+/// differences, comparisons, min, max, select, abs and rounding to integers.
+/// Products are not (OpenCL C may contract `a * b + c` into one fused
+/// multiply-add), nor are quotients, square roots and transcendental
+/// functions (OpenCL allows them a few ulp), nor sums of many terms (their
+/// order is free).
+bool exactSemantics(const ScalarExpr& e) {
+  using K = ScalarExpr::Kind;
+  static const std::set<std::string> exactOps = {"+",  "-",  "<",   ">",   "<=",  ">=",    "==",   "!=",    "and",  "or",
+                                                 "not", "min", "max", "select", "abs", "floor", "ceil", "round", "trunc",
+                                                 "sign", "isnan", "isinf"};
+  if ((e.kind == K::Unary || e.kind == K::Binary || e.kind == K::Call) && !exactOps.count(e.op)) return false;
+  for (const ScalarExpr& a : e.args)
+    if (!exactSemantics(a)) return false;
+  return true;
+}
+
+/// Whether every float evaluation of node `n` gives the same result: its
+/// op's semantics is exact (above), or it only moves data (injective ops but
+/// an interpolating Resize).
+bool roundsExactly(const Graph& g, NodeRef n, const OpCatalog& catalog) {
+  const NodeData& d = g.node(n);
+  const OpDef* op = d.domain.empty() ? catalog.find(d.op.str()) : nullptr;
+  if (!op) return false;
+  if (op->kind == OpKind::Injective) return d.op != "Resize" || d.attrString("mode", "nearest") == "nearest";
+  return (op->kind == OpKind::Elementwise || op->kind == OpKind::Broadcast) && op->semantics &&
+         exactSemantics(*op->semantics);
+}
+
 /// |t| element by element (float64), for magnitude runs.
 Tensor absolute(const Tensor& t) {
   Tensor out = t;
@@ -107,11 +137,14 @@ Graph promoted(const Graph& g) {
   return h;
 }
 
-/// Per output element: how far the graph's result moves when every input,
-/// constant and node result is rounded once more, as float32 (or float64)
-/// arithmetic in another order could have rounded it. The largest move over
-/// three runs, measured in double precision. Infinite where a finite
-/// result can become NaN or infinite.
+/// Per output element: how far the graph's result moves when every node
+/// result that another correct evaluation could round differently (a sum in
+/// another order, a product contracted into a multiply-add, a function a few
+/// ulp off; not an exactly rounded sum or a data movement, not the inputs and
+/// constants, which are given) is rounded once more. The largest move over
+/// three runs, measured in double precision. Infinite where a finite result
+/// can become NaN or infinite. `(a + b) - b` thus has no noise: rewriting it
+/// to `a` changes what every device computes for it.
 std::vector<std::vector<double>> roundingNoise(const Graph& g, const std::vector<Tensor>& inputs,
                                                const OpCatalog& catalog, Rng& rng) {
   bool single = false;
@@ -130,31 +163,33 @@ std::vector<std::vector<double>> roundingNoise(const Graph& g, const std::vector
   if (!clean) return noise;
   for (const Tensor& t : clean.value()) noise.emplace_back(static_cast<size_t>(t.numel()), 0.0);
   for (int run = 0; run < 3; ++run) {
-    Graph k = h.clone();
-    for (ValueId v : k.constants()) {
-      Tensor t = *k.value(v).constant;
-      jitter(t, eps, rng);
-      k.value(v).constant = std::make_shared<const Tensor>(std::move(t));
-    }
-    std::vector<Tensor> kin = in;
-    for (Tensor& t : kin) jitter(t, eps, rng);
     Expected<std::vector<Tensor>> noisy =
-        runGraph(k, kin, &catalog, [&](NodeRef n, const std::vector<const Tensor*>& operands, std::vector<Tensor>& results) {
+        runGraph(h, in, &catalog, [&](NodeRef n, const std::vector<const Tensor*>& operands, std::vector<Tensor>& results) {
+          if (roundsExactly(h, n, catalog)) return;
           // A sum of many terms rounds at the scale of its terms, not of its
           // result (3000x - 3000x): for the ops that accumulate, the error is
           // drawn against the same op over the terms' magnitudes.
-          const std::string& op = k.node(n).op.str();
-          if (accumulates(op) && results.size() == 1) {
-            std::vector<Tensor> magnitudes;
-            for (const Tensor* t : operands) magnitudes.push_back(t ? absolute(*t) : Tensor());
-            std::vector<const Tensor*> ptrs;
-            for (const Tensor& t : magnitudes) ptrs.push_back(t.empty() ? nullptr : &t);
-            Expected<std::vector<Tensor>> m = evaluateNode(k, n, ptrs, &catalog);
-            if (m && m->size() == 1 && (*m)[0].shape() == results[0].shape()) {
-              jitter(results[0], eps, rng, &(*m)[0]);
-              return;
-            }
+          // Every other op is evaluated as a backward-stable kernel would
+          // compute it: exactly, on operands each rounded once more, then
+          // rounded (a LayerNorm of values near 10^4 moves by their ulp over
+          // the deviation, whatever order its mean is summed in).
+          const bool sums = accumulates(h.node(n).op.str()) && results.size() == 1;
+          std::vector<Tensor> changed;
+          for (const Tensor* t : operands) {
+            changed.push_back(t ? (sums ? absolute(*t) : *t) : Tensor());
+            if (t && !sums) jitter(changed.back(), eps, rng);
           }
+          std::vector<const Tensor*> ptrs;
+          for (size_t i = 0; i < changed.size(); ++i) ptrs.push_back(operands[i] ? &changed[i] : nullptr);
+          Expected<std::vector<Tensor>> m = evaluateNode(h, n, ptrs, &catalog);
+          const bool fits = m && m->size() == results.size() &&
+                            std::equal(m->begin(), m->end(), results.begin(),
+                                       [](const Tensor& a, const Tensor& b) { return a.shape() == b.shape(); });
+          if (fits && sums) {
+            jitter(results[0], eps, rng, &(*m)[0]);
+            return;
+          }
+          if (fits) results = std::move(m.value());
           for (Tensor& t : results) jitter(t, eps, rng);
         });
     if (!noisy) continue;

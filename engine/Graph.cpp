@@ -225,14 +225,25 @@ Expected<std::vector<NodeRef>> Graph::topologicalOrder() const {
   // an order that is already topological is kept as it is, so printing,
   // export and golden tests are stable. (Boost's DFS-based topological_sort
   // returns a valid order that reshuffles independent nodes.)
-  std::unordered_map<NodeRef, size_t> pendingInputs;
-  pendingInputs.reserve(numNodes());
+  //
+  // Pending input counts are kept in a vector indexed by node id while ids
+  // are dense (the usual case: rewriting leaves at most a few removed ids per
+  // live node); a hash map on pointers costs a cache miss per edge once the
+  // graph outgrows the cache, which made this sort the pass whose time per
+  // node grew most with graph size.
+  const bool denseIds = nextNodeId_ <= 4 * numNodes() + 1024;
+  std::vector<uint32_t> pendingById(denseIds ? nextNodeId_ : 0);
+  std::unordered_map<NodeRef, uint32_t> pendingByRef;
+  if (!denseIds) pendingByRef.reserve(numNodes());
+  auto pending = [&](NodeRef n) -> uint32_t& {
+    return denseIds ? pendingById[(*g_)[n].id] : pendingByRef[n];
+  };
   // A min-heap on node id: the ready node added first goes first.
   using Entry = std::pair<NodeId, NodeRef>;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> ready;
   for (auto [v, end] = boost::vertices(*g_); v != end; ++v) {
-    const size_t deg = boost::in_degree(*v, *g_);
-    pendingInputs.emplace(*v, deg);
+    const auto deg = static_cast<uint32_t>(boost::in_degree(*v, *g_));
+    pending(*v) = deg;
     if (deg == 0) ready.emplace((*g_)[*v].id, *v);
   }
   std::vector<NodeRef> order;
@@ -243,7 +254,7 @@ Expected<std::vector<NodeRef>> Graph::topologicalOrder() const {
     order.push_back(n);
     for (auto [e, end] = boost::out_edges(n, *g_); e != end; ++e) {
       const NodeRef m = boost::target(*e, *g_);
-      if (--pendingInputs[m] == 0) ready.emplace((*g_)[m].id, m);
+      if (--pending(m) == 0) ready.emplace((*g_)[m].id, m);
     }
   }
   if (order.size() == numNodes()) return order;
