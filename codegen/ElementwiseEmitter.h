@@ -1335,6 +1335,9 @@ class Emitter {
       return Status::success();
     }
     std::string name = fn->opencl;
+    // The prelude's straight-line exp, erf and tanh are float functions:
+    // double precision takes OpenCL's own (e^100 is finite in double).
+    if (compute_ == DType::Float64 && name.starts_with("fusec_")) name = name.substr(6);
     // OpenCL's math library beyond single instructions (sqrt, fabs, rint, ...).
     static const std::set<std::string> library = {"log",  "log1p", "pow",  "sin",  "cos",   "tan",   "asin",
                                                   "acos", "atan",  "sinh", "cosh", "asinh", "acosh", "atanh"};

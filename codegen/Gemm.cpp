@@ -2366,7 +2366,8 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
       const Shape cs = g.value(geo->c).type.staticShape();
       // Unidirectional broadcast of C to [M, N]: along n it is read as a vector.
       const bool alongN = cs.size() >= 1 && cs.back() != 1, alongM = cs.size() == 2 && cs[0] != 1;
-      const std::string at = std::string(alongM ? "m * N" : "0") + (alongN ? " + n0 + j" : "");
+      // C's row stride is N where it varies along n too, else 1 (C [M, 1]).
+      const std::string at = std::string(alongM ? (alongN ? "m * N" : "m") : "0") + (alongN ? " + n0 + j" : "");
       const std::string c = vector && alongN ? "vload" + std::to_string(W) + "(0, in2 + " + at + ")" : "in2[" + at + "]";
       out += "  acc = fma(" + detail::floatLiteral(geo->beta) + ", " + c + ", acc);\n";
     }

@@ -58,19 +58,32 @@ std::unique_ptr<RuleSet> alone(const RuleSet& rules, const Rule& rule) {
 
 /// Simulated rounding: every float64 element times (1 + u * eps), u
 /// uniform in [-1, 1]. Continuous, so two such errors never cancel exactly
-/// (steps of one ulp do, half the time).
-/// (In float32, for graphs with an op that has no float64 kernel, the
-/// product rounds back to a neighbouring float.)
+/// (steps of one ulp do, half the time). In float32 (graphs with an op that
+/// has no float64 kernel) the moved value is rounded stochastically to one
+/// of its two neighbouring floats, in proportion to how near each is:
+/// rounding to nearest would take a move under half an ulp back to where
+/// it started, and the simulated error would vanish.
 void jitter(Tensor& t, double eps, Rng& rng, const Tensor* magnitude = nullptr) {
-  std::uniform_real_distribution<double> u(-1, 1);
-  auto apply = [&](auto* p) {
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      const double scale = magnitude ? magnitude->scalarAt(i) : std::fabs(static_cast<double>(p[i]));
-      p[i] = static_cast<std::remove_pointer_t<decltype(p)>>(static_cast<double>(p[i]) + u(rng) * eps * scale);
-    }
+  std::uniform_real_distribution<double> u(-1, 1), coin(0, 1);
+  auto moved = [&](double x, int64_t i) {
+    const double scale = magnitude ? magnitude->scalarAt(i) : std::fabs(x);
+    return x + u(rng) * eps * scale;
   };
-  if (t.dtype() == DType::Float64) apply(t.data<double>());
-  else if (t.dtype() == DType::Float32) apply(t.data<float>());
+  if (t.dtype() == DType::Float64) {
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<double>()[i] = moved(t.data<double>()[i], i);
+  } else if (t.dtype() == DType::Float32) {
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      float& x = t.data<float>()[i];
+      if (!std::isfinite(x)) continue;
+      const double target = moved(x, i);
+      float lo = static_cast<float>(target);
+      if (static_cast<double>(lo) > target) lo = std::nextafter(lo, -INFINITY);
+      const float hi = std::nextafter(lo, INFINITY);
+      if (!std::isfinite(lo) || !std::isfinite(hi)) continue;
+      const double up = (target - lo) / (static_cast<double>(hi) - lo);
+      x = coin(rng) < up ? hi : lo;
+    }
+  }
 }
 
 /// Ops whose result is a sum of many products of their operands.
