@@ -126,6 +126,10 @@ class KernelGraph {
     }
   }
 
+  /// Where node `i` (original index)'s vertex is in the current topological
+  /// order of the kernel graph.
+  size_t position(size_t i) const { return pos_[rep_[i]]; }
+
   /// Tries to contract `nodes` (original indexes) into one vertex; false
   /// (and nothing changed) if that would make a cycle.
   bool tryAdd(const std::vector<size_t>& nodes) {
@@ -383,13 +387,13 @@ Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target, cons
     grp.estimate = c.fused;
     plan.groups.push_back(std::move(grp));
   }
-  // Groups in dependency order: a fused group goes where its last member is.
-  std::vector<std::pair<size_t, size_t>> pos;  // (last member index, group)
-  for (size_t i = 0; i < plan.groups.size(); ++i) {
-    size_t last = 0;
-    for (NodeRef n : plan.groups[i].nodes) last = std::max(last, order.index.at(n));
-    pos.emplace_back(last, i);
-  }
+  // Groups in dependency order: the kernel graph's own topological order.
+  // (Where a group's last member is in the node order is not one: sibling
+  // convs of two branches put that place after nodes of the first branch
+  // that read the group's results.)
+  std::vector<std::pair<size_t, size_t>> pos;  // (position of the group's vertex, group)
+  for (size_t i = 0; i < plan.groups.size(); ++i)
+    pos.emplace_back(kernels.position(order.index.at(plan.groups[i].nodes.front())), i);
   std::sort(pos.begin(), pos.end());
   std::vector<Group> sorted;
   for (auto [last, i] : pos) sorted.push_back(std::move(plan.groups[i]));
