@@ -109,6 +109,11 @@ KernelSource rowPerWorkItem(const NodeData& r, const std::string& name, const st
   return k;
 }
 
+/// Reductions of one pass over the row, whose prologue the per-work-item
+/// vector kernel computes as it reads the row.
+const std::set<std::string> kSimpleReductions = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceL2",
+                                                 "ReduceSumSquare"};
+
 /// What a normalization kernel computes beyond its prologue: the row's
 /// operands and results (emitRowReduce fills them in).
 struct RowKernel {
@@ -122,8 +127,9 @@ struct RowKernel {
   int64_t n = 0, rows = 0;
 };
 
-/// Softmax, LogSoftmax or LayerNormalization over the innermost axis with
-/// its prologue, one work-item per `rowsPerItem` rows: each row computed
+/// Softmax, LogSoftmax, LayerNormalization or a one-pass reduction
+/// (kSimpleReductions) over the innermost axis with its prologue, one
+/// work-item per `rowsPerItem` rows: each row computed
 /// as float vectors (the prologue vectorized along it, once per element),
 /// kept in registers or in the result's row between passes, reduced into a
 /// vector accumulator whose lanes are combined at the end. No barriers and
@@ -156,7 +162,8 @@ std::optional<KernelSource> vectorRowPerWorkItem(const Graph& g, const OpCatalog
       << " of " << n << ", computed as " << vec << " vectors" << (inRegisters ? " kept in registers" : "")
       << (perItem > 1 ? ", the rows' passes interleaved.\n" : ".\n") << detail::Emitter::prelude();
   std::string helpers = e.vectorHelpers();
-  if (op != "LayerNormalization" && helpers.find("fusec_exp" + L + "(") == std::string::npos)
+  const bool exponentials = op == "Softmax" || op == "LogSoftmax";
+  if (exponentials && helpers.find("fusec_exp" + L + "(") == std::string::npos)
     helpers = detail::Emitter::vectorExp(lanes) + helpers;
   src << helpers;
   src << "// The reduction's input at linear indices i.. (the fused prologue).\n";
@@ -181,7 +188,9 @@ std::optional<KernelSource> vectorRowPerWorkItem(const Graph& g, const OpCatalog
   // float `var`.
   auto combine = [&](const std::string& var, const std::string& f) {
     rows([&] {
-      auto pair = [&](const std::string& a, const std::string& b) { return f == "+" ? a + " + " + b : "fmax(" + a + ", " + b + ")"; };
+      auto pair = [&](const std::string& a, const std::string& b) {
+        return f == "+" ? a + " + " + b : (f == "min" ? "fmin(" : "fmax(") + a + ", " + b + ")";
+      };
       std::string v = acc();
       if (lanes == 16) src << "  const float8 " << var << "8" << W << " = " << pair(v + ".lo", v + ".hi") << ";\n", v = var + "8" + W;
       if (lanes >= 8) src << "  const float4 " << var << "4" << W << " = " << pair(v + ".lo", v + ".hi") << ";\n", v = var + "4" + W;
@@ -241,7 +250,28 @@ std::optional<KernelSource> vectorRowPerWorkItem(const Graph& g, const OpCatalog
     return "    " + v + " = " + value + ";\n" + (inRegisters ? "" : store(v, "out0", j));
   };
   rows([&] { src << "  " << vec << " " << acc() << ";\n"; });
-  if (op == "LayerNormalization") {
+  if (kSimpleReductions.count(op)) {
+    // One pass: each vector computed by the prologue and folded into the
+    // accumulator (max and min as fmax and fmin, as the lone kernel).
+    const bool isMax = op == "ReduceMax", isMin = op == "ReduceMin";
+    const bool squares = op == "ReduceL2" || op == "ReduceSumSquare";
+    reset(isMax ? "-INFINITY" : isMin ? "INFINITY" : "0.0f");
+    each([&](const std::string&, const std::string& j) {
+      const std::string t = "t" + W;
+      std::string step = "    const " + vec + " " + t + " = fusec_x(base" + W + " + " + j + args + ");\n";
+      if (row.writeX) step += store(t, "out" + std::to_string(k.outputs.size() - 1), j);
+      const std::string folded = isMax ? "fmax(" + acc() + ", " + t + ")" : isMin ? "fmin(" + acc() + ", " + t + ")"
+                                 : squares ? "fma(" + t + ", " + t + ", " + acc() + ")"
+                                           : acc() + " + " + t;
+      return step + "    " + acc() + " = " + folded + ";\n";
+    });
+    combine("total", isMax ? "max" : isMin ? "min" : "+");
+    rows([&] {
+      const std::string total = "total" + W;
+      const std::string result = op == "ReduceMean" ? total + " / " + N + ".0f" : op == "ReduceL2" ? "sqrt(" + total + ")" : total;
+      src << "  out0[row0 + " << W.substr(1) << "] = " << result << ";\n";
+    });
+  } else if (op == "LayerNormalization") {
     float eps = 1e-5f;
     if (const Attribute* a = row.r.attr("epsilon"); a && std::holds_alternative<float>(*a)) eps = std::get<float>(*a);
     reset("0.0f");
@@ -299,6 +329,38 @@ std::optional<KernelSource> vectorRowPerWorkItem(const Graph& g, const OpCatalog
   src << "}\n";
   k.source = src.str();
   k.globalSize = static_cast<size_t>(row.rows / perItem);
+  k.localSize = 0;
+  k.localMemBytes = 0;
+  return k;
+}
+
+/// A one-pass reduction with its prologue whose row has no vector form (a
+/// length that is not a multiple of 4): one work-item per row, element by
+/// element, the prologue computed as each element is read. No barriers: on
+/// PoCL the work-group tree took 40 us for 5 rows of 6 (Sqrt, ReduceMean).
+KernelSource scalarRowPerWorkItem(const std::string& op, KernelSource k, const std::string& comment,
+                                  const std::string& params, const std::string& body, const std::string& xVar, int64_t n,
+                                  int64_t rows, size_t inputs, bool writeX) {
+  const bool isMax = op == "ReduceMax", isMin = op == "ReduceMin";
+  const bool squares = op == "ReduceL2" || op == "ReduceSumSquare";
+  std::string args;
+  for (size_t a = 0; a < inputs; ++a) args += ", in" + std::to_string(a);
+  std::ostringstream src;
+  src << "// " << comment << "\n// One work-item per row of " << n << ", element by element.\n"
+      << detail::Emitter::prelude();
+  src << "inline float fusec_x(const int i,\n    " << params << ") {\n" << body << "  return " << xVar << ";\n}\n";
+  src << "__kernel void " << k.name << "(\n    " << params;
+  for (size_t o = 0; o < k.outputs.size(); ++o) src << ",\n    __global float* restrict out" << o;
+  src << ") {\n  const int row = get_global_id(0), base = row * " << n << ";\n";
+  src << "  float acc = " << (isMax ? "-INFINITY" : isMin ? "INFINITY" : "0.0f") << ";\n";
+  src << "  for (int j = 0; j < " << n << "; ++j) {\n    const float t = fusec_x(base + j" << args << ");\n";
+  if (writeX) src << "    out" << k.outputs.size() - 1 << "[base + j] = t;\n";
+  src << "    acc = "
+      << (isMax ? "fmax(acc, t)" : isMin ? "fmin(acc, t)" : squares ? "fma(t, t, acc)" : "acc + t") << ";\n  }\n";
+  src << "  out0[row] = "
+      << (op == "ReduceMean" ? "acc / " + std::to_string(n) + ".0f" : op == "ReduceL2" ? "sqrt(acc)" : "acc") << ";\n}\n";
+  k.source = src.str();
+  k.globalSize = static_cast<size_t>(rows);
   k.localSize = 0;
   k.localMemBytes = 0;
   return k;
@@ -381,10 +443,13 @@ Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>&
   for (ValueId v : stats)
     if (v != kNoValue) k.outputs.push_back(v);
   if (writeX) k.outputs.push_back(x);
-  if (perWorkItem && (op == "Softmax" || op == "LogSoftmax" || op == "LayerNormalization"))
+  if (perWorkItem && (op == "Softmax" || op == "LogSoftmax" || op == "LayerNormalization" ||
+                      (kSimpleReductions.count(op) && stats.empty())))
     if (std::optional<KernelSource> v = vectorRowPerWorkItem(
             g, catalog, RowKernel{r, prologue, inputs, extras.size(), stats, writeX, xs, n, rows}, k, comment))
       return std::move(v.value());
+  if (perWorkItem && kSimpleReductions.count(op) && stats.empty())
+    return scalarRowPerWorkItem(op, std::move(k), comment, params, body, e.vars().at(x), n, rows, inputs.size(), writeX);
   // A row is shared by `lanes` work-items (a power of two), few enough
   // that each holds at most kRegisterRow elements; short rows pack several
   // to a work-group, so barriers and work-groups are shared by them.
