@@ -12,6 +12,7 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include "OnnxProto.h"
+#include "fusec/engine/Einsum.h"
 
 namespace fusec {
 namespace {
@@ -105,11 +106,40 @@ std::string operandTypeProblem(const Graph& g, const NodeData& d) {
   return "";
 }
 
+namespace {
+
+/// Einsum's result type from fusec's own reading of the equation (the one
+/// the interpreter and the kernels use), where every operand's shape is
+/// static: ONNX's inference gives only the rank for some equations
+/// (`bhqd,qkd->bhqk`, a relative-position bias). False when it cannot tell.
+bool inferEinsum(Graph& g, const NodeData& d) {
+  if (d.outputs.size() != 1 || d.outputs[0] == kNoValue || d.inputs.empty()) return false;
+  const Attribute* eq = d.attr("equation");
+  if (!eq || !std::holds_alternative<std::string>(*eq)) return false;
+  std::vector<Shape> shapes;
+  DType dtype = DType::Undefined;
+  for (ValueId v : d.inputs) {
+    if (v == kNoValue || !g.value(v).type.isStatic()) return false;
+    shapes.push_back(g.value(v).type.staticShape());
+    dtype = g.value(v).type.dtype;
+  }
+  Expected<EinsumGeometry> geo = einsumGeometry(std::get<std::string>(*eq), shapes);
+  if (!geo) return false;
+  TensorType& have = g.value(d.outputs[0]).type;
+  const TensorType inferred = TensorType::of(have.dtype == DType::Undefined ? dtype : have.dtype, geo->outputShape());
+  if (have.isStatic()) return false;  // a declared shape is checked where the node runs
+  have = inferred;
+  return true;
+}
+
+}  // namespace
+
 bool inferNodeTypes(Graph& g, NodeRef n) {
   const NodeData& d = g.node(n);
   bool unknown = false;
   for (ValueId v : d.outputs) unknown |= v != kNoValue && !fullyKnown(g.value(v).type);
   if (!unknown) return false;
+  if (d.op == "Einsum" && d.domain.empty() && inferEinsum(g, d)) return true;
   auto opset = g.info.opsetImports.find(d.domain);
   const int version = static_cast<int>(opset == g.info.opsetImports.end() ? g.info.defaultOpset() : opset->second);
   const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(d.op.str(), version, d.domain);

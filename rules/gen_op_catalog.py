@@ -49,7 +49,7 @@ ANCHOR = ["Conv", "ConvTranspose", "MatMul", "Gemm", "MaxPool", "AveragePool", "
 INJECTIVE = ["Reshape", "Flatten", "Transpose", "Concat", "Split", "Slice", "Gather", "GatherElements",
              "Squeeze", "Unsqueeze", "Expand", "Tile", "Pad", "Resize", "DepthToSpace", "SpaceToDepth"]
 OPAQUE = ["BatchNormalization", "Shape", "Size", "Constant", "ConstantOfShape", "Range", "EyeLike",
-          "Einsum", "CumSum"]
+          "Einsum", "CumSum", "ScatterND", "ScatterElements", "Trilu"]
 
 KEYWORDS = {"pack", "version", "import", "op", "class", "rule", "override", "disable", "match", "fuse",
             "where", "rewrite", "kernel", "cost", "priority", "attrs", "and", "or", "not", "true", "false"}

@@ -540,7 +540,121 @@ void depthToSpace(KernelContext& ctx, bool toSpace) {
 
 }  // namespace
 
+/// Writes `value` over `out`'s element `at` as ScatterND and
+/// ScatterElements do: replaced (`reduction` none), or combined with what
+/// is there (add, mul, max, min).
+void scatterInto(KernelContext& ctx, Tensor& out, int64_t at, const Tensor& updates, int64_t from,
+                 const std::string& reduction) {
+  const size_t es = dtypeSize(out.dtype());
+  if (reduction == "none") {
+    std::memcpy(out.raw() + at * es, updates.raw() + from * es, es);
+    return;
+  }
+  dispatchNumeric(ctx, out.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T& o = out.data<T>()[at];
+    const T u = updates.data<T>()[from];
+    if (reduction == "add") o = static_cast<T>(o + u);
+    else if (reduction == "mul") o = static_cast<T>(o * u);
+    else if (reduction == "max") o = std::max(o, u);
+    else if (reduction == "min") o = std::min(o, u);
+    else ctx.fail("reduction `" + reduction + "` is not one of none, add, mul, max, min");
+  });
+}
+
+/// ScatterND: the data with the slices that `indices` (its last dim: how
+/// many leading dims of the data each index names) point at replaced by
+/// (or combined with) the slices of `updates`.
+void scatterND(KernelContext& ctx) {
+  const Tensor& data = ctx.in(0);
+  const Tensor& updates = ctx.in(2);
+  const std::vector<int64_t> idx = intOperand(ctx, 1);
+  const Shape& is = ctx.in(1).shape();
+  if (is.empty()) ctx.fail("indices must have at least one dim");
+  const auto k = static_cast<size_t>(is.back());
+  if (k < 1 || k > data.shape().size()) ctx.fail("indices' last dim must be between 1 and the data's rank");
+  if (updates.dtype() != data.dtype()) ctx.fail("updates must have the data's element type");
+  Shape expect(is.begin(), is.end() - 1);
+  expect.insert(expect.end(), data.shape().begin() + static_cast<std::ptrdiff_t>(k), data.shape().end());
+  if (updates.shape() != expect)
+    ctx.fail("updates have shape " + shapeToString(updates.shape()) + ", not " + shapeToString(expect));
+  const Shape strides = stridesOf(data.shape());
+  const int64_t slice = strides[k - 1];  // the elements of data.shape[k:]
+  const int64_t count = static_cast<int64_t>(idx.size() / k);
+  Tensor out = data;
+  const std::string reduction = ctx.attrString("reduction", "none");
+  for (int64_t s = 0; s < count; ++s) {
+    int64_t at = 0;
+    for (size_t d = 0; d < k; ++d) {
+      int64_t i = idx[static_cast<size_t>(s) * k + d];
+      const int64_t len = data.shape()[d];
+      if (i < -len || i >= len) ctx.fail("index " + std::to_string(i) + " is out of range for a dim of " + std::to_string(len));
+      if (i < 0) i += len;
+      at += i * strides[d];
+    }
+    for (int64_t e = 0; e < slice; ++e) scatterInto(ctx, out, at + e, updates, s * slice + e, reduction);
+  }
+  ctx.setOutput(0, std::move(out));
+}
+
+/// ScatterElements (and its old name Scatter): out[..., indices[i], ...] =
+/// updates[i] along `axis`, indices and updates of one shape.
+void scatterElements(KernelContext& ctx) {
+  const Tensor& data = ctx.in(0);
+  const Tensor& updates = ctx.in(2);
+  const std::vector<int64_t> idx = intOperand(ctx, 1);
+  const Shape& is = ctx.in(1).shape();
+  if (is != updates.shape()) ctx.fail("indices and updates must have one shape");
+  if (static_cast<int64_t>(is.size()) != data.rank()) ctx.fail("indices must have the rank of the data");
+  if (updates.dtype() != data.dtype()) ctx.fail("updates must have the data's element type");
+  const int64_t axis = normalizeAxis(ctx, ctx.attrInt("axis", 0), data.rank());
+  for (int64_t a = 0; a < data.rank(); ++a)
+    if (a != axis && is[static_cast<size_t>(a)] > data.dim(a)) ctx.fail("indices have more entries than the data along axis " + std::to_string(a));
+  const Shape strides = stridesOf(data.shape());
+  Shape walk = strides;
+  walk[static_cast<size_t>(axis)] = 0;
+  std::array<Shape, 1> st = {walk};
+  const int64_t len = data.dim(axis);
+  Tensor out = data;
+  const std::string reduction = ctx.attrString("reduction", "none");
+  forEachBroadcast<1>(is, st, [&](int64_t i, const std::array<int64_t, 1>& off) {
+    int64_t k = idx[static_cast<size_t>(i)];
+    if (k < -len || k >= len) ctx.fail("index " + std::to_string(k) + " is out of range");
+    if (k < 0) k += len;
+    scatterInto(ctx, out, off[0] + k * strides[static_cast<size_t>(axis)], updates, i, reduction);
+  });
+  ctx.setOutput(0, std::move(out));
+}
+
+/// Trilu: the upper (or lower) triangle of each matrix of the last two
+/// dims, from diagonal k; zero elsewhere.
+void trilu(KernelContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  if (x.rank() < 2) ctx.fail("input must have at least two dims");
+  int64_t k = 0;
+  if (ctx.has(1)) {
+    const std::vector<int64_t> kv = intOperand(ctx, 1);
+    if (kv.size() != 1) ctx.fail("k must hold one element");
+    k = kv[0];
+  }
+  const bool upper = ctx.attrInt("upper", 1) != 0;
+  const int64_t rows = x.dim(x.rank() - 2), cols = x.dim(x.rank() - 1);
+  Tensor out(x.dtype(), x.shape());
+  const size_t es = dtypeSize(x.dtype());
+  std::memset(out.raw(), 0, static_cast<size_t>(out.numel()) * es);
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    const int64_t c = i % cols, r = (i / cols) % rows;
+    const bool keep = upper ? (c - r >= k) : (c - r <= k);
+    if (keep) std::memcpy(out.raw() + i * es, x.raw() + i * es, es);
+  }
+  ctx.setOutput(0, std::move(out));
+}
+
 void registerMovementKernels(KernelRegistry& r) {
+  r["ScatterND"] = scatterND;
+  r["ScatterElements"] = scatterElements;
+  r["Scatter"] = scatterElements;
+  r["Trilu"] = trilu;
   r["Reshape"] = reshape;
   r["Flatten"] = flatten;
   r["Transpose"] = transpose;

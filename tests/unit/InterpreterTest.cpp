@@ -344,3 +344,38 @@ TEST_CASE("Constant nodes built in code evaluate") {
   bad.addOutput(o2);
   CHECK(test::runError(bad, {}) == "node 'empty' (Constant): has no supported value attribute");
 }
+
+TEST_CASE("ScatterND, ScatterElements and Trilu (folded when their operands are constants)") {
+  SUBCASE("ScatterND replaces slices, negative indices counted from the end") {
+    Tensor y = eval1("g (float[2,3] x, int64[2,1] i, float[2,3] u) => (float[2,3] y)", "y = ScatterND (x, i, u)",
+                     {floats({2, 3}, {0, 0, 0, 0, 0, 0}), ints({2, 1}, {-1, 0}), floats({2, 3}, {1, 2, 3, 4, 5, 6})});
+    test::checkClose(y, floats({2, 3}, {4, 5, 6, 1, 2, 3}));
+  }
+  SUBCASE("ScatterND of single elements with reduction add") {
+    Tensor y = eval1("g (float[2,2] x, int64[3,2] i, float[3] u) => (float[2,2] y)",
+                     "y = ScatterND <reduction = \"add\"> (x, i, u)",
+                     {floats({2, 2}, {1, 1, 1, 1}), ints({3, 2}, {0, 1, 0, 1, 1, 0}), floats({3}, {10, 20, 30})});
+    test::checkClose(y, floats({2, 2}, {1, 31, 31, 1}));
+  }
+  SUBCASE("ScatterND refuses an index out of range and updates of another shape") {
+    Graph g = parse(model("g (float[2,3] x, int64[1,1] i, float[1,3] u) => (float[2,3] y)", "y = ScatterND (x, i, u)"));
+    CHECK(test::runError(g, {floats({2, 3}, {0, 0, 0, 0, 0, 0}), ints({1, 1}, {2}), floats({1, 3}, {1, 2, 3})}) ==
+          "node 'ScatterND_0' (ScatterND): index 2 is out of range for a dim of 2");
+    Graph h = parse(model("g (float[2,3] x, int64[1,1] i, float[1,2] u) => (float[2,3] y)", "y = ScatterND (x, i, u)"));
+    CHECK(test::runError(h, {floats({2, 3}, {0, 0, 0, 0, 0, 0}), ints({1, 1}, {0}), floats({1, 2}, {1, 2})}) ==
+          "node 'ScatterND_0' (ScatterND): updates have shape [1, 2], not [1, 3]");
+  }
+  SUBCASE("ScatterElements along the last axis, with max") {
+    Tensor y = eval1("g (float[2,3] x, int64[2,2] i, float[2,2] u) => (float[2,3] y)",
+                     "y = ScatterElements <axis = -1, reduction = \"max\"> (x, i, u)",
+                     {floats({2, 3}, {5, 5, 5, 5, 5, 5}), ints({2, 2}, {2, 0, 1, 1}), floats({2, 2}, {7, 3, 9, 4})});
+    test::checkClose(y, floats({2, 3}, {5, 5, 7, 5, 9, 5}));
+  }
+  SUBCASE("Trilu keeps the upper triangle from diagonal k, or the lower one") {
+    Tensor x = floats({2, 3}, {1, 2, 3, 4, 5, 6});
+    test::checkClose(eval1("g (float[2,3] x, int64 k) => (float[2,3] y)", "y = Trilu (x, k)", {x, ints({}, {1})}),
+                     floats({2, 3}, {0, 2, 3, 0, 0, 6}));
+    test::checkClose(eval1("g (float[2,3] x) => (float[2,3] y)", "y = Trilu <upper = 0> (x)", {x}),
+                     floats({2, 3}, {1, 0, 0, 4, 5, 0}));
+  }
+}
