@@ -906,8 +906,10 @@ class Emitter {
                        " has semantics the catalog does not describe; no kernel path",
                    true};
     if (d.op == "Dropout" && d.inputs.size() > 2 && d.inputs[2] != kNoValue) {
+      // Training mode keeps every element at a ratio of 0 (as inference).
       const Value& mode = g_.value(d.inputs[2]);
-      if (!mode.constant || mode.constant->dtype() != DType::Bool || mode.constant->data<bool>()[0])
+      const bool keepsAll = d.inputs[1] != kNoValue && scalarConstant(d.inputs[1]) == 0.0;
+      if (!keepsAll && (!mode.constant || mode.constant->dtype() != DType::Bool || mode.constant->data<bool>()[0]))
         return Error{"Dropout in training mode has no kernel path", true};
     }
     if (lanes_) {

@@ -218,8 +218,9 @@ ZOO = {
 }
 
 
-def export(name, out):
-    build, opset = ZOO[name]
+def export(name, out, registry=None):
+    """Writes model `name` of `registry` (default: ZOO) as OUT/NAME."""
+    build, opset = (registry or ZOO)[name]
     model, args, inputs, outputs = build()
     case = os.path.join(out, name)
     data = os.path.join(case, "test_data_set_0")

@@ -203,9 +203,11 @@ void castLike(KernelContext& ctx) {
 void identity(KernelContext& ctx) { ctx.setOutput(0, ctx.in(0)); }
 
 void dropout(KernelContext& ctx) {
-  // Inference: the identity. training_mode (opset 12+, input 2) is refused.
-  if (ctx.has(2) && ctx.in(2).dtype() == DType::Bool && ctx.in(2).numel() > 0 && ctx.in(2).data<bool>()[0])
-    ctx.unsupported("training mode is not supported");
+  // Inference: the identity. training_mode (opset 12+, input 2) is refused
+  // unless the ratio is 0, where training keeps every element too.
+  const bool training = ctx.has(2) && ctx.in(2).dtype() == DType::Bool && ctx.in(2).numel() > 0 && ctx.in(2).data<bool>()[0];
+  const bool keepsAll = ctx.has(1) && ctx.in(1).numel() == 1 && ctx.in(1).scalarAt(0) == 0;
+  if (training && !keepsAll) ctx.unsupported("training mode is not supported");
   const Tensor& x = ctx.in(0);
   ctx.setOutput(0, x);
   if (ctx.wantsOutput(1)) {
