@@ -1,7 +1,8 @@
 """The zoo benchmark behind bench/run (which sets up its Python: ONNX Runtime
 from PyPI in a venv that sees Debian's torch, onnx, numpy and matplotlib).
 
-For each model of bench/models/export_models.py, on the same file and the
+For each model of bench/models/export_models.py (or, with --wider, of
+export_wider.py), on the same file and the
 same seeded input:
   fusec    `fusec run --compare --json`: nodes after rewrite, kernels fused and
            one per op, rules fired, time by stage, OpenCL build cold (empty
@@ -238,7 +239,8 @@ def markdown(results, roofs, machine, args, charts, packs_table=""):
         f"`{machine['device']}`; ONNX Runtime {ort.__version__} (PyPI, CPU execution provider). Roofs measured in "
         f"the same run by `build/bench/kernel_roofline`: **{peak:.0f} GFLOP/s, {bw:.1f} GB/s**.",
         "",
-        f"Command: `bench/run{' ' + ' '.join(args) if args else ''}`. Models: `bench/models/export_models.py` "
+        f"Command: `bench/run{' ' + ' '.join(args) if args else ''}`. Models: `bench/models/"
+        f"{'export_wider.py' if '--wider' in args else 'export_models.py'}` "
         "(torchvision and hand-written PyTorch modules, random seeded weights, opset 13 unless named, batch 1 unless "
         "named, `do_constant_folding=False`). Times are medians of the repeats on a shared 2-core machine: "
         "read the ratios, not the absolute figures. Raw figures: `results.json`.",
@@ -359,7 +361,10 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--root", required=True)
     p.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}")
-    p.add_argument("--models", help="comma-separated zoo names")
+    p.add_argument("--models", help="comma-separated zoo names (with --wider: names of the wider bench)")
+    p.add_argument("--wider", action="store_true",
+                   help="the wider bench (bench/models/export_wider.py: kinds the zoo lacks, and a held-out set "
+                        "reported apart) instead of the zoo; into build/bench-wider/ unless --out is given")
     p.add_argument("--repeat", type=int, default=10, help="timed runs per configuration (median)")
     p.add_argument("--rounds", type=int, default=3, help="side-by-side rounds of fusec and ORT taking turns")
     p.add_argument("--out", help="folder for RESULTS.md, results.json, roofline/ (default: bench/, or "
@@ -367,11 +372,19 @@ def main():
     args = p.parse_args()
     passed_args = sys.argv[3:]  # bench/run passes --root ROOT first
     root = args.root
-    names = args.models.split(",") if args.models else QUICK if args.quick else REAL + VARIANTS
-    out = args.out or (os.path.join(root, "build", "bench-quick") if args.quick else os.path.join(root, "bench"))
+    exporter = "export_wider.py" if args.wider else "export_models.py"
+    if args.wider:
+        listed = subprocess.run(["/usr/bin/python3", os.path.join(root, "bench", "models", exporter), "--list"],
+                                capture_output=True, text=True, check=True).stdout.split()
+        names = args.models.split(",") if args.models else listed
+        out = args.out or os.path.join(root, "build", "bench-wider")
+        zoo = os.path.join(root, "build", "wider")
+    else:
+        names = args.models.split(",") if args.models else QUICK if args.quick else REAL + VARIANTS
+        out = args.out or (os.path.join(root, "build", "bench-quick") if args.quick else os.path.join(root, "bench"))
+        zoo = os.path.join(root, "build", "zoo")
     os.makedirs(os.path.join(out, "roofline"), exist_ok=True)
-    zoo = os.path.join(root, "build", "zoo")
-    subprocess.run(["/usr/bin/python3", os.path.join(root, "bench", "models", "export_models.py"), zoo, *names],
+    subprocess.run(["/usr/bin/python3", os.path.join(root, "bench", "models", exporter), zoo, *names],
                    check=True, stdout=subprocess.DEVNULL)
     fusec = os.path.join(root, "build", "tools", "fusec")
     roof_text = subprocess.run([os.path.join(root, "build", "bench", "kernel_roofline"), "--roofs-only"],

@@ -106,17 +106,30 @@ Expected<KernelSource> emitDirectConv(const Graph& g, const std::vector<NodeRef>
   for (size_t q = 0; q < k; ++q) {
     const std::string c = "c" + std::to_string(q + 2), t = "t" + std::to_string(q), p = "p" + std::to_string(q),
                       kk = "k" + std::to_string(q);
-    src << indent << "for (int " << kk << " = 0; " << kk << " < " << kernel[q] << "; ++" << kk << ") {\n";
-    indent += "  ";
-    if (transposed) {
-      src << indent << "const int " << t << " = " << c << " + " << w->padBegin[q] << " - " << kk << " * " << w->dilations[q]
+    if (transposed && w->dilations[q] == 1) {
+      // Only the taps k with (o + padBegin - k) a multiple of the stride
+      // reach an input: from (o + padBegin) % stride, a stride apart (a
+      // stride-2 2x2 ConvTranspose visits 1 tap in 4, with no division
+      // left in the loop).
+      src << indent << "for (int " << kk << " = (" << c << " + " << w->padBegin[q] << ") % " << w->strides[q] << "; " << kk
+          << " < " << kernel[q] << "; " << kk << " += " << w->strides[q] << ") {\n";
+      indent += "  ";
+      src << indent << "const int " << p << " = (" << c << " + " << w->padBegin[q] << " - " << kk << ") / " << w->strides[q]
           << ";\n";
-      src << indent << "if (" << t << " < 0 || " << t << " % " << w->strides[q] << " != 0) continue;\n";
-      src << indent << "const int " << p << " = " << t << " / " << w->strides[q] << ";\n";
+      src << indent << "if (" << p << " < 0) break;\n";
     } else {
-      src << indent << "const int " << p << " = " << c << " * " << w->strides[q] << " - " << w->padBegin[q] << " + " << kk
-          << " * " << w->dilations[q] << ";\n";
-      src << indent << "if (" << p << " < 0) continue;\n";
+      src << indent << "for (int " << kk << " = 0; " << kk << " < " << kernel[q] << "; ++" << kk << ") {\n";
+      indent += "  ";
+      if (transposed) {
+        src << indent << "const int " << t << " = " << c << " + " << w->padBegin[q] << " - " << kk << " * "
+            << w->dilations[q] << ";\n";
+        src << indent << "if (" << t << " < 0 || " << t << " % " << w->strides[q] << " != 0) continue;\n";
+        src << indent << "const int " << p << " = " << t << " / " << w->strides[q] << ";\n";
+      } else {
+        src << indent << "const int " << p << " = " << c << " * " << w->strides[q] << " - " << w->padBegin[q] << " + "
+            << kk << " * " << w->dilations[q] << ";\n";
+        src << indent << "if (" << p << " < 0) continue;\n";
+      }
     }
     src << indent << "if (" << p << " >= " << spatial[q] << ") continue;\n";
     at = "(" + at + ") * " + std::to_string(spatial[q]) + " + " + p;
