@@ -66,6 +66,31 @@ bool isRowReduction(const Graph& g, NodeRef n) {
 
 namespace {
 
+/// How a one-pass reduction starts, folds an element (or a vector of them)
+/// into its accumulator, combines two partial results, and finishes: max
+/// and min as fmax and fmin, squares summed for ReduceL2 and
+/// ReduceSumSquare.
+struct OnePass {
+  bool isMax = false, isMin = false, squares = false, mean = false, root = false;
+
+  explicit OnePass(const std::string& op)
+      : isMax(op == "ReduceMax" || op == "GlobalMaxPool"), isMin(op == "ReduceMin"),
+        squares(op == "ReduceL2" || op == "ReduceSumSquare"), mean(op == "ReduceMean" || op == "GlobalAveragePool"),
+        root(op == "ReduceL2") {}
+  std::string init() const { return isMax ? "-INFINITY" : isMin ? "INFINITY" : "0.0f"; }
+  std::string fold(const std::string& acc, const std::string& v) const {
+    return isMax ? "fmax(" + acc + ", " + v + ")" : isMin ? "fmin(" + acc + ", " + v + ")"
+                 : squares ? "fma(" + v + ", " + v + ", " + acc + ")" : acc + " + " + v;
+  }
+  /// Partial results combined (squares are summed once made).
+  std::string pair(const std::string& a, const std::string& b) const {
+    return isMax ? "fmax(" + a + ", " + b + ")" : isMin ? "fmin(" + a + ", " + b + ")" : a + " + " + b;
+  }
+  std::string result(const std::string& total, int64_t n) const {
+    return mean ? total + " / " + std::to_string(n) + ".0f" : root ? "sqrt(" + total + ")" : total;
+  }
+};
+
 /// A reduction alone (no prologue), one work-item per row: the row read
 /// as float16 vectors into one vector accumulator, its lanes combined at
 /// the end, the tail past the last 16 element by element. No barriers:
@@ -73,17 +98,7 @@ namespace {
 /// work-group per row.
 KernelSource rowPerWorkItem(const NodeData& r, const std::string& name, const std::string& comment, int64_t n,
                             int64_t rows) {
-  const std::string op = r.op.str();
-  const bool isMax = op == "ReduceMax" || op == "GlobalMaxPool", isMin = op == "ReduceMin";
-  const bool squares = op == "ReduceL2" || op == "ReduceSumSquare";
-  auto combine = [&](const std::string& acc, const std::string& v) {
-    return isMax ? "fmax(" + acc + ", " + v + ")" : isMin ? "fmin(" + acc + ", " + v + ")"
-                                                  : squares ? "fma(" + v + ", " + v + ", " + acc + ")" : acc + " + " + v;
-  };
-  // Lanes combine pairwise: a + b for sums (squares are summed once made).
-  auto pair = [&](const std::string& a, const std::string& b) {
-    return isMax ? "fmax(" + a + ", " + b + ")" : isMin ? "fmin(" + a + ", " + b + ")" : a + " + " + b;
-  };
+  const OnePass red(r.op.str());
   const int64_t whole = n / 16 * 16;
   KernelSource k;
   k.name = name;
@@ -95,16 +110,12 @@ KernelSource rowPerWorkItem(const NodeData& r, const std::string& name, const st
   src << "__kernel void " << name << "(\n    __global const float* restrict in0,\n    __global float* restrict out0) {\n";
   src << "  const int row = get_global_id(0);\n";
   src << "  const __global float* x = in0 + row * " << n << ";\n";
-  const std::string init = isMax ? "-INFINITY" : isMin ? "INFINITY" : "0.0f";
-  src << "  float16 v = (float16)(" << init << ");\n";
-  src << "  for (int j = 0; j < " << whole << "; j += 16) v = " << combine("v", "vload16(0, x + j)") << ";\n";
-  src << "  const float8 h = " << pair("v.lo", "v.hi") << ";\n  const float4 q = " << pair("h.lo", "h.hi") << ";\n";
-  src << "  float acc = " << pair(pair("q.x", "q.y"), pair("q.z", "q.w")) << ";\n";
-  if (whole < n) src << "  for (int j = " << whole << "; j < " << n << "; ++j) acc = " << combine("acc", "x[j]") << ";\n";
-  const std::string result = op == "ReduceMean" || op == "GlobalAveragePool" ? "acc / " + std::to_string(n) + ".0f"
-                             : op == "ReduceL2"                                ? "sqrt(acc)"
-                                                                               : "acc";
-  src << "  out0[row] = " << result << ";\n}\n";
+  src << "  float16 v = (float16)(" << red.init() << ");\n";
+  src << "  for (int j = 0; j < " << whole << "; j += 16) v = " << red.fold("v", "vload16(0, x + j)") << ";\n";
+  src << "  const float8 h = " << red.pair("v.lo", "v.hi") << ";\n  const float4 q = " << red.pair("h.lo", "h.hi") << ";\n";
+  src << "  float acc = " << red.pair(red.pair("q.x", "q.y"), red.pair("q.z", "q.w")) << ";\n";
+  if (whole < n) src << "  for (int j = " << whole << "; j < " << n << "; ++j) acc = " << red.fold("acc", "x[j]") << ";\n";
+  src << "  out0[row] = " << red.result("acc", n) << ";\n}\n";
   k.source = src.str();
   return k;
 }
@@ -252,25 +263,17 @@ std::optional<KernelSource> vectorRowPerWorkItem(const Graph& g, const OpCatalog
   rows([&] { src << "  " << vec << " " << acc() << ";\n"; });
   if (kSimpleReductions.count(op)) {
     // One pass: each vector computed by the prologue and folded into the
-    // accumulator (max and min as fmax and fmin, as the lone kernel).
-    const bool isMax = op == "ReduceMax", isMin = op == "ReduceMin";
-    const bool squares = op == "ReduceL2" || op == "ReduceSumSquare";
-    reset(isMax ? "-INFINITY" : isMin ? "INFINITY" : "0.0f");
+    // accumulator.
+    const OnePass red(op);
+    reset(red.init());
     each([&](const std::string&, const std::string& j) {
       const std::string t = "t" + W;
       std::string step = "    const " + vec + " " + t + " = fusec_x(base" + W + " + " + j + args + ");\n";
       if (row.writeX) step += store(t, "out" + std::to_string(k.outputs.size() - 1), j);
-      const std::string folded = isMax ? "fmax(" + acc() + ", " + t + ")" : isMin ? "fmin(" + acc() + ", " + t + ")"
-                                 : squares ? "fma(" + t + ", " + t + ", " + acc() + ")"
-                                           : acc() + " + " + t;
-      return step + "    " + acc() + " = " + folded + ";\n";
+      return step + "    " + acc() + " = " + red.fold(acc(), t) + ";\n";
     });
-    combine("total", isMax ? "max" : isMin ? "min" : "+");
-    rows([&] {
-      const std::string total = "total" + W;
-      const std::string result = op == "ReduceMean" ? total + " / " + N + ".0f" : op == "ReduceL2" ? "sqrt(" + total + ")" : total;
-      src << "  out0[row0 + " << W.substr(1) << "] = " << result << ";\n";
-    });
+    combine("total", red.isMax ? "max" : red.isMin ? "min" : "+");
+    rows([&] { src << "  out0[row0 + " << W.substr(1) << "] = " << red.result("total" + W, n) << ";\n"; });
   } else if (op == "LayerNormalization") {
     float eps = 1e-5f;
     if (const Attribute* a = row.r.attr("epsilon"); a && std::holds_alternative<float>(*a)) eps = std::get<float>(*a);
@@ -341,8 +344,7 @@ std::optional<KernelSource> vectorRowPerWorkItem(const Graph& g, const OpCatalog
 KernelSource scalarRowPerWorkItem(const std::string& op, KernelSource k, const std::string& comment,
                                   const std::string& params, const std::string& body, const std::string& xVar, int64_t n,
                                   int64_t rows, size_t inputs, bool writeX) {
-  const bool isMax = op == "ReduceMax", isMin = op == "ReduceMin";
-  const bool squares = op == "ReduceL2" || op == "ReduceSumSquare";
+  const OnePass red(op);
   std::string args;
   for (size_t a = 0; a < inputs; ++a) args += ", in" + std::to_string(a);
   std::ostringstream src;
@@ -352,13 +354,11 @@ KernelSource scalarRowPerWorkItem(const std::string& op, KernelSource k, const s
   src << "__kernel void " << k.name << "(\n    " << params;
   for (size_t o = 0; o < k.outputs.size(); ++o) src << ",\n    __global float* restrict out" << o;
   src << ") {\n  const int row = get_global_id(0), base = row * " << n << ";\n";
-  src << "  float acc = " << (isMax ? "-INFINITY" : isMin ? "INFINITY" : "0.0f") << ";\n";
+  src << "  float acc = " << red.init() << ";\n";
   src << "  for (int j = 0; j < " << n << "; ++j) {\n    const float t = fusec_x(base + j" << args << ");\n";
   if (writeX) src << "    out" << k.outputs.size() - 1 << "[base + j] = t;\n";
-  src << "    acc = "
-      << (isMax ? "fmax(acc, t)" : isMin ? "fmin(acc, t)" : squares ? "fma(t, t, acc)" : "acc + t") << ";\n  }\n";
-  src << "  out0[row] = "
-      << (op == "ReduceMean" ? "acc / " + std::to_string(n) + ".0f" : op == "ReduceL2" ? "sqrt(acc)" : "acc") << ";\n}\n";
+  src << "    acc = " << red.fold("acc", "t") << ";\n  }\n";
+  src << "  out0[row] = " << red.result("acc", n) << ";\n}\n";
   k.source = src.str();
   k.globalSize = static_cast<size_t>(rows);
   k.localSize = 0;

@@ -5,7 +5,9 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -189,24 +191,31 @@ std::vector<std::vector<double>> roundingNoise(const Graph& g, const std::vector
           // compute it: exactly, on operands each rounded once more, then
           // rounded (a LayerNorm of values near 10^4 moves by their ulp over
           // the deviation, whatever order its mean is summed in).
-          const bool sums = accumulates(h.node(n).op.str()) && results.size() == 1;
-
-          std::vector<Tensor> changed;
-          for (const Tensor* t : operands) {
-            changed.push_back(t ? (sums ? absolute(*t) : *t) : Tensor());
-            if (t && !sums) jitter(changed.back(), eps, rng);
-          }
-          std::vector<const Tensor*> ptrs;
-          for (size_t i = 0; i < changed.size(); ++i) ptrs.push_back(operands[i] ? &changed[i] : nullptr);
-          Expected<std::vector<Tensor>> m = evaluateNode(h, n, ptrs, &catalog);
-          const bool fits = m && m->size() == results.size() &&
-                            std::equal(m->begin(), m->end(), results.begin(),
-                                       [](const Tensor& a, const Tensor& b) { return a.shape() == b.shape(); });
-          if (fits && sums) {
-            jitter(results[0], eps, rng, &(*m)[0]);
-            return;
-          }
-          if (fits) results = std::move(m.value());
+          // The node evaluated again on operands each transformed by `f`;
+          // nullopt where that gives results of other shapes.
+          auto evaluatedOn = [&](const std::function<Tensor(const Tensor&)>& f) -> std::optional<std::vector<Tensor>> {
+            std::vector<Tensor> changed;
+            std::vector<const Tensor*> ptrs;
+            for (const Tensor* t : operands) changed.push_back(t ? f(*t) : Tensor());
+            for (size_t i = 0; i < changed.size(); ++i) ptrs.push_back(operands[i] ? &changed[i] : nullptr);
+            Expected<std::vector<Tensor>> m = evaluateNode(h, n, ptrs, &catalog);
+            if (!m || m->size() != results.size() ||
+                !std::equal(m->begin(), m->end(), results.begin(),
+                            [](const Tensor& a, const Tensor& b) { return a.shape() == b.shape(); }))
+              return std::nullopt;
+            return std::move(m.value());
+          };
+          if (accumulates(h.node(n).op.str()) && results.size() == 1)
+            if (std::optional<std::vector<Tensor>> m = evaluatedOn(absolute)) {
+              jitter(results[0], eps, rng, &(*m)[0]);
+              return;
+            }
+          if (std::optional<std::vector<Tensor>> m = evaluatedOn([&](const Tensor& t) {
+                Tensor moved = t;
+                jitter(moved, eps, rng);
+                return moved;
+              }))
+            results = std::move(*m);
           for (Tensor& t : results) jitter(t, eps, rng);
         });
     if (!noisy) continue;

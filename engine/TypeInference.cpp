@@ -114,6 +114,8 @@ namespace {
 /// (`bhqd,qkd->bhqk`, a relative-position bias). False when it cannot tell.
 bool inferEinsum(Graph& g, const NodeData& d) {
   if (d.outputs.size() != 1 || d.outputs[0] == kNoValue || d.inputs.empty()) return false;
+  TensorType& have = g.value(d.outputs[0]).type;
+  if (have.isStatic()) return false;  // a declared shape is checked where the node runs
   const Attribute* eq = d.attr("equation");
   if (!eq || !std::holds_alternative<std::string>(*eq)) return false;
   std::vector<Shape> shapes;
@@ -125,10 +127,7 @@ bool inferEinsum(Graph& g, const NodeData& d) {
   }
   Expected<EinsumGeometry> geo = einsumGeometry(std::get<std::string>(*eq), shapes);
   if (!geo) return false;
-  TensorType& have = g.value(d.outputs[0]).type;
-  const TensorType inferred = TensorType::of(have.dtype == DType::Undefined ? dtype : have.dtype, geo->outputShape());
-  if (have.isStatic()) return false;  // a declared shape is checked where the node runs
-  have = inferred;
+  have = TensorType::of(have.dtype == DType::Undefined ? dtype : have.dtype, geo->outputShape());
   return true;
 }
 

@@ -239,19 +239,23 @@ def export(name, out, registry=None):
                 f.write(proto.SerializeToString())
 
 
-def main():
+def main(registry=None, usage=__doc__, prog="export_models"):
+    """The command line of this script and of export_wider.py: OUT_DIR
+    [names...] (default: all of `registry`, ZOO unless given), --force,
+    --list."""
+    registry = registry or ZOO
     argv = sys.argv[1:]
     if "--list" in argv:
-        print(" ".join(ZOO))
+        print(" ".join(registry))
         return
     force = "--force" in argv
     argv = [a for a in argv if a != "--force"]
     if not argv:
-        sys.exit(__doc__)
-    out, names = argv[0], argv[1:] or list(ZOO)
-    unknown = [n for n in names if n not in ZOO]
+        sys.exit(usage)
+    out, names = argv[0], argv[1:] or list(registry)
+    unknown = [n for n in names if n not in registry]
     if unknown:
-        sys.exit(f"export_models: unknown model(s) {' '.join(unknown)}; known: {' '.join(ZOO)}")
+        sys.exit(f"{prog}: unknown model(s) {' '.join(unknown)}; known: {' '.join(registry)}")
     os.makedirs(out, exist_ok=True)
     for name in names:
         case = os.path.join(out, name)
@@ -259,7 +263,7 @@ def main():
         if os.path.exists(done) and not force:
             print(f"kept {case}")
             continue
-        export(name, out)  # output_0.pb is written last, so a cut-off export is redone
+        export(name, out, registry)  # output_0.pb is written last, so a cut-off export is redone
         print(f"wrote {case}")
 
 

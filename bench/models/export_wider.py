@@ -245,28 +245,5 @@ HELD_OUT = {
 ALL = {**WIDER, **HELD_OUT}
 
 
-def main():
-    argv = sys.argv[1:]
-    if "--list" in argv:
-        print(" ".join(ALL))
-        return
-    force = "--force" in argv
-    argv = [a for a in argv if a != "--force"]
-    if not argv:
-        sys.exit(__doc__)
-    out, names = argv[0], argv[1:] or list(ALL)
-    unknown = [n for n in names if n not in ALL]
-    if unknown:
-        sys.exit(f"export_wider: unknown model(s) {' '.join(unknown)}; known: {' '.join(ALL)}")
-    os.makedirs(out, exist_ok=True)
-    for name in names:
-        case = os.path.join(out, name)
-        if os.path.exists(os.path.join(case, "test_data_set_0", "output_0.pb")) and not force:
-            print(f"kept {case}")
-            continue
-        export_models.export(name, out, ALL)
-        print(f"wrote {case}")
-
-
 if __name__ == "__main__":
-    main()
+    export_models.main(ALL, __doc__, "export_wider")
