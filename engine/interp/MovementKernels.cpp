@@ -639,9 +639,8 @@ void trilu(KernelContext& ctx) {
   }
   const bool upper = ctx.attrInt("upper", 1) != 0;
   const int64_t rows = x.dim(x.rank() - 2), cols = x.dim(x.rank() - 1);
-  Tensor out(x.dtype(), x.shape());
+  Tensor out(x.dtype(), x.shape());  // zero-filled
   const size_t es = dtypeSize(x.dtype());
-  std::memset(out.raw(), 0, static_cast<size_t>(out.numel()) * es);
   for (int64_t i = 0; i < out.numel(); ++i) {
     const int64_t c = i % cols, r = (i / cols) % rows;
     const bool keep = upper ? (c - r >= k) : (c - r <= k);
