@@ -7,6 +7,7 @@
 
 #include "fusec/codegen/DiskCache.h"
 #include "fusec/codegen/Gemm.h"
+#include "fusec/codegen/SplitBack.h"
 
 namespace fusec::codegen {
 namespace {
@@ -14,17 +15,6 @@ namespace {
 std::string describe(const GemmTiling& t) {
   return std::to_string(t.rows) + " " + std::to_string(t.width) + " " + std::to_string(t.localRows) + " " +
          std::to_string(t.depth) + " " + std::to_string(t.shallowDepth) + " " + std::to_string(t.shallowLocalRows);
-}
-
-/// Random floats (other element types zero): timing must not depend on
-/// denormals or NaNs left in fresh buffers.
-Tensor sampleInput(const TensorType& type, std::mt19937& rng) {
-  Tensor t(type.dtype, type.staticShape());
-  if (type.dtype == DType::Float32) {
-    std::uniform_real_distribution<float> d(-1, 1);
-    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
-  }
-  return t;
 }
 
 }  // namespace
@@ -99,21 +89,10 @@ Expected<std::vector<TunedKernel>> tuneKernels(Device& device, const Graph& g, c
       }
     }
     // One set of buffers for every candidate: same operands, same results.
-    std::vector<Buffer> buffers;
+    Expected<std::vector<Buffer>> buffers = sampleBuffers(device, g, base.value(), rng);
+    if (!buffers) return buffers.error();
     std::vector<KernelArg> args;
-    for (ValueId v : base->inputs) {
-      const Value& val = g.value(v);
-      Expected<Buffer> b = val.constant ? device.upload(*val.constant) : device.upload(sampleInput(val.type, rng));
-      if (!b) return b.error();
-      buffers.push_back(std::move(b.value()));
-    }
-    for (ValueId v : base->outputs) {
-      const TensorType& t = g.value(v).type;
-      Expected<Buffer> b = device.allocate(static_cast<size_t>(shapeNumel(t.staticShape())) * dtypeSize(t.dtype));
-      if (!b) return b.error();
-      buffers.push_back(std::move(b.value()));
-    }
-    for (const Buffer& b : buffers) args.push_back(KernelArg::of(b));
+    for (const Buffer& b : buffers.value()) args.push_back(KernelArg::of(b));
     // The default first, so it is measured even where it is no candidate.
     std::vector<GemmTiling> tried = {options.gemm};
     for (const GemmTiling& c : gemmCandidates())

@@ -1,7 +1,9 @@
 /// The compile pipeline; see Pipeline.h.
 #include "fusec/driver/Pipeline.h"
 
+#include <algorithm>
 #include <chrono>
+#include <fmt/format.h>
 #include <set>
 
 #include "fusec/codegen/Families.h"
@@ -63,6 +65,31 @@ class Timer {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
+/// The plan and codegen stages.
+Status planAndGenerate(Compiled& c, const RuleSet& rules, const Target& target, const PipelineOptions& options,
+                       Timer& timer) {
+  const Graph& g = c.graph;
+  // ---- plan
+  if (options.fuse) {
+    c.plan = planFusion(g, rules, target, codegen::kernelFamilies(), options.splitBack);
+    c.groups = codegen::planGroups(c.plan);
+  } else {
+    c.groups = codegen::singleNodeGroups(g);
+  }
+  timer.done("plan");
+  if (options.afterStage) options.afterStage("plan", options.fuse ? buildFusedGraph(g, c.plan) : g.clone());
+  // ---- codegen
+  if (options.generate) {
+    if (Status st = requireStaticShapes(g, options.staticShapesHint); !st) return st;
+    Expected<codegen::Schedule> schedule =
+        codegen::scheduleGraph(g, c.groups, rules.catalog, codegen::KernelOptions::forTarget(target));
+    if (!schedule) return schedule.error();
+    c.schedule = std::move(schedule.value());
+    timer.done("codegen");
+  }
+  return Status::success();
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<Compiled>> compile(Graph model, const RuleSet& rules, const Target& target,
@@ -101,25 +128,40 @@ Expected<std::unique_ptr<Compiled>> compile(Graph model, const RuleSet& rules, c
     timer.done("rewrite");
   }
   after("rewrite", g);
-  // ---- plan
-  if (options.fuse) {
-    c.plan = planFusion(g, rules, target, codegen::kernelFamilies());
-    c.groups = codegen::planGroups(c.plan);
-  } else {
-    c.groups = codegen::singleNodeGroups(g);
-  }
-  timer.done("plan");
-  if (options.afterStage) options.afterStage("plan", options.fuse ? buildFusedGraph(g, c.plan) : g.clone());
-  // ---- codegen
-  if (options.generate) {
-    if (Status st = requireStaticShapes(g, options.staticShapesHint); !st) return st.error();
-    Expected<codegen::Schedule> schedule =
-        codegen::scheduleGraph(g, c.groups, rules.catalog, codegen::KernelOptions::forTarget(target));
-    if (!schedule) return schedule.error();
-    c.schedule = std::move(schedule.value());
-    timer.done("codegen");
-  }
+  if (Status st = planAndGenerate(c, rules, target, options, timer); !st) return st.error();
   return out;
+}
+
+Status replan(Compiled& c, const RuleSet& rules, const Target& target, const PipelineOptions& options) {
+  Timer timer(c);
+  return planAndGenerate(c, rules, target, options, timer);
+}
+
+Expected<std::vector<codegen::FusionTiming>> splitBackLosses(Compiled& c, codegen::Device& device, const RuleSet& rules,
+                                                             const Target& target, PipelineOptions options,
+                                                             codegen::SplitBackOptions split) {
+  const codegen::KernelOptions kernelOptions = codegen::KernelOptions::forDevice(target, device.info());
+  split.launchSeconds = target.launchOverhead;
+  std::vector<codegen::FusionTiming> timings;
+  constexpr int kRounds = 4;
+  for (int round = 0; round < kRounds; ++round) {
+    Expected<std::vector<codegen::FusionTiming>> measured =
+        codegen::measureFusions(device, c.graph, c.groups, rules.catalog, kernelOptions, split);
+    if (!measured) return measured.error();
+    size_t added = 0;
+    for (const codegen::FusionTiming& t : measured.value()) {
+      if (std::none_of(timings.begin(), timings.end(), [&](const codegen::FusionTiming& x) { return x.nodes == t.nodes; }))
+        timings.push_back(t);
+      if (!t.splitBack || options.splitBack.count(t.nodes)) continue;
+      options.splitBack[t.nodes] =
+          fmt::format("split back: measured {:.3f} ms fused, {:.3f} ms as {} kernel(s) of its members on {}",
+                      t.fusedSeconds * 1e3, t.unfusedSeconds * 1e3, t.memberKernels, device.info().name);
+      ++added;
+    }
+    if (!added) break;
+    if (Status st = replan(c, rules, target, options); !st) return st.error();
+  }
+  return timings;
 }
 
 }  // namespace fusec::driver

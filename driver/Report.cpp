@@ -84,6 +84,11 @@ std::string reportText(const Compiled& c, const ReportContext& context) {
   os << "fusions (chosen of candidates)\n";
   for (const auto& [rule, f] : fusionCounts(plan)) os << fmt::format("  {:<36} {:>5} of {}\n", rule, f.first, f.second);
   os << refusals(c.graph, plan);
+  std::string lost;
+  for (const Candidate& cand : plan.candidates)
+    if (cand.status == Candidate::Status::SplitBack)
+      lost += fmt::format("  rule `{}` at node `{}`: {}\n", cand.rule->name, c.graph.node(cand.nodes.front()).name, cand.why);
+  if (!lost.empty()) os << "\nsplit back (measured slower than unfused)\n" << lost;
   os << "\ngroups\n";
   for (const Group& grp : plan.groups) {
     if (grp.nodes.size() < 2) continue;

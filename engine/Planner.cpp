@@ -205,6 +205,14 @@ class KernelGraph {
   std::vector<size_t> at_;                   // position -> vertex, kDead when freed
 };
 
+/// The sorted ids of `nodes`: a group's name across plans of one graph.
+std::vector<NodeId> nodeIds(const Graph& g, const std::vector<NodeRef>& nodes) {
+  std::vector<NodeId> ids;
+  for (NodeRef n : nodes) ids.push_back(g.node(n).id);
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
 }  // namespace
 
 std::string_view candidateStatusName(Candidate::Status s) {
@@ -214,6 +222,7 @@ std::string_view candidateStatusName(Candidate::Status s) {
     case Candidate::Status::Unprofitable: return "unprofitable";
     case Candidate::Status::Overlaps: return "overlaps";
     case Candidate::Status::WouldCycle: return "would-cycle";
+    case Candidate::Status::SplitBack: return "split-back";
   }
   return "?";
 }
@@ -226,7 +235,8 @@ Status checkGroupLimits(const Target& target, const OpCatalog& catalog) {
   return Status::success();
 }
 
-Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target, const KernelFamilies& families) {
+Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target, const KernelFamilies& families,
+                const SplitBacks& splitBack) {
   Plan plan;
   const Order order(g);
   Matcher matcher(rules, &target);
@@ -322,6 +332,9 @@ Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target, cons
     } else if (c.benefit <= 0) {
       c.status = Candidate::Status::Unprofitable;
       c.why = "no time saved by the roofline estimate";
+    } else if (auto vetoed = splitBack.find(nodeIds(g, nodes)); vetoed != splitBack.end()) {
+      c.status = Candidate::Status::SplitBack;
+      c.why = vetoed->second;
     } else {
       c.status = Candidate::Status::Overlaps;  // decided below
     }
@@ -453,7 +466,9 @@ Graph buildFusedGraph(const Graph& g, const Plan& plan) {
 double exactBestBenefit(const Graph& g, const Plan& plan, size_t maxCandidates) {
   std::vector<const Candidate*> pool;
   for (const Candidate& c : plan.candidates)
-    if (c.status != Candidate::Status::Illegal && c.status != Candidate::Status::Unprofitable) pool.push_back(&c);
+    if (c.status != Candidate::Status::Illegal && c.status != Candidate::Status::Unprofitable &&
+        c.status != Candidate::Status::SplitBack)
+      pool.push_back(&c);
   if (pool.size() > maxCandidates) return -1;
   const Order order(g);
   double best = 0;

@@ -175,28 +175,37 @@ TargetProfile defaultTarget() { return TargetProfile{std::make_shared<Target>(ta
 
 class Compiled {
  public:
-  Compiled(Model model, Packs packs, TargetProfile target, std::unique_ptr<driver::Compiled> c)
-      : model_(std::move(model)), packs_(std::move(packs)), target_(std::move(target)), c_(std::move(c)) {}
+  Compiled(Model model, Packs packs, TargetProfile target, std::unique_ptr<driver::Compiled> c, bool fuse)
+      : model_(std::move(model)), packs_(std::move(packs)), target_(std::move(target)), c_(std::move(c)), fuse_(fuse) {}
 
   driver::ReportContext context() const { return {model_.name, target_.target->name, packs_.files}; }
-  std::string reportText() const { return driver::reportText(*c_, context()); }
+
+  /// `f()` with the GIL released and the run lock held: the first OpenCL
+  /// run may plan again (fusions split back), so the plan is read under it.
+  template <class F>
+  auto withPlan(F&& f) const -> decltype(f()) {
+    py::gil_scoped_release release;
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return f();
+  }
+
+  std::string reportText() const { return withPlan([&] { return driver::reportText(*c_, context()); }); }
   std::string htmlReport(const std::map<std::string, double>& measured) const {
     driver::HtmlOptions options;
     options.measuredSeconds = measured;
-    py::gil_scoped_release release;
-    return driver::htmlReport(*c_, context(), *packs_.rules, *target_.target, options);
+    return withPlan([&] { return driver::htmlReport(*c_, context(), *packs_.rules, *target_.target, options); });
   }
-  py::object report() const { return toPython(driver::reportJson(*c_, context())); }
-  py::object plan() const { return toPython(driver::planJson(c_->graph, c_->plan)); }
-  py::bytes fusedOnnx() const { return py::bytes(exportOnnxBinary(buildFusedGraph(c_->graph, c_->plan))); }
+  py::object report() const { return toPython(withPlan([&] { return driver::reportJson(*c_, context()); })); }
+  py::object plan() const { return toPython(withPlan([&] { return driver::planJson(c_->graph, c_->plan); })); }
+  py::bytes fusedOnnx() const {
+    return py::bytes(withPlan([&] { return exportOnnxBinary(buildFusedGraph(c_->graph, c_->plan)); }));
+  }
   py::list inputs() const { return typeInfos(c_->graph, c_->graph.inputs()); }
 
   /// group name -> OpenCL C, in launch order.
   std::vector<std::pair<std::string, std::string>> kernelSources() const {
-    Expected<driver::KernelSources> k = [&] {
-      py::gil_scoped_release release;
-      return driver::kernelSources(*c_, packs_.rules->catalog, *target_.target);
-    }();
+    Expected<driver::KernelSources> k =
+        withPlan([&] { return driver::kernelSources(*c_, packs_.rules->catalog, *target_.target); });
     return take(std::move(k), "CompileError").kernels;
   }
 
@@ -250,6 +259,12 @@ class Compiled {
       raise("RunError", st.error().message);
     const std::string& want = match.empty() ? target_.target->deviceMatch : match;
     device_ = take(codegen::Device::open(want), "DeviceError");
+    // Never a loss: fusions measured slower than their members are split back.
+    if (fuse_) {
+      driver::PipelineOptions options;
+      options.fuse = true;
+      take(driver::splitBackLosses(*c_, *device_, *packs_.rules, *target_.target, options), "CompileError");
+    }
     program_ = take(codegen::DeviceProgram::build(*device_, c_->graph, c_->groups, packs_.rules->catalog,
                                                   codegen::KernelOptions::forDevice(*target_.target, device_->info())),
                     "CompileError");
@@ -261,7 +276,9 @@ class Compiled {
   std::unique_ptr<driver::Compiled> c_;
   std::unique_ptr<codegen::Device> device_;
   std::optional<codegen::DeviceProgram> program_;  // built on device_
-  std::mutex mutex_;                               // held by a run (without the GIL)
+  bool fuse_ = true;                               // planned fusion: the first run measures it
+  mutable std::mutex mutex_;                       // held by a run and by readers of the plan (without the GIL)
+
 };
 
 std::shared_ptr<Compiled> compile(const Model& model, const std::optional<Packs>& packs,
@@ -278,7 +295,7 @@ std::shared_ptr<Compiled> compile(const Model& model, const std::optional<Packs>
     return driver::compile(model.graph->clone(), *p.rules, *t.target, options);
   }();
   if (!c) raise("CompileError", model.name + ": " + c.error().message);
-  return std::make_shared<Compiled>(model, std::move(p), std::move(t), std::move(c).value());
+  return std::make_shared<Compiled>(model, std::move(p), std::move(t), std::move(c).value(), fuse);
 }
 
 py::list diagnosticList(const std::vector<driver::PackDiagnostic>& diags) {

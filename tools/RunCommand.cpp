@@ -17,6 +17,7 @@
 #include "Progress.h"
 #include "Random.h"
 #include "fusec/codegen/Executor.h"
+#include "fusec/codegen/SplitBack.h"
 #include "fusec/codegen/Tuner.h"
 #include "fusec/driver/Pipeline.h"
 #include "fusec/driver/Report.h"
@@ -37,6 +38,7 @@ namespace {
 struct RunOptions {
   std::string model;
   bool interpreter = false, noFuse = false, compare = false, check = false, openclFlag = false, tune = false;
+  bool keepLosses = false;  // --no-split-back
   std::string device, target;
   std::vector<std::string> rules;
   std::vector<std::string> inputFiles;
@@ -151,6 +153,7 @@ struct Measured {
   }
 };
 
+using codegen::FusionTiming;
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
@@ -265,7 +268,8 @@ void printMeasured(const Measured& m, size_t top) {
 /// (and/or one kernel per op), generated kernels, timed by profiling events.
 /// With --json FILE: what run measured, for scripts (bench/run).
 bool writeJson(const RunOptions& o, const Graph& g, const RewriteStats& rw, const std::map<std::string, size_t>& fusions,
-               const std::map<std::string, double>& stages, const std::vector<Measured>& runs) {
+               const std::map<std::string, double>& stages, const std::vector<Measured>& runs,
+               const std::vector<FusionTiming>& splitBack) {
   if (o.jsonFile.empty()) return true;
   using nlohmann::json;
   json variants = json::array();
@@ -293,13 +297,46 @@ bool writeJson(const RunOptions& o, const Graph& g, const RewriteStats& rw, cons
       variants.back()["tuning"] = {{"kernels", m.tunedKernels}, {"retiled", m.retiled},
                                    {"default_seconds", m.tuning->first}, {"tuned_seconds", m.tuning->second}};
   }
+  json checked = json::array();
+  for (const FusionTiming& t : splitBack)
+    checked.push_back({{"group", t.group}, {"fused_seconds", t.fusedSeconds}, {"unfused_seconds", t.unfusedSeconds},
+                       {"member_kernels", t.memberKernels}, {"cached", t.cached}, {"split_back", t.splitBack}});
   json out = {{"model", o.model},
               {"nodes_after_rewrite", g.numNodes()},
+              {"fusions_measured", checked},
               {"rules_fired", rw.fired},
               {"fusions_chosen", fusions},
               {"stage_seconds", stages},
               {"runs", variants}};
   return writeData(o, o.jsonFile, out.dump(1) + "\n");
+}
+
+/// Never a loss (driver::splitBackLosses), with progress; prints what it
+/// did, or the error and false.
+bool splitBackLosses(const RunOptions& o, codegen::Device& device, driver::Compiled& c, const RuleSet& rules,
+                     const Target& target, const driver::PipelineOptions& options, std::vector<FusionTiming>& timings) {
+  Progress progress;
+  codegen::SplitBackOptions split;
+  split.progress = [&](size_t done, size_t total) { progress.show("fused: measuring fusions", done, total); };
+  Expected<std::vector<FusionTiming>> measured = driver::splitBackLosses(c, device, rules, target, options, split);
+  progress.clear();
+  if (!measured) {
+    std::cerr << "error: " << o.model << ": measuring fusions: " << measured.error().message << "\n";
+    return false;
+  }
+  timings = std::move(measured.value());
+  size_t cached = 0, lost = 0;
+  for (const FusionTiming& t : timings) {
+    cached += t.cached;
+    lost += t.splitBack;
+  }
+  fmt::print("fused: {} fusion(s) measured against their members unfused ({} from the cache), {} split back\n",
+             timings.size(), cached, lost);
+  for (const FusionTiming& t : timings)
+    if (t.splitBack)
+      fmt::print("  split back {:<40} {:.3f} ms fused > {:.3f} ms unfused ({} kernel(s))\n", t.group,
+                 t.fusedSeconds * 1e3, t.unfusedSeconds * 1e3, t.memberKernels);
+  return true;
 }
 
 int runOpenCL(const RunOptions& o, const Graph& original, const std::vector<Tensor>& inputs, double importSeconds) {
@@ -339,6 +376,9 @@ int runOpenCL(const RunOptions& o, const Graph& original, const std::vector<Tens
   for (const auto& [stage, sec] : c.stageSeconds) stages[stage] += sec;
   fmt::print("device: {} (target profile {}, {} pack{})\n", (*device)->info().name, target->name, packs.size(),
              packs.size() == 1 ? "" : "s");
+  std::vector<FusionTiming> splitBack;
+  if (fused && !o.keepLosses && !splitBackLosses(o, **device, *compiled.value(), *rules, *target, options, splitBack))
+    return 1;
   std::vector<Measured> runs;
   std::map<std::string, size_t> fusions;  // fusion rule -> groups chosen
   if (fused) {
@@ -371,7 +411,7 @@ int runOpenCL(const RunOptions& o, const Graph& original, const std::vector<Tens
   }
   printOutputs(g, runs.front().outputs);
   if (!writeOutputs(o, g, runs.front().outputs)) return 1;
-  if (!writeJson(o, g, c.rewrites, fusions, stages, runs)) return 1;
+  if (!writeJson(o, g, c.rewrites, fusions, stages, runs, splitBack)) return 1;
   if (!o.htmlFile.empty() && fused) {
     // The fused run's best repeat, kernel by kernel, beside the estimates.
     driver::HtmlOptions html;
@@ -491,6 +531,8 @@ CommandRunner addRunCommand(CLI::App& sub) {
   sub.add_flag("--tune", o->tune,
                "time a few tilings of every gemm_epilogue kernel first and keep the fastest (cached per machine)");
   sub.add_flag("--no-fuse", o->noFuse, "one kernel per op (the same code generator), to measure what fusion gives");
+  sub.add_flag("--no-split-back", o->keepLosses,
+               "keep every fusion the plan chose, without timing each fused kernel against its members unfused");
   sub.add_flag("--compare", o->compare, "run fused and one kernel per op side by side and print the ratios");
   sub.add_flag("--check", o->check, "compare every output with the reference interpreter; fail on a mismatch");
   addToleranceOptions(sub, o->tolerance);

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "fusec/codegen/Executor.h"
+#include "fusec/codegen/SplitBack.h"
 #include "fusec/engine/CostModel.h"
 #include "fusec/engine/Planner.h"
 #include "fusec/engine/Rewriter.h"
@@ -45,6 +46,8 @@ struct PipelineOptions {
   bool rewrite = true;    ///< run the packs' rewrite rules (folding always runs)
   bool fuse = true;       ///< plan fusion; otherwise one kernel per node
   bool generate = false;  ///< the codegen stage (needs static shapes)
+  /// Fusions measured to lose on the device: planned as if unprofitable.
+  SplitBacks splitBack;
   /// What to tell the user when `generate` meets a shape that is not static.
   std::string staticShapesHint = "bind the symbolic input dims";
   /// Called after each stage with the graph it leaves (after `plan`: the
@@ -67,5 +70,20 @@ struct Compiled {
 /// the result (the plan names its rules). Errors name the stage's problem.
 Expected<std::unique_ptr<Compiled>> compile(Graph model, const RuleSet& rules, const Target& target,
                                             const PipelineOptions& options = {});
+
+/// The plan and codegen stages again on `c`'s graph, with `options.splitBack`
+/// (the import and rewrite stages are not run again).
+Status replan(Compiled& c, const RuleSet& rules, const Target& target, const PipelineOptions& options);
+
+/// Never a loss, by measurement: each fused kernel of `c` is timed on
+/// `device` against its members unfused (codegen::measureFusions, the
+/// target's launch overhead counted per kernel); those slower are split
+/// back and `c` planned again without them (their candidates `split-back`,
+/// with what was measured), until no new fusion loses: splitting one group
+/// back can let an overlapping candidate in, measured in turn (a few rounds
+/// at most). Returns every fusion measured, those split back included.
+Expected<std::vector<codegen::FusionTiming>> splitBackLosses(Compiled& c, codegen::Device& device, const RuleSet& rules,
+                                                             const Target& target, PipelineOptions options,
+                                                             codegen::SplitBackOptions split = {});
 
 }  // namespace fusec::driver

@@ -29,7 +29,9 @@ struct Candidate {
   Estimate fused;
   double unfusedSeconds = 0;
   double benefit = 0;  ///< seconds saved
-  enum class Status { Chosen, Illegal, Unprofitable, Overlaps, WouldCycle } status = Status::Illegal;
+  /// SplitBack: legal and estimated profitable, but measured on the device
+  /// to lose against its members unfused (PlanOptions::splitBack).
+  enum class Status { Chosen, Illegal, Unprofitable, Overlaps, WouldCycle, SplitBack } status = Status::Illegal;
   std::string why;  ///< for the non-chosen: what stopped it (names the conflicting group)
 };
 std::string_view candidateStatusName(Candidate::Status s);
@@ -57,11 +59,18 @@ struct Plan {
 /// `forbid` name that is neither an op nor a class would limit nothing.
 Status checkGroupLimits(const Target& target, const OpCatalog& catalog);
 
+/// Fusions measured to lose on the device, by their members' node ids
+/// (sorted): a candidate of exactly these nodes is never chosen, and its
+/// `why` is the text given (what was measured).
+using SplitBacks = std::map<std::vector<NodeId>, std::string>;
+
 /// Plans fusion of `g` (already rewritten) with the fusion rules of `rules`.
 /// A candidate is legal only when the family its rule names can build it
 /// (`families`, the code generator's); single nodes take the first family
-/// that builds them.
-Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target, const KernelFamilies& families);
+/// that builds them. Candidates in `splitBack` are not chosen: the nodes
+/// are left to other candidates or to kernels of their own.
+Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target, const KernelFamilies& families,
+                const SplitBacks& splitBack = {});
 
 /// The graph with each fused group replaced by one node of domain `fusec`,
 /// op `Fused`, whose attributes carry the kernel family, the rule, the

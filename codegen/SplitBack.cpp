@@ -1,0 +1,155 @@
+/// Fused kernels timed against their members unfused; see SplitBack.h.
+#include "fusec/codegen/SplitBack.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "fusec/codegen/DiskCache.h"
+
+namespace fusec::codegen {
+namespace {
+
+/// Random floats (other element types zero): timing must not depend on
+/// denormals or NaNs left in fresh buffers, and zero indices stay in range.
+Tensor sampleInput(const TensorType& type, std::mt19937& rng) {
+  Tensor t(type.dtype, type.staticShape());
+  if (type.dtype == DType::Float32) {
+    std::uniform_real_distribution<float> d(-1, 1);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
+  }
+  return t;
+}
+
+/// One kernel ready to launch on its own buffers.
+struct Timed {
+  KernelSource source;
+  void* handle = nullptr;
+  std::vector<Buffer> buffers;
+  double best = 1e30;
+};
+
+Expected<Timed> prepare(Device& device, const Graph& g, KernelSource source, std::mt19937& rng) {
+  Timed t;
+  Expected<void*> h = device.kernel(source.source, source.name);
+  if (!h) return h.error();
+  t.handle = h.value();
+  Expected<std::vector<Buffer>> buffers = sampleBuffers(device, g, source, rng);
+  if (!buffers) return buffers.error();
+  t.buffers = std::move(buffers.value());
+  t.source = std::move(source);
+  return t;
+}
+
+Status launchTimed(Device& device, Timed& t) {
+  std::vector<KernelArg> args;
+  for (const Buffer& b : t.buffers) args.push_back(KernelArg::of(b));
+  if (Status st = device.launch(t.handle, args, t.source.globalSize, t.source.name, t.source.localSize); !st)
+    return st;
+  Expected<std::vector<std::pair<std::string, double>>> times = device.finish();
+  if (!times) return times.error();
+  if (!times->empty()) t.best = std::min(t.best, times->front().second);
+  return Status::success();
+}
+
+}  // namespace
+
+Expected<std::vector<Buffer>> sampleBuffers(Device& device, const Graph& g, const KernelSource& kernel, std::mt19937& rng) {
+  std::vector<Buffer> buffers;
+  for (ValueId v : kernel.inputs) {
+    const Value& val = g.value(v);
+    Expected<Buffer> b = val.constant ? device.upload(*val.constant) : device.upload(sampleInput(val.type, rng));
+    if (!b) return b.error();
+    buffers.push_back(std::move(b.value()));
+  }
+  for (ValueId v : kernel.outputs) {
+    const TensorType& t = g.value(v).type;
+    Expected<Buffer> b = device.allocate(std::max<size_t>(1, static_cast<size_t>(shapeNumel(t.staticShape())) * dtypeSize(t.dtype)));
+    if (!b) return b.error();
+    buffers.push_back(std::move(b.value()));
+  }
+  for (const std::shared_ptr<const Tensor>& d : kernel.derived) {
+    Expected<Buffer> b = device.upload(*d);
+    if (!b) return b.error();
+    buffers.push_back(std::move(b.value()));
+  }
+  return buffers;
+}
+
+Expected<std::vector<FusionTiming>> measureFusions(Device& device, const Graph& g, const std::vector<KernelGroup>& groups,
+                                                   const OpCatalog& catalog, const KernelOptions& options,
+                                                   const SplitBackOptions& split) {
+  std::vector<FusionTiming> out;
+  std::mt19937 rng(11);
+  const DiskCache& cache = DiskCache::user();
+  size_t total = 0, visited = 0;
+  for (const KernelGroup& grp : groups) total += grp.nodes.size() > 1;
+  for (const KernelGroup& grp : groups) {
+    if (grp.nodes.size() < 2) continue;
+    if (split.progress) split.progress(visited++, total);
+    // One kernel name for all: a kernel's source then depends on what it
+    // computes alone, and so does the cache key.
+    const std::string name = "fusec_split";
+    Expected<KernelSource> fused = emitKernel(g, grp.nodes, grp.family, catalog, name, "split-back check", options);
+    if (!fused) return fused.error();  // the program built it a moment ago
+    std::vector<KernelSource> members;
+    bool alone = true;  // every member builds as a kernel of its own
+    for (NodeRef n : grp.nodes) {
+      if (isViewGroup(g, {n}, catalog)) continue;
+      Expected<KernelSource> k = emitKernel(g, {n}, "", catalog, name, "split-back check", options);
+      if (!k) {
+        alone = false;
+        break;
+      }
+      members.push_back(std::move(k.value()));
+    }
+    if (!alone) continue;
+    FusionTiming timing;
+    timing.group = grp.name;
+    for (NodeRef n : grp.nodes) timing.nodes.push_back(g.node(n).id);
+    std::sort(timing.nodes.begin(), timing.nodes.end());
+    timing.memberKernels = members.size();
+    std::string key = fused->source;
+    for (const KernelSource& k : members) key += "\n// member\n" + k.source;
+    const std::string entry =
+        "split-back/" + sha256Hex(key + "\n" + std::to_string(split.launches) + " " + std::to_string(split.launchSeconds) + "\n" + device.info().name + "\n" +
+                                  device.info().version) + ".txt";
+    if (split.useCache)
+      if (std::optional<std::string> hit = cache.get(entry)) {
+        std::istringstream in(*hit);
+        if (in >> timing.fusedSeconds >> timing.unfusedSeconds) {
+          timing.cached = true;
+          timing.splitBack = timing.fusedSeconds > split.margin * timing.unfusedSeconds;
+          out.push_back(timing);
+          continue;
+        }
+      }
+    std::vector<Timed> kernels;
+    for (KernelSource& k : members) {
+      Expected<Timed> t = prepare(device, g, std::move(k), rng);
+      if (!t) return t.error();
+      kernels.push_back(std::move(t.value()));
+    }
+    Expected<Timed> f = prepare(device, g, std::move(fused.value()), rng);
+    if (!f) return f.error();
+    // Round robin: a shared machine's load falls on both sides alike.
+    for (int r = 0; r < split.launches; ++r) {
+      if (Status st = launchTimed(device, f.value()); !st) return st.error();
+      for (Timed& k : kernels)
+        if (Status st = launchTimed(device, k); !st) return st.error();
+    }
+    timing.fusedSeconds = f->best + split.launchSeconds;
+    for (const Timed& k : kernels) timing.unfusedSeconds += k.best + split.launchSeconds;
+    timing.splitBack = timing.fusedSeconds > split.margin * timing.unfusedSeconds;
+    if (split.useCache) {
+      std::ostringstream text;
+      text.precision(9);
+      text << timing.fusedSeconds << " " << timing.unfusedSeconds << "\n";
+      cache.put(entry, text.str());
+    }
+    out.push_back(timing);
+  }
+  if (split.progress) split.progress(total, total);
+  return out;
+}
+
+}  // namespace fusec::codegen
