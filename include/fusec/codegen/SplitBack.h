@@ -4,7 +4,8 @@
 ///
 /// Every kernel is timed alone on buffers of its operands' and results'
 /// shapes (random floats, constants as they are), round robin over the
-/// fused kernel and its members, best of a few launches each. A member that
+/// fused kernel and its members, best of a few launches each; a loss must
+/// show in a second batch too. A member that
 /// is a view (Reshape and the like) launches nothing and costs nothing. A
 /// fusion whose members cannot all be built alone is kept: there is nothing
 /// to split it back into. Decisions are cached on disk next to the program
@@ -28,14 +29,15 @@ struct FusionTiming {
   double unfusedSeconds = 0;    ///< its members' kernels, best launch each plus its overhead, summed
   size_t memberKernels = 0;     ///< members that launch a kernel alone (views do not)
   bool cached = false;          ///< read from the cache, not measured now
-  bool splitBack = false;       ///< measured slower than unfused, beyond the margin
+  bool splitBack = false;       ///< measured slower than unfused, beyond the margin, twice
 };
 
 struct SplitBackOptions {
-  int launches = 5;        ///< per kernel, round robin; the best counts
+  int launches = 7;        ///< per kernel and batch, round robin; the best counts
   /// A fusion is split back when its kernel takes more than this times its
-  /// members' summed time: a loss within the noise is no loss.
-  double margin = 1.05;
+  /// members' summed time, in two batches of launches: a loss within the
+  /// noise is no loss.
+  double margin = 1.15;
   /// What one more launch costs beyond its kernel's own time (the target's
   /// launch overhead): a split adds launches, which profiling events do
   /// not see. Counted on both sides, per kernel.
