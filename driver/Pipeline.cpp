@@ -117,7 +117,7 @@ Expected<std::unique_ptr<Compiled>> compile(Graph model, const RuleSet& rules, c
   Expected<size_t> folded = foldConstants(g, rules.catalog);
   if (!folded) return folded.error();
   c.foldedAtImport = folded.value();
-  c.imported = unfusedEstimate(g, rules.catalog, target);
+  c.imported = unfusedEstimate(g, rules.catalog, target, &codegen::kernelFamilies());
   timer.done("import");
   after("import", g);
   // ---- rewrite

@@ -113,6 +113,8 @@ std::string reportText(const Compiled& c, const ReportContext& context) {
   row("time (est.)", seconds(b.seconds), seconds(r.seconds), seconds(a.seconds),
       fmt::format("({:.2f}x faster)", b.seconds / std::max(a.seconds, 1e-12)));
   row("energy (est.)", human(b.joules, "J"), human(r.joules, "J"), human(a.joules, "J"), "");
+  os << (context.calibration.empty() ? std::string("(times: the roofline, uncalibrated)\n")
+                                     : "(times: the roofline calibrated by " + context.calibration + ")\n");
   return os.str();
 }
 
@@ -147,6 +149,7 @@ json reportJson(const Compiled& c, const ReportContext& context) {
   for (const auto& [stage, sec] : c.stageSeconds) stages[stage] = sec;
   return {{"model", context.model},
           {"target", context.target},
+          {"calibration", context.calibration},
           {"packs", context.packs},
           {"inputs", inputs},
           {"folded_at_import", c.foldedAtImport},

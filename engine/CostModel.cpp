@@ -63,6 +63,8 @@ Estimate& Estimate::operator+=(const Estimate& o) {
   flops += o.flops;
   bytes += o.bytes;
   seconds += o.seconds;
+  computeSeconds += o.computeSeconds;
+  memorySeconds += o.memorySeconds;
   joules += o.joules;
   kernels += o.kernels;
   return *this;
@@ -84,18 +86,26 @@ double nodeFlops(const Graph& g, NodeRef n, const OpCatalog& catalog) {
   return 0;
 }
 
-Estimate rooflineEstimate(double flops, double bytes, const Target& t, double work) {
+std::string shapeClass(double computeSeconds, double memorySeconds) {
+  return computeSeconds >= memorySeconds ? "compute" : "memory";
+}
+
+Estimate rooflineEstimate(double flops, double bytes, const Target& t, double work, const std::string& family) {
   Estimate e;
   e.flops = flops;
   e.bytes = bytes;
   e.kernels = 1;
-  e.seconds = std::max((work < 0 ? flops : work) / t.peakFlopsFp32, bytes / t.dramBandwidth) + t.launchOverhead;
+  const double compute = (work < 0 ? flops : work) / t.peakFlopsFp32, memory = bytes / t.dramBandwidth;
+  const double fraction = t.roofFractions.empty() ? 1 : t.roofFraction(family, shapeClass(compute, memory));
+  e.seconds = std::max(compute, memory) / fraction + t.startup(family) + t.launchOverhead;
+  e.computeSeconds = compute;
+  e.memorySeconds = memory;
   e.joules = flops * t.energyPerFlop + bytes * t.energyPerByte;
   return e;
 }
 
 Estimate groupEstimate(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
-                       const Target& target) {
+                       const Target& target, const std::string& family) {
   // A lone view shares its operand's buffer: no kernel, no traffic.
   if (members.size() == 1 && movesNothing(g, members[0], catalog)) return Estimate{};
   // The kernel evaluates its elementwise members at every point of its
@@ -123,13 +133,21 @@ Estimate groupEstimate(const Graph& g, const std::vector<NodeRef>& members, cons
   double bytes = 0;
   for (ValueId v : b.inputs) bytes += valueBytes(g, v);
   for (ValueId v : b.outputs) bytes += valueBytes(g, v);
-  return rooflineEstimate(flops, bytes, target, work);
+  return rooflineEstimate(flops, bytes, target, work, family);
 }
 
-Estimate unfusedEstimate(const Graph& g, const OpCatalog& catalog, const Target& target) {
+Estimate unfusedEstimate(const Graph& g, const OpCatalog& catalog, const Target& target,
+                         const KernelFamilies* families) {
   Estimate total;
-  for (NodeRef n : g.nodes()) total += groupEstimate(g, {n}, catalog, target);
+  for (NodeRef n : g.nodes()) total += groupEstimate(g, {n}, catalog, target, soloFamily(g, n, catalog, target, families));
   return total;
+}
+
+std::string soloFamily(const Graph& g, NodeRef n, const OpCatalog& catalog, const Target& target,
+                       const KernelFamilies* families) {
+  if (!families || (target.roofFractions.empty() && target.startupSeconds.empty())) return {};
+  Expected<const KernelFamily*> f = families->select(g, {n}, catalog, target);
+  return f ? std::string(f.value()->name()) : std::string();
 }
 
 }  // namespace fusec

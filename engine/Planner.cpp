@@ -279,6 +279,16 @@ Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target, cons
   std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) {
     return std::tuple(a.root, -a.rule->priority, a.ruleIndex) < std::tuple(b.root, -b.rule->priority, b.ruleIndex);
   });
+  // Each node as a kernel of its own, calibrated for the family that would
+  // build it (asked once per node).
+  std::map<NodeRef, Estimate> alone;
+  auto aloneEstimate = [&](NodeRef n) -> const Estimate& {
+    auto it = alone.find(n);
+    if (it == alone.end())
+      it = alone.emplace(n, groupEstimate(g, {n}, rules.catalog, target, soloFamily(g, n, rules.catalog, target, &families)))
+               .first;
+    return it->second;
+  };
   // ---- candidates
   auto sortedNodes = [&](const Match& m) {
     std::vector<NodeRef> nodes = m.allNodes();
@@ -309,14 +319,14 @@ Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target, cons
     c.id = plan.candidates.size();
     c.rule = rule;
     c.nodes = nodes;
-    c.fused = groupEstimate(g, nodes, rules.catalog, target);
+    c.fused = groupEstimate(g, nodes, rules.catalog, target, rule->kernel);
     if (rule->flops || rule->bytes) {
       // The rule's own cost expressions replace the catalog's counts.
       const double flops = rule->flops ? matcher.evaluate(g, *m, *rule->flops).value_or(c.fused.flops) : c.fused.flops;
       const double bytes = rule->bytes ? matcher.evaluate(g, *m, *rule->bytes).value_or(c.fused.bytes) : c.fused.bytes;
-      c.fused = rooflineEstimate(flops, bytes, target);
+      c.fused = rooflineEstimate(flops, bytes, target, -1, rule->kernel);
     }
-    for (NodeRef x : nodes) c.unfusedSeconds += groupEstimate(g, {x}, rules.catalog, target).seconds;
+    for (NodeRef x : nodes) c.unfusedSeconds += aloneEstimate(x).seconds;
     c.benefit = c.unfusedSeconds - c.fused.seconds;
     // ---- legality, then profitability
     std::set<NodeRef> members(nodes.begin(), nodes.end());
@@ -387,7 +397,7 @@ Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target, cons
       Expected<const KernelFamily*> family = families.select(g, grp.nodes, rules.catalog, target);
       if (family) grp.kernel = std::string(family.value()->name());
       else grp.unbuildable = family.error().message;
-      grp.estimate = groupEstimate(g, {n}, rules.catalog, target);
+      grp.estimate = aloneEstimate(n);
       plan.groups.push_back(std::move(grp));
       continue;
     }
@@ -418,7 +428,8 @@ Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target, cons
     for (NodeRef n : grp.nodes) plan.groupOf[n] = i;
     plan.after += grp.estimate;
   }
-  plan.before = unfusedEstimate(g, rules.catalog, target);
+  plan.before = Estimate{};
+  for (NodeRef n : g.nodes()) plan.before += aloneEstimate(n);
   return plan;
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <filesystem>
 #include <sstream>
 
 #include <toml.hpp>
@@ -204,7 +205,86 @@ std::string lexicalProblem(const std::string& text, int maxDepth) {
 Expected<Target> loadTarget(const std::string& path) {
   Expected<std::string> text = readInputFile(path, kMaxProfileFileBytes);
   if (!text) return text.error();
-  return parseTarget(text.value(), path);
+  Expected<Target> t = parseTarget(text.value(), path);
+  if (!t) return t;
+  const std::string calibration = calibrationPathFor(path);
+  std::error_code ec;
+  if (!std::filesystem::exists(calibration, ec)) return t;
+  Expected<std::string> ctext = readInputFile(calibration, kMaxProfileFileBytes);
+  if (!ctext) return ctext.error();
+  if (Status st = loadCalibration(t.value(), ctext.value(), calibration); !st) return st.error();
+  return t;
+}
+
+std::string calibrationPathFor(const std::string& profilePath) {
+  std::filesystem::path p(profilePath);
+  return (p.parent_path() / (p.stem().string() + ".calibration.toml")).string();
+}
+
+Status loadCalibration(Target& target, const std::string& text, const std::string& path) {
+  if (std::string problem = lexicalProblem(text, 32); !problem.empty())
+    return Error{path + ": error: not a valid TOML file: " + problem};
+  toml::value root;
+  try {
+    std::istringstream in(text);
+    root = toml::parse(in, path);
+  } catch (const std::exception& e) {
+    return Error{path + ": error: not a valid TOML file\n" + std::string(e.what())};
+  }
+  if (!root.is_table() || !root.contains("calibration") || !root.at("calibration").is_table())
+    return Error{path + ": error: a calibration needs a [calibration] table"};
+  const toml::value& table = root.at("calibration");
+  Reader r(path, table);
+  std::map<std::string, double> fractions;
+  if (const toml::value* f = r.find("roof_fraction"); !f || !f->is_table()) {
+    return Error{path + ": error: [calibration] needs a table `roof_fraction` (family.class = fraction)"};
+  } else {
+    for (const auto& [key, v] : f->as_table()) {
+      if (!v.is_floating() && !v.is_integer()) {
+        r.error(v, "roof fraction `" + key + "` must be a number");
+        continue;
+      }
+      const double x = v.is_floating() ? v.as_floating() : static_cast<double>(v.as_integer());
+      // Above 1: a kernel beating its roof (the bytes stayed in cache);
+      // more than 4 would say the profile's roofs are wrong, not the kernels.
+      if (!(x > 0 && x <= 4)) r.error(v, "roof fraction `" + key + "` must be in (0, 4]");
+      else fractions[key] = x;
+    }
+  }
+  std::map<std::string, double> startup;
+  if (const toml::value* f = r.find("startup_us")) {
+    if (!f->is_table()) {
+      r.error(*f, "`startup_us` must be a table of family = microseconds");
+    } else {
+      for (const auto& [key, v] : f->as_table()) {
+        const double us = v.is_floating() ? v.as_floating() : v.is_integer() ? static_cast<double>(v.as_integer()) : -1;
+        if (!(us >= 0 && us <= 1e5)) r.error(v, "start-up `" + key + "` must be a number of microseconds in [0, 100000]");
+        else startup[key] = us * 1e-6;
+      }
+    }
+  }
+  if (!r.errors().empty()) {
+    std::string msg = r.errors().front();
+    for (size_t i = 1; i < r.errors().size(); ++i) msg += "\n" + r.errors()[i];
+    return Error{msg};
+  }
+  target.roofFractions = std::move(fractions);
+  target.startupSeconds = std::move(startup);
+  target.calibrationPath = path;
+  return Status::success();
+}
+
+double Target::startup(const std::string& family) const {
+  if (auto it = startupSeconds.find(family); it != startupSeconds.end()) return it->second;
+  if (auto it = startupSeconds.find("*"); it != startupSeconds.end()) return it->second;
+  return 0;
+}
+
+double Target::roofFraction(const std::string& family, const std::string& shapeClass) const {
+  if (roofFractions.empty()) return 1;
+  for (const std::string& key : {family + "." + shapeClass, family, "*." + shapeClass, std::string("*")})
+    if (auto it = roofFractions.find(key); it != roofFractions.end()) return it->second;
+  return 1;
 }
 
 Expected<Target> parseTarget(const std::string& text, const std::string& path) {

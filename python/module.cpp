@@ -178,7 +178,7 @@ class Compiled {
   Compiled(Model model, Packs packs, TargetProfile target, std::unique_ptr<driver::Compiled> c, bool fuse)
       : model_(std::move(model)), packs_(std::move(packs)), target_(std::move(target)), c_(std::move(c)), fuse_(fuse) {}
 
-  driver::ReportContext context() const { return {model_.name, target_.target->name, packs_.files}; }
+  driver::ReportContext context() const { return {model_.name, target_.target->name, packs_.files, target_.target->calibrationPath}; }
 
   /// `f()` with the GIL released and the run lock held: the first OpenCL
   /// run may plan again (fusions split back), so the plan is read under it.

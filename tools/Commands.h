@@ -23,6 +23,7 @@ CommandRunner addCheckCommand(CLI::App& sub);
 CommandRunner addCompileCommand(CLI::App& sub);
 CommandRunner addExplainCommand(CLI::App& sub);
 CommandRunner addVerifyCommand(CLI::App& sub);
+CommandRunner addCalibrateCommand(CLI::App& sub);
 
 /// What `fusec verify` takes; `fusec check --verify` takes the same.
 struct VerifyFlags {

@@ -159,7 +159,7 @@ int compile(const CompileOptions& o) {
     return 1;
   }
   const driver::Compiled& c = *compiled.value();
-  const driver::ReportContext context{o.model, s->target.name, s->packs};
+  const driver::ReportContext context{o.model, s->target.name, s->packs, s->target.calibrationPath};
   const std::string text = driver::reportText(c, context);
   auto write = [](const std::filesystem::path& path, const std::string& text) {
     Status st = writeOutputFile(path.string(), text);

@@ -136,7 +136,8 @@ struct Measured {
   double seconds = 1e30;                                  // best device total of the repeats
   std::vector<double> wallSeconds;                        // host to host, each repeat
   std::vector<std::pair<std::string, double>> perKernel;  // of the best repeat
-  std::map<std::string, Estimate> work;                   // per kernel: FLOPs and DRAM bytes (cost model)
+  std::map<std::string, Estimate> work;                   // per kernel: FLOPs, DRAM bytes and time (cost model)
+  std::map<std::string, std::string> family;              // per kernel: the family that built it
   std::map<std::string, std::string> ops;                 // per kernel: its ops (`Conv[group=32] Clip`)
   codegen::MemoryPlan memory;
   std::vector<Tensor> outputs;
@@ -212,7 +213,12 @@ std::optional<Measured> prepare(const RunOptions& o, codegen::Device& device, co
   m.kernels = program->kernels().size();
   for (const codegen::KernelGroup& grp : groups) {
     if (grp.name.empty()) continue;
-    m.work[grp.name] = groupEstimate(g, grp.nodes, catalog, target);
+    std::string family = grp.family;
+    if (family.empty())
+      if (Expected<const KernelFamily*> f = codegen::kernelFamilies().select(g, grp.nodes, catalog, target))
+        family = std::string(f.value()->name());
+    m.work[grp.name] = groupEstimate(g, grp.nodes, catalog, target, family);
+    m.family[grp.name] = family;
     std::string& ops = m.ops[grp.name];
     for (NodeRef n : grp.nodes) {
       const NodeData& d = g.node(n);
@@ -244,6 +250,10 @@ bool runOnce(const RunOptions& o, Measured& m, const std::vector<Tensor>& inputs
   return true;
 }
 
+/// A kernel measured more than this many times its estimate is a finding:
+/// the cost model misjudged it, or its code is slower than it should be.
+constexpr double kFindingRatio = 4;
+
 void printMeasured(const Measured& m, size_t top) {
   std::vector<std::pair<std::string, double>> sorted = m.perKernel;
   std::sort(sorted.begin(), sorted.end(), [](auto& x, auto& y) { return x.second > y.second; });
@@ -260,6 +270,21 @@ void printMeasured(const Measured& m, size_t top) {
     fmt::print("  {:<44} {:>9.3f} {:>5.1f}% {:>9.1f} {:>8.1f}\n", name, sec * 1e3, 100 * sec / m.seconds, gflops, gbs);
   }
   if (sorted.size() > top) fmt::print("  ({} more)\n", sorted.size() - top);
+  double estimated = 0;
+  for (const auto& [name, w] : m.work) estimated += w.seconds;
+  fmt::print("  estimated {:.3f} ms in all ({:.2f}x the measured device time)\n", estimated * 1e3,
+             m.seconds > 0 ? estimated / m.seconds : 0.0);
+  // Findings: kernels far slower than the cost model said, worst first.
+  size_t off = 0;
+  for (const auto& [name, sec] : sorted) {
+    auto w = m.work.find(name);
+    if (w == m.work.end() || w->second.seconds <= 0 || sec <= kFindingRatio * w->second.seconds) continue;
+    if (off++ < top)
+      fmt::print("  finding: {} took {:.3f} ms, {:.1f}x its estimate of {:.3f} ms ({})\n", name, sec * 1e3,
+                 sec / w->second.seconds, w->second.seconds * 1e3,
+                 m.family.count(name) && !m.family.at(name).empty() ? m.family.at(name) : "family unknown");
+  }
+  if (off > top) fmt::print("  ({} more kernels over {}x their estimates)\n", off - top, kFindingRatio);
   fmt::print("  device memory: constants {}, intermediates {} in {} buffers ({} without reuse)\n",
              megabytes(m.memory.constants), megabytes(m.memory.peak), m.memory.buffers, megabytes(m.memory.withoutReuse));
 }
@@ -279,6 +304,8 @@ bool writeJson(const RunOptions& o, const Graph& g, const RewriteStats& rw, cons
       auto w = m.work.find(name);
       kernels.push_back({{"name", name},
                          {"seconds", sec},
+                         {"estimated_seconds", w == m.work.end() ? 0.0 : w->second.seconds},
+                         {"family", m.family.count(name) ? m.family.at(name) : ""},
                          {"flops", w == m.work.end() ? 0.0 : w->second.flops},
                          {"bytes", w == m.work.end() ? 0.0 : w->second.bytes},
                          {"ops", m.ops.count(name) ? m.ops.at(name) : ""}});
@@ -374,8 +401,8 @@ int runOpenCL(const RunOptions& o, const Graph& original, const std::vector<Tens
   const driver::Compiled& c = *compiled.value();
   const Graph& g = c.graph;
   for (const auto& [stage, sec] : c.stageSeconds) stages[stage] += sec;
-  fmt::print("device: {} (target profile {}, {} pack{})\n", (*device)->info().name, target->name, packs.size(),
-             packs.size() == 1 ? "" : "s");
+  fmt::print("device: {} (target profile {}{}, {} pack{})\n", (*device)->info().name, target->name,
+             target->calibrationPath.empty() ? "" : ", calibrated", packs.size(), packs.size() == 1 ? "" : "s");
   std::vector<FusionTiming> splitBack;
   if (fused && !o.keepLosses && !splitBackLosses(o, **device, *compiled.value(), *rules, *target, options, splitBack))
     return 1;
@@ -416,7 +443,7 @@ int runOpenCL(const RunOptions& o, const Graph& original, const std::vector<Tens
     // The fused run's best repeat, kernel by kernel, beside the estimates.
     driver::HtmlOptions html;
     for (const auto& [name, sec] : runs.front().perKernel) html.measuredSeconds[name] += sec;
-    if (!writeData(o, o.htmlFile, driver::htmlReport(c, {o.model, target->name, packs}, *rules, *target, html))) return 1;
+    if (!writeData(o, o.htmlFile, driver::htmlReport(c, {o.model, target->name, packs, target->calibrationPath}, *rules, *target, html))) return 1;
   }
   if (o.check) {
     Expected<std::vector<Tensor>> reference = runGraph(original, inputs, &rules->catalog);

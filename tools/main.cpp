@@ -30,6 +30,8 @@ int main(int argc, char** argv) {
       {"check", "parse and check rule packs", addCheckCommand},
       {"verify", "prove or test every rule of rule packs sound; print counterexamples", addVerifyCommand},
       {"fmt", "print .fuse files in canonical form", addFmtCommand},
+      {"calibrate", "measure how close each kernel family comes to the target's roofs; write the calibration",
+       addCalibrateCommand},
   };
   std::vector<std::pair<CLI::App*, CommandRunner>> runners;
   for (const Entry& c : commands) {

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "TestUtil.h"
+#include "fusec/engine/CostModel.h"
 #include "fusec/engine/RuleSet.h"
 #include "fusec/engine/Target.h"
 
@@ -105,4 +106,54 @@ TEST_CASE("docs/targets.md documents every profile key, and only those") {
     if (inTable && line.rfind("| `", 0) == 0) documented.insert(line.substr(3, line.find('`', 3) - 3));
   }
   CHECK(documented == targetProfileKeys());
+}
+
+TEST_CASE("a calibration beside a profile is read, and the cost model divides each bound by its fraction") {
+  const fs::path dir = fs::temp_directory_path() / "fusec-calibration-test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml", dir / "cpu.toml");
+  Expected<Target> plain = loadTarget((dir / "cpu.toml").string());
+  REQUIRE(plain.ok());
+  CHECK(plain->roofFractions.empty());
+  CHECK(plain->roofFraction("pointwise", "memory") == 1);
+  CHECK(calibrationPathFor((dir / "cpu.toml").string()) == (dir / "cpu.calibration.toml").string());
+  std::ofstream(dir / "cpu.calibration.toml") << "[calibration]\n[calibration.roof_fraction]\n"
+                                                  "\"pointwise.memory\" = 0.5\n\"pointwise\" = 0.8\n"
+                                                  "\"*.compute\" = 0.25\n\"*\" = 0.1\n"
+                                                  "[calibration.startup_us]\npointwise = 3\n\"*\" = 5\n";
+  Expected<Target> t = loadTarget((dir / "cpu.toml").string());
+  REQUIRE(t.ok());
+  CHECK(t->calibrationPath == (dir / "cpu.calibration.toml").string());
+  // The most specific key that is there: family.class, family, *.class, *.
+  CHECK(t->roofFraction("pointwise", "memory") == 0.5);
+  CHECK(t->roofFraction("pointwise", "small") == 0.8);
+  CHECK(t->roofFraction("conv_epilogue", "compute") == 0.25);
+  CHECK(t->roofFraction("conv_epilogue", "memory") == 0.1);
+  CHECK(t->roofFraction("", "memory") == 0.1);
+  CHECK(t->startup("pointwise") == doctest::Approx(3e-6));
+  CHECK(t->startup("reduce") == doctest::Approx(5e-6));
+  CHECK(plain->startup("pointwise") == 0);
+  // 64 MB moved at 30 GB/s: memory bound, well above `small`.
+  const double bytes = 64e6;
+  const Estimate before = rooflineEstimate(0, bytes, plain.value(), -1, "pointwise");
+  const Estimate after = rooflineEstimate(0, bytes, t.value(), -1, "pointwise");
+  CHECK(before.memorySeconds == doctest::Approx(after.memorySeconds));
+  CHECK(after.seconds - t->launchOverhead - 3e-6 == doctest::Approx(2 * (before.seconds - plain->launchOverhead)));
+  CHECK(shapeClass(1e-3, 1e-4) == "compute");
+  CHECK(shapeClass(1e-4, 1e-3) == "memory");
+
+  // Bad calibrations are located errors, and so is the profile they sit beside.
+  for (const char* bad : {"[calibration]\n[calibration.roof_fraction]\n\"*\" = 0\n",
+                          "[calibration]\n[calibration.roof_fraction]\n\"*\" = 9\n",
+                          "[calibration]\n[calibration.roof_fraction]\n\"*\" = \"fast\"\n", "[calibration]\n",
+                          "[calibration]\n[calibration.roof_fraction]\n[calibration.startup_us]\n\"*\" = -1\n",
+                          "x = 1\n", "[calibration\n"}) {
+    INFO(bad);
+    std::ofstream(dir / "cpu.calibration.toml") << bad;
+    Expected<Target> refused = loadTarget((dir / "cpu.toml").string());
+    REQUIRE(!refused.ok());
+    CHECK(refused.error().message.find("cpu.calibration.toml") != std::string::npos);
+  }
+  fs::remove_all(dir);
 }

@@ -18,6 +18,7 @@ struct ReportContext {
   std::string model;               ///< the model's file or name
   std::string target;              ///< the target profile's name
   std::vector<std::string> packs;  ///< the pack files loaded
+  std::string calibration;         ///< the target's calibration file; empty when uncalibrated
 };
 
 /// Each fusion rule with candidates: (groups chosen, candidates), by rule name.

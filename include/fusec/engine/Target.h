@@ -49,6 +49,22 @@ struct Target {
   double energyPerFlop = 0;  ///< joules per FLOP
   std::vector<std::string> defaultPacks;
   GroupLimits groups;
+  /// The calibration (`fusec calibrate`): the fraction of its roofline
+  /// bound a kernel family reaches on this device, by shape class, keyed
+  /// `family.class`, `family`, `*.class` and `*` (docs/targets.md). Empty:
+  /// every kernel reaches its roof.
+  std::map<std::string, double> roofFractions;
+  /// What a kernel of a family takes beyond its share of the roof however
+  /// small its work (work-group start-up, seen by profiling events; the
+  /// launch overhead comes on top), seconds, keyed `family` and `*`.
+  std::map<std::string, double> startupSeconds;
+  std::string calibrationPath;  ///< the file they were read from; empty when none
+
+  /// The fraction of the roof a kernel of `family` (empty: unknown) in
+  /// shape class `shapeClass` reaches: the most specific calibrated one, or 1.
+  double roofFraction(const std::string& family, const std::string& shapeClass) const;
+  /// The start-up time of a kernel of `family`: calibrated, or 0.
+  double startup(const std::string& family) const;
 
   bool has(const std::string& feature) const;
   /// Named properties for rule guards (`target.local_mem_bytes`); see
@@ -62,9 +78,16 @@ struct Target {
 /// Every key `[target]` may hold (docs/targets.md documents each).
 const std::set<std::string>& targetProfileKeys();
 
-/// Reads and validates a profile. Errors are located:
+/// Reads and validates a profile, with its calibration when a file
+/// `<profile stem>.calibration.toml` lies beside it. Errors are located:
 /// `file:line:col: error: ...`, one per problem found.
 Expected<Target> loadTarget(const std::string& path);
+/// Where the calibration of the profile at `profilePath` lives.
+std::string calibrationPathFor(const std::string& profilePath);
+/// Reads a calibration (`[calibration.roof_fraction]`: key = fraction in
+/// (0, 4]; `[calibration.startup_us]`: family = microseconds in [0, 10^5])
+/// into `target`.
+Status loadCalibration(Target& target, const std::string& text, const std::string& path);
 /// The same for a profile's text; `path` names it in messages.
 Expected<Target> parseTarget(const std::string& text, const std::string& path);
 
