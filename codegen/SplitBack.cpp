@@ -140,10 +140,20 @@ Expected<std::vector<FusionTiming>> measureFusions(Device& device, const Graph& 
     auto batch = [&](double& fusedBest, double& unfusedBest) -> Status {
       f->best = 1e30;
       for (Timed& k : kernels) k.best = 1e30;
-      for (int r = 0; r < split.launches; ++r) {
+      int rounds = split.launches;
+      for (int r = 0; r < rounds; ++r) {
         if (Status st = launchTimed(device, f.value()); !st) return st;
         for (Timed& k : kernels)
           if (Status st = launchTimed(device, k); !st) return st;
+        // Kernels of tens of milliseconds vary less than a launch of a few
+        // microseconds, and would take minutes: a round's worth of time
+        // (split.budgetSeconds) is spent, two rounds at least.
+        if (r == 0) {
+          double round = f->best;
+          for (const Timed& k : kernels) round += k.best;
+          if (round * rounds > split.budgetSeconds)
+            rounds = std::max(2, static_cast<int>(split.budgetSeconds / round));
+        }
       }
       fusedBest = f->best + split.launchSeconds;
       unfusedBest = 0;

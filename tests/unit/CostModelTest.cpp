@@ -17,7 +17,7 @@ struct Fixture {
     rules = test::loadShippedPack("core/ops.fuse");
     Expected<Target> t = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
     REQUIRE(t.ok());
-    target = t.value();
+    target = test::uncalibrated(t.value());
   }
   NodeRef only(const Graph& g, const std::string& op) {
     for (NodeRef n : g.nodes())

@@ -25,6 +25,7 @@ TEST_CASE("shipped target profiles load, and the measured one is this machine's"
   int loaded = 0;
   for (const auto& e : fs::recursive_directory_iterator(fs::path(FUSEC_SOURCE_DIR) / "rules")) {
     if (e.path().extension() != ".toml") continue;
+    if (e.path().stem().extension() == ".calibration") continue;  // read with its profile
     INFO(e.path().string());
     Expected<Target> t = loadTarget(e.path().string());
     REQUIRE_MESSAGE(t.ok(), test::why(t));
@@ -36,6 +37,12 @@ TEST_CASE("shipped target profiles load, and the measured one is this machine's"
     ++loaded;
   }
   CHECK(loaded >= 3);
+  // The shipped CPU profile comes calibrated (`fusec calibrate`, on this machine).
+  Expected<Target> calibrated = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
+  REQUIRE(calibrated.ok());
+  CHECK(calibrated->calibrationPath == grammar::defaultRulesDir() + "/targets/pocl-cpu.calibration.toml");
+  CHECK(calibrated->roofFraction("conv_epilogue", "compute") < 1);
+  CHECK(calibrated->startup("pointwise") > 0);
   // Units as docs/targets.md states them, on numbers chosen so that a
   // wrong scale shows: GB/s -> bytes/s, GFLOP/s -> FLOP/s, us -> s.
   Expected<Target> t = parseTarget("[target]\nname = \"units\"\ncompute_units = 3\npeak_gflops_fp32 = 120\n"

@@ -65,6 +65,16 @@ inline std::unique_ptr<RuleSet> loadShippedPack(const std::string& relative) {
   return loadPackFiles({grammar::defaultRulesDir() + "/" + relative});
 }
 
+/// `t` with its calibration dropped: the bare roofline, whose numbers the
+/// cost-model tests and plan goldens are written against (a calibration
+/// is one machine's measurement, and changes when it is measured again).
+inline Target uncalibrated(Target t) {
+  t.roofFractions.clear();
+  t.startupSeconds.clear();
+  t.calibrationPath.clear();
+  return t;
+}
+
 /// The packs a shipped profile (a path under rules/) loads by default: what
 /// `fusec compile --target` uses without --rules.
 inline std::unique_ptr<RuleSet> loadDefaultPacks(const std::string& profile = "targets/pocl-cpu.toml") {

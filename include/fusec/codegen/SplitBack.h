@@ -34,6 +34,9 @@ struct FusionTiming {
 
 struct SplitBackOptions {
   int launches = 7;        ///< per kernel and batch, round robin; the best counts
+  /// Fewer launches (two at least) where `launches` rounds of the fused
+  /// kernel and its members would take longer than this, per batch.
+  double budgetSeconds = 0.5;
   /// A fusion is split back when its kernel takes more than this times its
   /// members' summed time, in two batches of launches: a loss within the
   /// noise is no loss.
