@@ -57,6 +57,11 @@ std::optional<double> opCost(const Graph& g, const NodeData& d, const OpDef& op)
 }
 
 
+/// Compute bound this many times over its DRAM time: a dense conv or GEMM,
+/// which tiles reach a far larger share of peak on than depthwise or
+/// grouped convs and thin products, just past the ridge.
+constexpr double kDenseRatio = 8;
+
 }  // namespace
 
 Estimate& Estimate::operator+=(const Estimate& o) {
@@ -87,7 +92,8 @@ double nodeFlops(const Graph& g, NodeRef n, const OpCatalog& catalog) {
 }
 
 std::string shapeClass(double computeSeconds, double memorySeconds) {
-  return computeSeconds >= memorySeconds ? "compute" : "memory";
+  if (computeSeconds < memorySeconds) return "memory";
+  return computeSeconds >= kDenseRatio * memorySeconds ? "dense" : "compute";
 }
 
 Estimate rooflineEstimate(double flops, double bytes, const Target& t, double work, const std::string& family) {

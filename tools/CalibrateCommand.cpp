@@ -49,7 +49,7 @@ constexpr size_t kMinKernels = 3;
 /// best time.
 struct Sample {
   std::string kernel, family, shape;
-  double roof = 0, seconds = 0;
+  double roof = 0, seconds = 0, flops = 0, bytes = 0;
 };
 
 /// Bounds under this are all start-up; from `kRoofFrom` on, the roof shows.
@@ -124,7 +124,7 @@ bool measureModel(const CalibrateOptions& o, codegen::Device& device, size_t ind
       const double roof = std::max(e.computeSeconds, e.memorySeconds);
       if (family.empty() || roof <= 0) continue;
       samples.push_back({std::to_string(index) + ":" + grp.name, family, shapeClass(e.computeSeconds, e.memorySeconds),
-                         roof, measured->second});
+                         roof, measured->second, e.flops, e.bytes});
       ++kernels;
     }
   }
@@ -172,7 +172,8 @@ std::string calibrationText(const std::vector<Sample>& samples, const Target& ta
   std::string out = fmt::format(
       "# Calibration of the target profile `{}` on {}, written by `fusec calibrate` ({}).\n"
       "# A kernel takes about startup + bound / fraction (+ the launch overhead), where bound is its\n"
-      "# roofline time, the larger of its compute and DRAM times (its class: `compute` or `memory`).\n"
+      "# roofline time, the larger of its compute and DRAM times (its class: `memory`, `compute`, or\n"
+      "# `dense` where the compute time is 8x the DRAM time or more).\n"
       "# startup_us: the median time of a family's kernels whose bound is under 2 us.\n"
       "# roof_fraction: the median of bound / (time - startup) over kernels whose bound is 20 us or more.\n"
       "# The cost model takes the most specific key of `family.class`, `family`, `*.class`, `*`.\n"
@@ -218,8 +219,10 @@ int runCalibrate(const CalibrateOptions& o) {
     return 1;
   }
   if (!o.samplesFile.empty()) {
-    std::string csv = "model_kernel,family,class,roof_seconds,seconds\n";
-    for (const Sample& s : samples) csv += fmt::format("{},{},{},{:.6g},{:.6g}\n", s.kernel, s.family, s.shape, s.roof, s.seconds);
+    std::string csv = "model_kernel,family,class,roof_seconds,seconds,flops,bytes\n";
+    for (const Sample& s : samples)
+      csv += fmt::format("{},{},{},{:.6g},{:.6g},{:.6g},{:.6g}\n", s.kernel, s.family, s.shape, s.roof, s.seconds,
+                         s.flops, s.bytes);
     if (Status st = writeOutputFile(o.samplesFile, csv); !st) {
       std::cerr << "error: " << st.error().message << "\n";
       return 1;
@@ -246,7 +249,7 @@ CommandRunner addCalibrateCommand(CLI::App& sub) {
   sub.add_option("--dim", o->symbolicDim, "size used for symbolic dims of random inputs")->check(CLI::Range(1, 1 << 20));
   sub.add_option("--seed", o->seed, "seed for random inputs");
   sub.add_option("--samples", o->samplesFile, "also write every kernel measured as CSV (model index:kernel, family, "
-                                              "class, roof seconds, seconds)");
+                                              "class, roof seconds, seconds, FLOPs, DRAM bytes)");
   return [o] { return runCalibrate(*o); };
 }
 

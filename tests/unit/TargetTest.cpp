@@ -147,7 +147,8 @@ TEST_CASE("a calibration beside a profile is read, and the cost model divides ea
   const Estimate after = rooflineEstimate(0, bytes, t.value(), -1, "pointwise");
   CHECK(before.memorySeconds == doctest::Approx(after.memorySeconds));
   CHECK(after.seconds - t->launchOverhead - 3e-6 == doctest::Approx(2 * (before.seconds - plain->launchOverhead)));
-  CHECK(shapeClass(1e-3, 1e-4) == "compute");
+  CHECK(shapeClass(1e-3, 1e-4) == "dense");
+  CHECK(shapeClass(1e-3, 5e-4) == "compute");
   CHECK(shapeClass(1e-4, 1e-3) == "memory");
 
   // Bad calibrations are located errors, and so is the profile they sit beside.

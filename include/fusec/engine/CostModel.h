@@ -38,8 +38,9 @@ double valueBytes(const Graph& g, ValueId v);
 /// FLOPs of one node. Ops the catalog does not know count 0.
 double nodeFlops(const Graph& g, NodeRef n, const OpCatalog& catalog);
 
-/// A kernel's shape class for the calibration: `compute` or `memory`,
-/// whichever bound is the larger.
+/// A kernel's shape class for the calibration: `memory` when its DRAM time
+/// is the larger bound; `dense` when its compute time is 8 times its DRAM
+/// time or more (dense convs and GEMMs, which tile well); else `compute`.
 std::string shapeClass(double computeSeconds, double memorySeconds);
 
 /// One kernel of `flops` and `bytes` on `target`; its compute time is that
