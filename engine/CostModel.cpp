@@ -152,8 +152,7 @@ Estimate unfusedEstimate(const Graph& g, const OpCatalog& catalog, const Target&
 std::string soloFamily(const Graph& g, NodeRef n, const OpCatalog& catalog, const Target& target,
                        const KernelFamilies* families) {
   if (!families || (target.roofFractions.empty() && target.startupSeconds.empty())) return {};
-  Expected<const KernelFamily*> f = families->select(g, {n}, catalog, target);
-  return f ? std::string(f.value()->name()) : std::string();
+  return families->selectName(g, {n}, catalog, target);
 }
 
 }  // namespace fusec

@@ -119,6 +119,13 @@ class Reader {
   }
 
   std::vector<std::string>& errors() { return errors_; }
+  /// Every error found, one per line; success when none.
+  Status status() const {
+    if (errors_.empty()) return Status::success();
+    std::string msg = errors_.front();
+    for (size_t i = 1; i < errors_.size(); ++i) msg += "\n" + errors_[i];
+    return Error{msg};
+  }
 
  private:
   std::string path_;
@@ -200,6 +207,20 @@ std::string lexicalProblem(const std::string& text, int maxDepth) {
   return {};
 }
 
+/// `text` as TOML, or a located error: lexical problems first (what
+/// lexicalProblem refuses never reaches toml11), then toml11's, which carry
+/// the file, line and a source excerpt.
+Expected<toml::value> parseToml(const std::string& text, const std::string& path) {
+  if (std::string problem = lexicalProblem(text, 32); !problem.empty())
+    return Error{path + ": error: not a valid TOML file: " + problem};
+  try {
+    std::istringstream in(text);
+    return toml::parse(in, path);
+  } catch (const std::exception& e) {
+    return Error{path + ": error: not a valid TOML file\n" + std::string(e.what())};
+  }
+}
+
 }  // namespace
 
 Expected<Target> loadTarget(const std::string& path) {
@@ -222,18 +243,11 @@ std::string calibrationPathFor(const std::string& profilePath) {
 }
 
 Status loadCalibration(Target& target, const std::string& text, const std::string& path) {
-  if (std::string problem = lexicalProblem(text, 32); !problem.empty())
-    return Error{path + ": error: not a valid TOML file: " + problem};
-  toml::value root;
-  try {
-    std::istringstream in(text);
-    root = toml::parse(in, path);
-  } catch (const std::exception& e) {
-    return Error{path + ": error: not a valid TOML file\n" + std::string(e.what())};
-  }
-  if (!root.is_table() || !root.contains("calibration") || !root.at("calibration").is_table())
+  Expected<toml::value> root = parseToml(text, path);
+  if (!root) return root.error();
+  if (!root->is_table() || !root->contains("calibration") || !root->at("calibration").is_table())
     return Error{path + ": error: a calibration needs a [calibration] table"};
-  const toml::value& table = root.at("calibration");
+  const toml::value& table = root->at("calibration");
   Reader r(path, table);
   std::map<std::string, double> fractions;
   if (const toml::value* f = r.find("roof_fraction"); !f || !f->is_table()) {
@@ -263,11 +277,7 @@ Status loadCalibration(Target& target, const std::string& text, const std::strin
       }
     }
   }
-  if (!r.errors().empty()) {
-    std::string msg = r.errors().front();
-    for (size_t i = 1; i < r.errors().size(); ++i) msg += "\n" + r.errors()[i];
-    return Error{msg};
-  }
+  if (Status st = r.status(); !st) return st.error();
   target.roofFractions = std::move(fractions);
   target.startupSeconds = std::move(startup);
   target.calibrationPath = path;
@@ -288,19 +298,11 @@ double Target::roofFraction(const std::string& family, const std::string& shapeC
 }
 
 Expected<Target> parseTarget(const std::string& text, const std::string& path) {
-  if (std::string problem = lexicalProblem(text, 32); !problem.empty())
-    return Error{path + ": error: not a valid TOML file: " + problem};
-  toml::value root;
-  try {
-    std::istringstream in(text);
-    root = toml::parse(in, path);
-  } catch (const std::exception& e) {
-    // toml11's syntax errors already carry the file, line and a source excerpt.
-    return Error{path + ": error: not a valid TOML file\n" + std::string(e.what())};
-  }
-  if (!root.is_table() || !root.contains("target") || !root.at("target").is_table())
+  Expected<toml::value> root = parseToml(text, path);
+  if (!root) return root.error();
+  if (!root->is_table() || !root->contains("target") || !root->at("target").is_table())
     return Error{path + ": error: a target profile needs a [target] table"};
-  const toml::value& table = root.at("target");
+  const toml::value& table = root->at("target");
   Reader r(path, table);
   for (const auto& [key, value] : table.as_table())
     if (!targetProfileKeys().count(key)) r.error(value, "unknown key `" + key + "` in [target]");
@@ -358,11 +360,7 @@ Expected<Target> parseTarget(const std::string& text, const std::string& path) {
       for (std::string& e : gr.errors()) r.errors().push_back(std::move(e));
     }
   }
-  if (!r.errors().empty()) {
-    std::string msg = r.errors().front();
-    for (size_t i = 1; i < r.errors().size(); ++i) msg += "\n" + r.errors()[i];
-    return Error{msg};
-  }
+  if (Status st = r.status(); !st) return st.error();
   return t;
 }
 

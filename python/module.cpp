@@ -278,7 +278,6 @@ class Compiled {
   std::optional<codegen::DeviceProgram> program_;  // built on device_
   bool fuse_ = true;                               // planned fusion: the first run measures it
   mutable std::mutex mutex_;                       // held by a run and by readers of the plan (without the GIL)
-
 };
 
 std::shared_ptr<Compiled> compile(const Model& model, const std::optional<Packs>& packs,

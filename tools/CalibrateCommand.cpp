@@ -116,10 +116,8 @@ bool measureModel(const CalibrateOptions& o, codegen::Device& device, size_t ind
     for (const codegen::KernelGroup& grp : groups) {
       auto measured = best.find(grp.name);
       if (measured == best.end() || measured->second <= 0) continue;  // a view or an in-place concat
-      std::string family = grp.family;
-      if (family.empty())
-        if (Expected<const KernelFamily*> f = codegen::kernelFamilies().select(g, grp.nodes, rules.catalog, target))
-          family = std::string(f.value()->name());
+      const std::string family =
+          grp.family.empty() ? codegen::kernelFamilies().selectName(g, grp.nodes, rules.catalog, target) : grp.family;
       const Estimate e = groupEstimate(g, grp.nodes, rules.catalog, target, family);
       const double roof = std::max(e.computeSeconds, e.memorySeconds);
       if (family.empty() || roof <= 0) continue;

@@ -213,10 +213,8 @@ std::optional<Measured> prepare(const RunOptions& o, codegen::Device& device, co
   m.kernels = program->kernels().size();
   for (const codegen::KernelGroup& grp : groups) {
     if (grp.name.empty()) continue;
-    std::string family = grp.family;
-    if (family.empty())
-      if (Expected<const KernelFamily*> f = codegen::kernelFamilies().select(g, grp.nodes, catalog, target))
-        family = std::string(f.value()->name());
+    const std::string family =
+        grp.family.empty() ? codegen::kernelFamilies().selectName(g, grp.nodes, catalog, target) : grp.family;
     m.work[grp.name] = groupEstimate(g, grp.nodes, catalog, target, family);
     m.family[grp.name] = family;
     std::string& ops = m.ops[grp.name];

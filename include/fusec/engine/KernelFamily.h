@@ -60,6 +60,12 @@ class KernelFamilies {
   /// the reasons of the families that claim it.
   Expected<const KernelFamily*> select(const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog,
                                        const Target& target) const;
+  /// The name of select()'s family; empty when none builds `group`.
+  std::string selectName(const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog,
+                         const Target& target) const {
+    Expected<const KernelFamily*> f = select(g, group, catalog, target);
+    return f ? std::string(f.value()->name()) : std::string();
+  }
 
  private:
   std::vector<std::unique_ptr<KernelFamily>> families_;
