@@ -204,12 +204,15 @@ class CompiledModel:
         On OpenCL (the default) the program is built on the first call, on
         the target's device (or the first whose name contains ``device``);
         ``timings`` then holds each kernel's time. ``interpreter=True`` runs
-        the model as imported on the reference interpreter instead. Raises
-        ``RunError`` for missing, extra or mis-shaped inputs, ``DeviceError``
-        without a device."""
+        the model as imported on the reference interpreter instead. The
+        first OpenCL run of a fused model times each fused kernel against its
+        members unfused and splits back those that lose (``plan`` then says
+        ``split-back`` and why). Raises ``RunError`` for missing, extra or
+        mis-shaped inputs, ``DeviceError`` without a device."""
         outputs, times = self._native.run(dict(inputs), interpreter, device)
         if not interpreter:
             self.timings = list(times)
+            self._plan = self._sources = None  # the first run may have planned again
         return outputs
 
     @property

@@ -99,6 +99,25 @@ def test_opencl_matches_the_interpreter(compiled):
     assert compiled.device
 
 
+def test_the_first_run_may_split_fusions_back_and_the_plan_says_so(resblock_path):
+    # The plan read before the first OpenCL run is read again after it: that
+    # run times each fused kernel against its members and may plan again.
+    compiled = fusec.compile(resblock_path, dims={"N": 2})
+    before = compiled.plan
+    feeds = feeds_for(compiled)
+    got = compiled.run(feeds)
+    after = compiled.plan
+    assert after is not before
+    names = {g.name for g in compiled.groups}
+    assert compiled.timings and all(k in names for k, _ in compiled.timings)
+    for c in after["candidates"]:
+        assert c["status"] in {"chosen", "illegal", "unprofitable", "overlaps", "would-cycle", "split-back"}
+        if c["status"] == "split-back":
+            assert c["why"].startswith("split back: measured")
+    want = compiled.run(feeds, interpreter=True)
+    numpy.testing.assert_allclose(got["logits"], want["logits"], rtol=1e-4, atol=1e-5)
+
+
 def test_fused_and_unfused_compute_the_same(compiled, resblock_path):
     feeds = feeds_for(compiled, seed=1)
     unfused = fusec.compile(resblock_path, dims={"N": 2}, fuse=False)
