@@ -24,6 +24,7 @@ namespace {
 /// output channel of a group; B is the input seen through the window
 /// (im2col, gathered as the tiles are loaded, zero in the padding): row
 /// k = (ci, ky, kx), column n = (oy, ox). Batches are (image, group).
+/// A 3-D conv adds its depth: k = (ci, kz, ky, kx), n = (oz, oy, ox).
 struct Geometry {
   int64_t M = 1, N = 1, K = 1;
   int64_t am = 0, ak = 1, bk = 0, bn = 1;
@@ -34,48 +35,67 @@ struct Geometry {
   bool conv = false, im2col = false;  // im2col: B needs the window gather (not a 1x1 stride-1 unpadded conv)
   int64_t groups = 1, H = 1, Wd = 1, KH = 1, KW = 1, SH = 1, SW = 1, DH = 1, DW = 1, PH = 0, PW = 0, OW = 1;
   int64_t aMatrix = 0, bImage = 0, bGroup = 0;  // conv operand strides per image and group
+  // A 3-D conv's depth: the input's, the taps, stride, dilation and leading
+  // pad along it, the output's depth and rows per depth slice. 1 and 0 for
+  // 1-D and 2-D convs, whose kernels never name them.
+  int64_t D = 1, KD = 1, SD = 1, DD = 1, PD = 0, OD = 1, OH = 1;
+  /// Whether the conv has a depth the 2-D forms (depthwise, Winograd,
+  /// prologues, shortcuts) do not take: only the implicit GEMM does.
+  bool volume() const { return D != 1 || KD != 1 || OD != 1; }
+  /// The window's taps: the rows of K per input channel.
+  int64_t taps() const { return KD * KH * KW; }
 };
 
 Expected<Geometry> convGeometry(const Graph& g, const NodeData& d) {
   Geometry geo;
   geo.conv = true;
   const Shape xs = g.value(d.inputs[0]).type.staticShape(), ws = g.value(d.inputs[1]).type.staticShape();
-  if (xs.size() != 3 && xs.size() != 4) return Error{"Conv over other than 1 or 2 spatial dims has no kernel path", true};
+  if (xs.size() < 3 || xs.size() > 5) return Error{"Conv over more than 3 spatial dims is not tiled", true};
   if (ws.size() != xs.size()) return Error{"Conv weights must have the input's rank", true};
   const Shape spatial(xs.begin() + 2, xs.end()), kernel(ws.begin() + 2, ws.end());
   Expected<WindowGeometry> w = windowGeometry(d, spatial, kernel, false);
   if (!w) return Error{"Conv `" + d.name + "`: " + w.error().message, true};
-  const bool twoD = xs.size() == 4;
   geo.groups = d.attrInt("group", 1);
   const int64_t cin = xs[1], cout = ws[0];
   if (geo.groups <= 0 || cin % geo.groups || cout % geo.groups || ws[1] != cin / geo.groups)
     return Error{"Conv `" + d.name + "`: channels do not divide into its groups", true};
-  geo.H = twoD ? xs[2] : 1;
-  geo.Wd = xs.back();
-  geo.KH = twoD ? ws[2] : 1;
-  geo.KW = ws.back();
-  const size_t x = twoD ? 1 : 0;  // the window's index of the horizontal dim
-  if (twoD) {
-    geo.SH = w->strides[0];
-    geo.DH = w->dilations[0];
-    geo.PH = w->padBegin[0];
-  }
+  // The window's dims from the innermost: width, then height, then depth.
+  const size_t dims = spatial.size(), x = dims - 1;
+  geo.Wd = spatial[x];
+  geo.KW = kernel[x];
   geo.SW = w->strides[x];
   geo.DW = w->dilations[x];
   geo.PW = w->padBegin[x];
   geo.OW = w->out[x];
+  if (dims >= 2) {
+    geo.H = spatial[x - 1];
+    geo.KH = kernel[x - 1];
+    geo.SH = w->strides[x - 1];
+    geo.DH = w->dilations[x - 1];
+    geo.PH = w->padBegin[x - 1];
+    geo.OH = w->out[x - 1];
+  }
+  if (dims == 3) {
+    geo.D = spatial[0];
+    geo.KD = kernel[0];
+    geo.SD = w->strides[0];
+    geo.DD = w->dilations[0];
+    geo.PD = w->padBegin[0];
+    geo.OD = w->out[0];
+  }
+  const int64_t plane = geo.D * geo.H * geo.Wd;  // one input channel
   geo.M = cout / geo.groups;
-  geo.K = (cin / geo.groups) * geo.KH * geo.KW;
+  geo.K = (cin / geo.groups) * geo.taps();
   geo.N = w->outSize();
   geo.am = geo.K;
   geo.batch = {xs[0], geo.groups};
   geo.aMatrix = geo.M * geo.K;
-  geo.bImage = cin * geo.H * geo.Wd;
-  geo.bGroup = (cin / geo.groups) * geo.H * geo.Wd;
-  const bool pointwise = geo.KH * geo.KW == 1 && geo.SH == 1 && geo.SW == 1 && geo.PH == 0 && geo.PW == 0 &&
-                         w->padEnd == Shape(w->padEnd.size(), 0);
+  geo.bImage = cin * plane;
+  geo.bGroup = (cin / geo.groups) * plane;
+  const bool pointwise = geo.taps() == 1 && geo.SD == 1 && geo.SH == 1 && geo.SW == 1 && geo.PD == 0 && geo.PH == 0 &&
+                         geo.PW == 0 && w->padEnd == Shape(w->padEnd.size(), 0);
   geo.im2col = !pointwise;
-  geo.bk = geo.H * geo.Wd;  // a 1x1 conv reads channel planes as B's rows
+  geo.bk = plane;  // a 1x1 conv reads channel planes as B's rows
   if (d.inputs.size() > 2 && d.inputs[2] != kNoValue) geo.c = d.inputs[2];
   return geo;
 }
@@ -1840,7 +1860,8 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   Expected<Geometry> geo = geometry(g, mm);
   if (!geo) return geo.error();
   // Depthwise: one input channel per group, and more than one group.
-  const bool depthwise = geo->conv && geo->groups > 1 && geo->K == geo->KH * geo->KW && geo->KH * geo->KW <= 64;
+  const bool depthwise =
+      geo->conv && !geo->volume() && geo->groups > 1 && geo->K == geo->KH * geo->KW && geo->KH * geo->KW <= 64;
   if (pro && pro->pointwise) {
     if (!tiling.directDepthwise || !depthwise || tiling.depthwiseOwnedBytes <= 0)
       return Error{"a 1x1 conv computing a depthwise conv's input is built only into the direct depthwise kernel "
@@ -2174,15 +2195,24 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   if (rowPanels && windowRows) {
     const std::string iv = "int" + std::to_string(W);
     const int64_t reach = rg.SW * (W - 1) + (rg.SW == 2 ? 1 : 0);  // the last column a load touches
-    src << "// Row k = (channel, ky, kx) of the window matrix for the panel's W outputs ox0.. of output row oy:\n";
+    src << "// Row k = (channel, " << (rg.volume() ? "kz, " : "") << "ky, kx) of the window matrix for the panel's W outputs ox0.. of output row oy:\n";
     src << "// a segment of one input row, loaded whole inside the image; zero in the padding.\n";
     src << "inline " << vec << " " << im2row << "(const __global float* b, const int k, const int oy, const int ox0) {\n";
-    src << "  const int ci = k / " << rg.KH * rg.KW << ", ky = (k / " << rg.KW << ") % " << rg.KH << ", kx = k % "
-        << rg.KW << ";\n";
-    src << "  const int iy = oy * " << rg.SH << " - " << rg.PH << " + ky * " << rg.DH << ";\n";
-    src << "  if (iy < 0 || iy >= " << rg.H << ") return (" << vec << ")(0.0f);\n";
+    if (rg.volume()) {  // oy counts rows over the output's depth slices
+      src << "  const int ci = k / " << rg.taps() << ", kz = (k / " << rg.KH * rg.KW << ") % " << rg.KD << ", ky = (k / "
+          << rg.KW << ") % " << rg.KH << ", kx = k % " << rg.KW << ";\n";
+      src << "  const int iz = (oy / " << rg.OH << ") * " << rg.SD << " - " << rg.PD << " + kz * " << rg.DD
+          << ", iy = (oy % " << rg.OH << ") * " << rg.SH << " - " << rg.PH << " + ky * " << rg.DH << ";\n";
+      src << "  if (iz < 0 || iz >= " << rg.D << " || iy < 0 || iy >= " << rg.H << ") return (" << vec << ")(0.0f);\n";
+    } else {
+      src << "  const int ci = k / " << rg.KH * rg.KW << ", ky = (k / " << rg.KW << ") % " << rg.KH << ", kx = k % "
+          << rg.KW << ";\n";
+      src << "  const int iy = oy * " << rg.SH << " - " << rg.PH << " + ky * " << rg.DH << ";\n";
+      src << "  if (iy < 0 || iy >= " << rg.H << ") return (" << vec << ")(0.0f);\n";
+    }
     src << "  const int ix = ox0 * " << rg.SW << " - " << rg.PW << " + kx * " << rg.DW << ";\n";
-    src << "  const __global float* row = b + ci * " << rg.H * rg.Wd << " + iy * " << rg.Wd << ";\n";
+    src << "  const __global float* row = b + ci * " << rg.D * rg.H * rg.Wd << (rg.volume() ? " + iz * " + std::to_string(rg.H * rg.Wd) : "")
+        << " + iy * " << rg.Wd << ";\n";
     src << "  if (ix >= 0 && ix + " << reach << " < " << rg.Wd << ") return " << rowSegment("row + ix") << ";\n";
     src << "  const " << iv << " c = (" << iv << ")(ix) + (" << iv << ")(";
     for (int j = 0; j < W; ++j) src << (j ? ", " : "") << j * rg.SW;
@@ -2191,15 +2221,26 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
     src << "  return " << maskedGather(W, "row", "at", "inside") << ";\n}\n";
   } else if (windowRows) {
     const std::string iv = "int" + std::to_string(W);
-    src << "// Row k = (channel, ky, kx) of the window matrix at the lanes' window origins; zero in the padding.\n";
-    src << "inline " << vec << " " << im2col << "(const __global float* b, const int k, const " << iv << " iy0, const " << iv
-        << " ix0) {\n";
-    src << "  const int ci = k / " << rg.KH * rg.KW << ", ky = (k / " << rg.KW << ") % " << rg.KH << ", kx = k % "
-        << rg.KW << ";\n";
-    src << "  const " << iv << " iy = iy0 + ky * " << rg.DH << ", ix = ix0 + kx * " << rg.DW << ";\n";
-    src << "  const " << iv << " inside = (iy >= 0) & (iy < " << rg.H << ") & (ix >= 0) & (ix < " << rg.Wd << ");\n";
-    src << "  const " << iv << " off = select((" << iv << ")(0), ci * " << rg.H * rg.Wd << " + iy * " << rg.Wd
-        << " + ix, inside);\n";
+    src << "// Row k = (channel, " << (rg.volume() ? "kz, " : "") << "ky, kx) of the window matrix at the lanes' window origins; zero in the padding.\n";
+    src << "inline " << vec << " " << im2col << "(const __global float* b, const int k, "
+        << (rg.volume() ? "const " + iv + " iz0, " : "") << "const " << iv << " iy0, const " << iv << " ix0) {\n";
+    if (rg.volume()) {
+      src << "  const int ci = k / " << rg.taps() << ", kz = (k / " << rg.KH * rg.KW << ") % " << rg.KD << ", ky = (k / "
+          << rg.KW << ") % " << rg.KH << ", kx = k % " << rg.KW << ";\n";
+      src << "  const " << iv << " iz = iz0 + kz * " << rg.DD << ", iy = iy0 + ky * " << rg.DH << ", ix = ix0 + kx * " << rg.DW
+          << ";\n";
+      src << "  const " << iv << " inside = (iz >= 0) & (iz < " << rg.D << ") & (iy >= 0) & (iy < " << rg.H
+          << ") & (ix >= 0) & (ix < " << rg.Wd << ");\n";
+      src << "  const " << iv << " off = select((" << iv << ")(0), ci * " << rg.D * rg.H * rg.Wd << " + iz * " << rg.H * rg.Wd
+          << " + iy * " << rg.Wd << " + ix, inside);\n";
+    } else {
+      src << "  const int ci = k / " << rg.KH * rg.KW << ", ky = (k / " << rg.KW << ") % " << rg.KH << ", kx = k % "
+          << rg.KW << ";\n";
+      src << "  const " << iv << " iy = iy0 + ky * " << rg.DH << ", ix = ix0 + kx * " << rg.DW << ";\n";
+      src << "  const " << iv << " inside = (iy >= 0) & (iy < " << rg.H << ") & (ix >= 0) & (ix < " << rg.Wd << ");\n";
+      src << "  const " << iv << " off = select((" << iv << ")(0), ci * " << rg.H * rg.Wd << " + iy * " << rg.Wd
+          << " + ix, inside);\n";
+    }
     src << "  const " << vec << " v = (" << vec << ")(";
     for (int j = 0; j < W; ++j) src << (j ? ", " : "") << "b[off.s" << kLanes[j] << "]";
     src << ");\n  return select((" << vec << ")(0.0f), v, inside);\n}\n";
@@ -2272,8 +2313,13 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
     src << "  const int" << W << " lane = (int" << W << ")(";
     for (int j = 0; j < W; ++j) src << (j ? ", " : "") << j;
     src << ");\n  const int" << W << " col = min((int" << W << ")(n0) + lane, N - 1);\n";
-    src << "  const int" << W << " iy0 = (col / " << wg.OW << ") * " << wg.SH << " - " << wg.PH << ", ix0 = (col % "
-        << wg.OW << ") * " << wg.SW << " - " << wg.PW << ";\n";
+    if (wg.volume())
+      src << "  const int" << W << " iz0 = (col / " << wg.OH * wg.OW << ") * " << wg.SD << " - " << wg.PD << ", iy0 = ((col / "
+          << wg.OW << ") % " << wg.OH << ") * " << wg.SH << " - " << wg.PH << ", ix0 = (col % " << wg.OW << ") * " << wg.SW
+          << " - " << wg.PW << ";\n";
+    else
+      src << "  const int" << W << " iy0 = (col / " << wg.OW << ") * " << wg.SH << " - " << wg.PH << ", ix0 = (col % "
+          << wg.OW << ") * " << wg.SW << " - " << wg.PW << ";\n";
   };
   // FUSEC_BROW(K_, OUT_): B's row K_ of the panel computed by the
   // prologue, after `head` (its conv's sums for channel ci into dwv): the
@@ -2420,7 +2466,7 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   // B's row `k` of the panel as a vector.
   auto bRowPlain = [&](const std::string& k, bool vectorLoad) -> std::string {
     if (rowPanels) return im2row + "(b, " + k + ", oy, ox0)";
-    if (geo->im2col) return im2col + "(b, " + k + ", iy0, ix0)";
+    if (geo->im2col) return im2col + "(b, " + k + (geo->volume() ? ", iz0" : "") + ", iy0, ix0)";
     if (vectorLoad) return "vload" + std::to_string(W) + "(0, b + " + k + " * " + std::to_string(geo->bk) + " + n0)";
     std::string v = "(" + vec + ")(";
     for (int j = 0; j < W; ++j)
@@ -2430,7 +2476,7 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   };
   auto bRow = [&](const std::string& k, bool vectorLoad) {
     if (cs) {  // row k is channel k / taps of the group's channels
-      const int64_t taps = geo->KH * geo->KW, perGroup = geo->conv ? K / taps : K;
+      const int64_t taps = geo->taps(), perGroup = geo->conv ? K / taps : K;
       std::string channel = taps == 1 ? "(" + k + ")" : "(" + k + ") / " + std::to_string(taps);
       if (geo->groups > 1) channel = "b1 * " + std::to_string(perGroup) + " + " + channel;
       if (cs->perImage) channel = "b0 * " + std::to_string(perGroup * geo->groups) + " + " + channel;
@@ -2451,18 +2497,29 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   const bool tapLoads = rowPanels && !pro && !cs && rg.KW <= 16;  // rowPanels without a prologue: a windowed conv
   auto fillWindowRows = [&](const std::function<std::string(const std::string&)>& slot) {
     const std::string iv = "int" + std::to_string(W), zero = "(" + vec + ")(0.0f)";
-    const int64_t span = rg.SW == 2 ? 2 * W : W, plane = rg.H * rg.Wd;
+    const int64_t span = rg.SW == 2 ? 2 * W : W, plane = rg.D * rg.H * rg.Wd;
     src << "  {\n    const " << iv << " c = (" << iv << ")(ox0 * " << rg.SW << " - " << rg.PW << ") + (" << iv << ")(";
     for (int j = 0; j < W; ++j) src << (j ? ", " : "") << j * rg.SW;
     src << ");\n";
     for (int64_t kx = 0; kx < rg.KW; ++kx)
       src << "    const " << iv << " tap" << kx << " = (c >= " << -kx * rg.DW << ") & (c < " << rg.Wd - kx * rg.DW << ");\n";
     src << "    const int base = b0 * " << rg.bImage << " + b1 * " << rg.bGroup << ";\n";
-    src << "    for (int ci = 0, k = 0; ci < " << K / (rg.KH * rg.KW) << "; ++ci)\n";
-    src << "      for (int ky = 0; ky < " << rg.KH << "; ++ky, k += " << rg.KW << ") {\n";
-    src << "        const int iy = oy * " << rg.SH << " - " << rg.PH << " + ky * " << rg.DH << ";\n";
-    src << "        const int off = ci * " << plane << " + iy * " << rg.Wd << " + ox0 * " << rg.SW << " - " << rg.PW << ";\n";
-    src << "        if (iy < 0 || iy >= " << rg.H << ") {\n";
+    if (rg.volume()) {  // rows (ci, kz, ky, 0 .. KW-1); oy counts rows over the output's depth slices
+      src << "    for (int ci = 0, k = 0; ci < " << K / rg.taps() << "; ++ci)\n";
+      src << "     for (int kz = 0; kz < " << rg.KD << "; ++kz)\n";
+      src << "      for (int ky = 0; ky < " << rg.KH << "; ++ky, k += " << rg.KW << ") {\n";
+      src << "        const int iz = (oy / " << rg.OH << ") * " << rg.SD << " - " << rg.PD << " + kz * " << rg.DD
+          << ", iy = (oy % " << rg.OH << ") * " << rg.SH << " - " << rg.PH << " + ky * " << rg.DH << ";\n";
+      src << "        const int off = ci * " << plane << " + iz * " << rg.H * rg.Wd << " + iy * " << rg.Wd << " + ox0 * "
+          << rg.SW << " - " << rg.PW << ";\n";
+      src << "        if (iz < 0 || iz >= " << rg.D << " || iy < 0 || iy >= " << rg.H << ") {\n";
+    } else {
+      src << "    for (int ci = 0, k = 0; ci < " << K / (rg.KH * rg.KW) << "; ++ci)\n";
+      src << "      for (int ky = 0; ky < " << rg.KH << "; ++ky, k += " << rg.KW << ") {\n";
+      src << "        const int iy = oy * " << rg.SH << " - " << rg.PH << " + ky * " << rg.DH << ";\n";
+      src << "        const int off = ci * " << plane << " + iy * " << rg.Wd << " + ox0 * " << rg.SW << " - " << rg.PW << ";\n";
+      src << "        if (iy < 0 || iy >= " << rg.H << ") {\n";
+    }
     for (int64_t kx = 0; kx < rg.KW; ++kx) src << "          " << slot("k + " + std::to_string(kx)) << " = " << zero << ";\n";
     src << "        } else if (base + off >= 0 && base + off + " << (rg.KW - 1) * rg.DW + span << " <= "
         << geo->batch[0] * rg.bImage << ") {\n";

@@ -250,6 +250,12 @@ class Encoder {
     switch (e.kind) {
       case RuleExpr::Kind::Number: case RuleExpr::Kind::Bool: return number(e.number);
       case RuleExpr::Kind::Binding: {
+        if (e.binding < -1) {  // a value an earlier statement of the rewrite computed (`s` in `y = x * s`)
+          const auto i = static_cast<size_t>(-e.binding - 2);
+          if (i >= built_.size() || !built_[i]) throw NotProvable{"`" + e.text + "` is used before it is computed"};
+          return *built_[i];
+        }
+        if (e.binding < 0) throw NotProvable{"`" + e.text + "` is not bound"};
         const std::string& name = p().bindings[static_cast<size_t>(e.binding)].name;
         if (p().bindings[static_cast<size_t>(e.binding)].optional && !choice_.present[static_cast<size_t>(e.binding)])
           throw NotProvable{"`" + name + "` is absent here"};

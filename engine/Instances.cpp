@@ -412,9 +412,9 @@ class Generator {
           in.push_back((convResult_[d] - 1) * projection_->stride + 1 + between(rng_, 0, projection_->stride - 1));
         slots[0].shape = in;
       } else if (name == "Conv" || name == "ConvTranspose" || name == "InstanceNormalization") {
-        slots[0].shape = randomShape(3, 4);
+        slots[0].shape = randomShape(3, 5);
       }
-      else if (name == "BatchNormalization") slots[0].shape = randomShape(2, 4);
+      else if (name == "BatchNormalization") slots[0].shape = randomShape(2, 5);
       else if (name == "MatMul" || name == "Gemm") slots[0].shape = randomShape(2, name == "Gemm" ? 2 : 3);
       else {
         // A broadcast partner of a known operand, or a fresh shape.

@@ -1343,6 +1343,67 @@ g (float[2,6,9,7] x, float[10,6,3,3] w, float[10] b, float[2,10,9,7] skip, float
   }
 }
 
+TEST_CASE("3-D convs are tiled implicit GEMMs and match the interpreter for every tiling") {
+  std::unique_ptr<RuleSet> core = test::loadDefaultPacks();
+  Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
+  REQUIRE(target.ok());
+  // Video and volumetric convs: 3x3x3 on 16-wide rows (row panels), at
+  // stride 2 over two images (gathered), dilated in two groups with uneven
+  // pads, depthwise, 1x1x1 strided, temporal only with a bias and a residual.
+  Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[1,4,5,9,16] x, float[2,4,7,11,13] x2, float[6,4,3,3,3] w1, float[5,4,3,3,3] w2, float[4,2,2,3,3] w3,
+   float[4,1,3,3,3] w4, float[3,4,1,1,1] w5, float[4,4,3,1,1] w6, float[4] b6)
+  => (float[1,6,5,9,16] y1, float[2,5,4,6,7] y2, float[1,4,5,9,16] y3, float[1,4,5,9,16] y4, float[1,3,3,9,8] y5,
+      float[1,4,5,9,16] y6) {
+  c1 = Conv <pads = [1, 1, 1, 1, 1, 1]> (x, w1)
+  y1 = Relu (c1)
+  c2 = Conv <strides = [2, 2, 2], pads = [1, 1, 1, 1, 1, 1]> (x2, w2)
+  y2 = Sigmoid (c2)
+  c3 = Conv <group = 2, dilations = [2, 1, 2], pads = [1, 1, 2, 1, 1, 2]> (x, w3)
+  y3 = Relu (c3)
+  c4 = Conv <group = 4, pads = [1, 1, 1, 1, 1, 1]> (x, w4)
+  y4 = Tanh (c4)
+  y5 = Conv <strides = [2, 1, 2]> (x, w5)
+  c6 = Conv <pads = [1, 0, 0, 1, 0, 0]> (x, w6, b6)
+  r6 = Add (c6, x)
+  y6 = Relu (r6)
+}
+)");
+  std::vector<Tensor> inputs;
+  for (ValueId v : g.inputs()) inputs.push_back(randomTensor(g.value(v).type.staticShape(), 40 + inputs.size()));
+  const std::vector<Tensor> reference = test::run(g, inputs);
+  const Plan plan = planFusion(g, *core, target.value(), codegen::kernelFamilies());
+  const std::vector<codegen::KernelGroup> groups = codegen::planGroups(plan);
+  // Staged in local memory, tile per work-item, owned panels in pairs and
+  // with narrow tails, row panels off: every form of the implicit GEMM.
+  for (codegen::GemmTiling t : {codegen::GemmTiling{1, 4, 0, 0}, codegen::GemmTiling{5, 8, 3, 7, true, true, 0, false},
+                                codegen::GemmTiling{.rows = 12, .width = 16, .shallowDepth = 1 << 20, .shallowLocalRows = 1,
+                                                    .panels = 2},
+                                codegen::GemmTiling{.rows = 5, .width = 4, .shallowDepth = 1 << 20, .shallowLocalRows = 1,
+                                                    .convRowPanels = false, .panels = 2},
+                                codegen::GemmTiling{.rows = 6, .width = 16, .shallowDepth = 1 << 20, .shallowLocalRows = 1,
+                                                    .narrowTail = true}}) {
+    INFO("tiling " << t.rows << "x" << t.width << " local " << t.localRows << " depth " << t.depth << " shallow "
+                   << t.shallowDepth << "/" << t.shallowLocalRows << " panels " << t.panels);
+    Expected<codegen::DeviceRun> tiled =
+        codegen::runOnDevice(device(), g, groups, core->catalog, inputs, codegen::KernelOptions{.gemm = t, .gemmTilings = {}});
+    REQUIRE_MESSAGE(tiled.ok(), test::why(tiled));
+    for (size_t i = 0; i < reference.size(); ++i) {
+      INFO(g.value(g.outputs()[i]).name);
+      test::checkClose(tiled->outputs[i], reference[i], 1e-4f);
+    }
+    int convs = 0;
+    for (const codegen::KernelGroup& grp : groups) {
+      if (!codegen::isGemmGroup(g, grp.nodes)) continue;
+      Expected<codegen::KernelSource> k = codegen::emitGemm(g, grp.nodes, core->catalog, "k", "k", t);
+      REQUIRE_MESSAGE(k.ok(), test::why(k));
+      CHECK_MESSAGE(k->source.find("Conv as an implicit GEMM") != std::string::npos, k->source);
+      ++convs;
+    }
+    CHECK(convs == 6);
+  }
+}
+
 TEST_CASE("a conv and its projection shortcut are one implicit GEMM and match the interpreter for every tiling") {
   Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
   REQUIRE(target.ok());

@@ -26,7 +26,7 @@ namespace fusec {
 
 /// How large and how varied instances may be; shrinking lowers them.
 struct InstanceLimits {
-  int maxRank = 4;
+  int maxRank = 5;            ///< Conv and BatchNormalization draw volumes (rank 5); other ops rank 4 at most
   int64_t maxDim = 5;
   int maxRepeat = 3;          ///< longest repetition chain (`Elementwise+`)
   bool simpleValues = false;  ///< data only from {0, 1, -1, 2, 0.5}
