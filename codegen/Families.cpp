@@ -97,8 +97,8 @@ std::vector<FunctionFamily::Spec> specs() {
           const KernelOptions& options) {
          return emitSqueezeExcite(g, group, catalog, name, comment, options.vectorColumns);
        }},
-      {"conv_epilogue", "a Conv (any groups, strides, dilations and pads; tiled as an implicit GEMM, gathered "
-       "directly when it cannot be tiled; depthwise convs computed directly, weights in registers; 3x3 stride-1 "
+      {"conv_epilogue", "a Conv (any groups, strides, dilations and pads; 1-D, 2-D and 3-D tiled as an implicit "
+       "GEMM, gathered directly when it cannot be tiled; 2-D depthwise convs computed directly, weights in registers; 3x3 stride-1 "
        "convs with constant weights, on a CPU target, by Winograd's F(2x2, 3x3)) followed by "
        "elementwise ops on its result; before it, a per-channel scale of its input (Mul by [N, C, 1, 1]), or a "
        "depthwise conv (on a CPU also a dense one) and elementwise ops computing a 1x1 conv's input; beside it, a "
