@@ -367,6 +367,9 @@ def main():
                         "reported apart) instead of the zoo; into build/bench-wider/ unless --out is given")
     p.add_argument("--repeat", type=int, default=10, help="timed runs per configuration (median)")
     p.add_argument("--rounds", type=int, default=3, help="side-by-side rounds of fusec and ORT taking turns")
+    p.add_argument("--side-by-side", action="store_true",
+                   help="only fusec (fused) and ONNX Runtime taking turns, host to host: prints each model's ratio "
+                        "and writes side_by_side.json (no cold/tuned runs, no RESULTS.md)")
     p.add_argument("--out", help="folder for RESULTS.md, results.json, roofline/ (default: bench/, or "
                                  "build/bench-quick/ with --quick)")
     args = p.parse_args()
@@ -403,6 +406,18 @@ def main():
                                                            load_external_data=False).graph.node)}
         work = tempfile.mkdtemp(prefix=f"fusec-bench-{name}-")
         start = time.time()
+        if args.side_by_side:
+            try:
+                r["side_by_side"] = sbs = side_by_side(fusec, case, args.repeat, args.rounds, work)
+                print(f"{name}: fusec {min(sbs['fusec_wall_seconds']) * 1e3:.2f} ms, ONNX Runtime "
+                      f"{min(sbs['ort_best_seconds']) * 1e3:.2f} ms: {sbs['ratio']:.2f}x ({time.time() - start:.0f} s)",
+                      flush=True)
+            except Exception as e:  # noqa: BLE001 - a row of the table
+                r["error"] = f"{type(e).__name__}: {e}"
+                print(f"{name}: error {r['error'][:300]}", flush=True)
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+            continue
         try:
             r["fusec"] = bench_fusec(fusec, case, args.repeat, work)
             r["ort"] = bench_ort(case, args.repeat, work)
@@ -416,6 +431,11 @@ def main():
             shutil.rmtree(work, ignore_errors=True)
         status = "error" if "error" in r else ("check ok" if r["fusec"]["check"]["ok"] else "CHECK FAILED")
         print(f"{name}: {status} ({time.time() - start:.0f} s)", flush=True)
+    if args.side_by_side:
+        with open(os.path.join(out, "side_by_side.json"), "w") as f:
+            json.dump({"machine": machine, "models": results}, f, indent=1)
+        print(f"wrote {os.path.join(out, 'side_by_side.json')}")
+        sys.exit(1 if any("error" in r for r in results.values()) else 0)
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump({"machine": machine, "models": results}, f, indent=1)
     sys.path.insert(0, os.path.join(root, "bench"))
