@@ -56,7 +56,9 @@ void pool(KernelContext& ctx, PoolKind kind) {
         if (inside) {
           double v = xc[off];
           if (kind == PoolKind::Max) {
-            if (v > acc || best < 0) {
+            // A NaN in the window is the maximum, as numpy's max has it
+            // (later elements never replace it: no comparison with NaN holds).
+            if (v > acc || best < 0 || (std::isnan(v) && !std::isnan(acc))) {
               acc = v;
               best = columnMajor ? colOff : off;
             }
