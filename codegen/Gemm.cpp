@@ -39,9 +39,12 @@ struct Geometry {
   // pad along it, the output's depth and rows per depth slice. 1 and 0 for
   // 1-D and 2-D convs, whose kernels never name them.
   int64_t D = 1, KD = 1, SD = 1, DD = 1, PD = 0, OD = 1, OH = 1;
-  /// Whether the conv has a depth the 2-D forms (depthwise, Winograd,
-  /// prologues, shortcuts) do not take: only the implicit GEMM does.
-  bool volume() const { return D != 1 || KD != 1 || OD != 1; }
+  bool threeD = false;
+  /// Whether the conv has a depth, which the 2-D forms (depthwise, Winograd,
+  /// prologues, shortcuts) do not take: only the implicit GEMM does. Any
+  /// 3-D conv, a depth of 1 too: those forms read the result's dims as
+  /// (N, C, H, W).
+  bool volume() const { return threeD; }
   /// The window's taps: the rows of K per input channel.
   int64_t taps() const { return KD * KH * KW; }
 };
@@ -76,6 +79,7 @@ Expected<Geometry> convGeometry(const Graph& g, const NodeData& d) {
     geo.OH = w->out[x - 1];
   }
   if (dims == 3) {
+    geo.threeD = true;
     geo.D = spatial[0];
     geo.KD = kernel[0];
     geo.SD = w->strides[0];

@@ -1349,12 +1349,13 @@ TEST_CASE("3-D convs are tiled implicit GEMMs and match the interpreter for ever
   REQUIRE(target.ok());
   // Video and volumetric convs: 3x3x3 on 16-wide rows (row panels), at
   // stride 2 over two images (gathered), dilated in two groups with uneven
-  // pads, depthwise, 1x1x1 strided, temporal only with a bias and a residual.
+  // pads, depthwise, 1x1x1 strided, temporal only with a bias and a residual,
+  // a depth of 1 in four groups of three outputs (not the 2-D depthwise form).
   Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float[1,4,5,9,16] x, float[2,4,7,11,13] x2, float[6,4,3,3,3] w1, float[5,4,3,3,3] w2, float[4,2,2,3,3] w3,
-   float[4,1,3,3,3] w4, float[3,4,1,1,1] w5, float[4,4,3,1,1] w6, float[4] b6)
+   float[4,1,3,3,3] w4, float[3,4,1,1,1] w5, float[4,4,3,1,1] w6, float[4] b6, float[3,4,1,4,4] x7, float[12,1,1,2,2] w7)
   => (float[1,6,5,9,16] y1, float[2,5,4,6,7] y2, float[1,4,5,9,16] y3, float[1,4,5,9,16] y4, float[1,3,3,9,8] y5,
-      float[1,4,5,9,16] y6) {
+      float[1,4,5,9,16] y6, float[3,12,1,3,3] y7) {
   c1 = Conv <pads = [1, 1, 1, 1, 1, 1]> (x, w1)
   y1 = Relu (c1)
   c2 = Conv <strides = [2, 2, 2], pads = [1, 1, 1, 1, 1, 1]> (x2, w2)
@@ -1367,6 +1368,8 @@ g (float[1,4,5,9,16] x, float[2,4,7,11,13] x2, float[6,4,3,3,3] w1, float[5,4,3,
   c6 = Conv <pads = [1, 0, 0, 1, 0, 0]> (x, w6, b6)
   r6 = Add (c6, x)
   y6 = Relu (r6)
+  c7 = Conv <group = 4, strides = [2, 2, 1], pads = [0, 1, 0, 0, 1, 0]> (x7, w7)
+  y7 = HardSigmoid (c7)
 }
 )");
   std::vector<Tensor> inputs;
@@ -1400,7 +1403,7 @@ g (float[1,4,5,9,16] x, float[2,4,7,11,13] x2, float[6,4,3,3,3] w1, float[5,4,3,
       CHECK_MESSAGE(k->source.find("Conv as an implicit GEMM") != std::string::npos, k->source);
       ++convs;
     }
-    CHECK(convs == 6);
+    CHECK(convs == 7);
   }
 }
 
