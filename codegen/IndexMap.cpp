@@ -477,6 +477,150 @@ Expected<KernelSource> emitCumSum(const Graph& g, const NodeData& d, const std::
   return k;
 }
 
+/// Resize with constant scales, a work-item per kRowLanes neighbouring
+/// outputs along the last axis: the other axes' source rows and weights
+/// once per work-item, the last axis's per lane from tables (indices and
+/// float weights computed here in double, as the interpreter computes
+/// them; padded to whole vectors), each corner a gather of the lanes. A
+/// corner of weight 0 adds nothing (its element may be inf: 0 * inf is
+/// NaN), as in the interpreter.
+constexpr int64_t kRowLanes = 8;
+
+Expected<KernelSource> emitResizeRows(const Shape& xs, const Shape& ys, const std::vector<bool>& identity,
+                                      const std::vector<double>& known, const std::string& ctm, const std::string& mode,
+                                      const std::string& nearestMode, const std::string& name, const std::string& comment,
+                                      KernelSource k) {
+  const size_t r = xs.size(), last = r - 1;
+  const bool nearest = mode == "nearest";
+  const int64_t tiles = (ys[last] + kRowLanes - 1) / kRowLanes, rows = shapeNumel(ys) / std::max<int64_t>(ys[last], 1);
+  const Shape is = stridesOf(xs);
+  const bool wide = shapeNumel(xs) > std::numeric_limits<int32_t>::max() || rows * tiles > std::numeric_limits<int32_t>::max();
+  const std::string index = wide ? "long" : "int", iv = "int" + std::to_string(kRowLanes),
+                    vec = "float" + std::to_string(kRowLanes);
+  std::ostringstream tablesSrc, src;
+  // Source index (and weight) of output o along axis a.
+  auto taps = [&](size_t a, int64_t o, int64_t& lo, int64_t& hi, float& w) {
+    const double in = static_cast<double>(xs[a]), out = static_cast<double>(ys[a]), sc = known[a], xo = static_cast<double>(o);
+    double at = ctm == "half_pixel"           ? (xo + 0.5) / sc - 0.5
+                : ctm == "pytorch_half_pixel" ? (out > 1 ? (xo + 0.5) / sc - 0.5 : 0.0)
+                : ctm == "align_corners"      ? (out == 1 ? 0.0 : xo * (in - 1) / (sc * in - 1.0))
+                : ctm == "asymmetric"         ? xo / sc
+                                              : (xo + 0.5) / sc;  // tf_half_pixel_for_nn
+    if (nearest) {
+      const double f = std::floor(at);
+      const double n = nearestMode == "floor"  ? f
+                       : nearestMode == "ceil" ? std::ceil(at)
+                       : at - f == 0.5         ? (nearestMode == "round_prefer_ceil" ? f + 1 : f)
+                                               : std::round(at);
+      lo = hi = std::clamp<int64_t>(static_cast<int64_t>(n), 0, xs[a] - 1);
+      w = 0;
+      return;
+    }
+    at = std::clamp(at, 0.0, in - 1);
+    lo = static_cast<int64_t>(std::floor(at));
+    hi = std::min<int64_t>(lo + 1, xs[a] - 1);
+    w = static_cast<float>(at - static_cast<double>(lo));
+  };
+  auto table = [&](size_t a, int64_t length) {
+    std::vector<std::string> lo, hi, w;
+    for (int64_t o = 0; o < length; ++o) {
+      int64_t l = 0, h = 0;
+      float f = 0;
+      taps(a, std::min(o, ys[a] - 1), l, h, f);  // past the end: the last output's, never stored
+      lo.push_back(std::to_string(l));
+      hi.push_back(std::to_string(h));
+      w.push_back(detail::floatLiteral(f));
+    }
+    auto emit = [&](const std::string& type, const std::string& part, const std::vector<std::string>& v) {
+      tablesSrc << "__constant " << type << " " << name << "_" << a << part << "[" << v.size() << "] = {";
+      for (size_t j = 0; j < v.size(); ++j) tablesSrc << (j ? ", " : "") << v[j];
+      tablesSrc << "};\n";
+    };
+    emit("int", "_lo", lo);
+    if (!nearest) {
+      emit("int", "_hi", hi);
+      emit("float", "_w", w);
+    }
+  };
+  src << "__kernel void " << name << "(\n    __global const float* restrict in0,\n    __global float* restrict out0) {\n";
+  src << "  const " << index << " t = get_global_id(0), row = t / " << tiles << ", ox0 = t % " << tiles << " * " << kRowLanes
+      << ";\n";
+  // The other axes: coordinates of the row, source indices and weights.
+  std::vector<size_t> outer;  // resized axes before the last
+  const Shape rowStrides = stridesOf(Shape(ys.begin(), ys.end() - 1));
+  for (size_t a = 0; a < last; ++a) {
+    const std::string c = "c" + std::to_string(a), sa = std::to_string(a);
+    src << "  const " << index << " " << c << " = (row / " << std::max<int64_t>(rowStrides[a], 1) << ") % "
+        << std::max<int64_t>(ys[a], 1) << ";\n";
+    if (identity[a]) {
+      src << "  const " << index << " lo" << sa << " = " << c << ";\n";
+      continue;
+    }
+    table(a, ys[a]);
+    outer.push_back(a);
+    src << "  const " << index << " lo" << sa << " = " << name << "_" << sa << "_lo[" << c << "]";
+    if (!nearest)
+      src << ", hi" << sa << " = " << name << "_" << sa << "_hi[" << c << "];\n  const float w" << sa << " = " << name << "_"
+          << sa << "_w[" << c << "]";
+    src << ";\n";
+  }
+  // The last axis, per lane.
+  const std::string sl = std::to_string(last);
+  const bool lastResized = !identity[last];
+  if (lastResized) {
+    table(last, tiles * kRowLanes);
+    src << "  const " << iv << " lo" << sl << " = vload" << kRowLanes << "(0, " << name << "_" << sl << "_lo + ox0)";
+    if (!nearest)
+      src << ", hi" << sl << " = vload" << kRowLanes << "(0, " << name << "_" << sl << "_hi + ox0);\n  const " << vec << " w"
+          << sl << " = vload" << kRowLanes << "(0, " << name << "_" << sl << "_w + ox0)";
+    src << ";\n";
+  } else {
+    src << "  const " << iv << " lo" << sl << " = min((" << iv << ")(ox0) + (" << iv << ")(";
+    for (int64_t j = 0; j < kRowLanes; ++j) src << (j ? ", " : "") << j;
+    src << "), (" << iv << ")(" << xs[last] - 1 << "));\n";
+  }
+  // The lanes' elements of one corner: the other axes' offset, then a gather along the last.
+  static const char* kHex = "0123456789abcdef";
+  auto gather = [&](const std::string& base, const std::string& at) {
+    std::string v = "(" + vec + ")(";
+    for (int64_t j = 0; j < kRowLanes; ++j) v += (j ? ", " : "") + std::string("in0[") + base + " + " + at + ".s" + kHex[j] + "]";
+    return v + ")";
+  };
+  auto baseOffset = [&](size_t corner) {
+    std::string off = "0";
+    for (size_t a = 0, j = 0; a < last; ++a) {
+      const bool high = !identity[a] && !nearest && ((corner >> j++) & 1);
+      off += std::string(" + ") + (high ? "hi" : "lo") + std::to_string(a) + " * " + std::to_string(is[a]);
+    }
+    return off;
+  };
+  if (nearest) {
+    src << "  const " << vec << " acc = " << gather(baseOffset(0), "lo" + sl) << ";\n";
+  } else {
+    src << "  " << vec << " acc = (" << vec << ")(0.0f);\n";
+    for (size_t corner = 0; corner < (size_t{1} << outer.size()); ++corner) {
+      std::string wo = "1.0f";
+      for (size_t j = 0; j < outer.size(); ++j)
+        wo += (corner >> j) & 1 ? " * w" + std::to_string(outer[j]) : " * (1.0f - w" + std::to_string(outer[j]) + ")";
+      src << "  {\n    const " << index << " base = " << baseOffset(corner) << ";\n";
+      for (int high = 0; high < (lastResized ? 2 : 1); ++high) {
+        const std::string w = lastResized ? "(" + wo + ") * " + (high ? "w" + sl : "(1.0f - w" + sl + ")") : "(" + vec + ")(" + wo + ")";
+        src << "    { const " << vec << " w = " << w << "; acc += select((" << vec << ")(0.0f), w * "
+            << gather("base", (high ? "hi" : "lo") + sl) << ", w != 0.0f); }\n";
+      }
+      src << "  }\n";
+    }
+  }
+  src << "  __global float* out = out0 + row * " << ys[last] << " + ox0;\n";
+  src << "  const int valid = min((" << index << ")" << kRowLanes << ", " << ys[last] << " - ox0);\n";
+  src << "  if (valid == " << kRowLanes << ") vstore" << kRowLanes << "(acc, 0, out);\n";
+  src << "  else {\n" << detail::validLaneStores("acc", "out", "0", "valid", kRowLanes, "    ") << "  }\n}\n";
+  k.globalSize = static_cast<size_t>(rows * tiles);
+  k.source = "// " + comment + "\n// Resize, a work-item per " + std::to_string(kRowLanes) +
+             " outputs along the last axis; source indices and weights from tables.\n" + tablesSrc.str() + src.str();
+  return k;
+}
+
 /// Resize, nearest or linear, as the interpreter defines it: per output
 /// coordinate a source coordinate (coordinate_transformation_mode, in
 /// double, as ONNX's reference computes it), then the nearest element
@@ -565,20 +709,14 @@ Expected<KernelSource> emitResize(const Graph& g, const NodeData& d, const std::
   // Element offsets: 32-bit where the input allows.
   const bool wide = shapeNumel(xs) > std::numeric_limits<int32_t>::max();
   const std::string index = wide ? "long" : "int", suffix = wide ? "L" : "";
-  const std::string real = tables ? "float" : "double", one = tables ? "1.0f" : "1.0", zero = tables ? "0.0f" : "0.0";
-  std::ostringstream src, tableSrc;
-  src << "// " << comment << "\n";
-  if (!tables) src << "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
+  const Shape is = stridesOf(xs);
+  if (tables) return emitResizeRows(xs, ys, identity, known, ctm, mode, nearestMode, name, comment, k);
+  std::ostringstream src;
+  src << "// " << comment << "\n#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
   src << "__kernel void " << name << "(\n    __global const float* restrict in0" << params
       << ",\n    __global float* restrict out0) {\n";
   src << "  const long i = get_global_id(0);\n";
-  const Shape is = stridesOf(xs);
   src << coordinates(ys, "i");
-  auto table = [&](const std::string& type, const std::string& tableName, const auto& values) {
-    tableSrc << "__constant " << type << " " << tableName << "[" << values.size() << "] = {";
-    for (size_t j = 0; j < values.size(); ++j) tableSrc << (j ? ", " : "") << values[j];
-    tableSrc << "};\n";
-  };
   for (size_t a = 0; a < r; ++a) {
     const std::string c = "c" + std::to_string(a), v = "v" + std::to_string(a), n = std::to_string(xs[a]);
     if (identity[a]) {
@@ -586,42 +724,6 @@ Expected<KernelSource> emitResize(const Graph& g, const NodeData& d, const std::
       continue;
     }
     const double in = static_cast<double>(xs[a]), out = static_cast<double>(ys[a]);
-    if (tables) {
-      const double sc = known[a];
-      std::vector<int64_t> lo, hi;
-      std::vector<std::string> w;
-      for (int64_t o = 0; o < ys[a]; ++o) {
-        const double xo = static_cast<double>(o);
-        double at = ctm == "half_pixel"           ? (xo + 0.5) / sc - 0.5
-                    : ctm == "pytorch_half_pixel" ? (out > 1 ? (xo + 0.5) / sc - 0.5 : 0.0)
-                    : ctm == "align_corners"      ? (out == 1 ? 0.0 : xo * (in - 1) / (sc * in - 1.0))
-                    : ctm == "asymmetric"         ? xo / sc
-                                                  : (xo + 0.5) / sc;  // tf_half_pixel_for_nn
-        if (mode == "nearest") {
-          const double f = std::floor(at);
-          const double k = nearestMode == "floor"  ? f
-                           : nearestMode == "ceil" ? std::ceil(at)
-                           : at - f == 0.5         ? (nearestMode == "round_prefer_ceil" ? f + 1 : f)
-                                                   : std::round(at);
-          lo.push_back(std::clamp<int64_t>(static_cast<int64_t>(k), 0, xs[a] - 1));
-        } else {
-          at = std::clamp(at, 0.0, in - 1);
-          lo.push_back(static_cast<int64_t>(std::floor(at)));
-          hi.push_back(std::min<int64_t>(lo.back() + 1, xs[a] - 1));
-          w.push_back(detail::floatLiteral(static_cast<float>(at - static_cast<double>(lo.back()))));
-        }
-      }
-      const std::string t = name + "_" + std::to_string(a);
-      table("int", t + "_lo", lo);
-      src << "  const " << index << " lo" << a << " = " << t << "_lo[" << c << "]";
-      if (mode != "nearest") {
-        table("int", t + "_hi", hi);
-        table("float", t + "_w", w);
-        src << ", hi" << a << " = " << t << "_hi[" << c << "];\n  const float w" << a << " = " << t << "_w[" << c << "]";
-      }
-      src << ";\n";
-      continue;
-    }
     const std::string xo = "(double)" + c, s = scale[a];
     std::string e;
     if (ctm == "half_pixel") e = "(" + xo + " + 0.5) / " + s + " - 0.5";
@@ -666,20 +768,19 @@ Expected<KernelSource> emitResize(const Graph& g, const NodeData& d, const std::
     std::vector<size_t> resized;
     for (size_t a = 0; a < r; ++a)
       if (!identity[a]) resized.push_back(a);
-    src << "  " << real << " acc = " << zero << ";\n";
+    src << "  double acc = 0.0;\n";
     for (size_t corner = 0; corner < (size_t{1} << resized.size()); ++corner) {
       auto high = [&](size_t a) {
         const auto at = std::find(resized.begin(), resized.end(), a);
         return at != resized.end() && ((corner >> (at - resized.begin())) & 1);
       };
-      std::string w = one;
-      for (size_t a : resized) w += high(a) ? " * w" + std::to_string(a) : " * (" + one + " - w" + std::to_string(a) + ")";
-      src << "  { const " << real << " w = " << w << "; acc += w != " << zero << " ? w * (" << real << ")in0[" << offset(high)
-          << "] : " << zero << "; }\n";
+      std::string w = "1.0";
+      for (size_t a : resized) w += high(a) ? " * w" + std::to_string(a) : " * (1.0 - w" + std::to_string(a) + ")";
+      src << "  { const double w = " << w << "; acc += w != 0.0 ? w * (double)in0[" << offset(high) << "] : 0.0; }\n";
     }
     src << "  out0[i] = (float)acc;\n}\n";
   }
-  k.source = tableSrc.str().empty() ? src.str() : "// " + comment + "\n" + tableSrc.str() + src.str().substr(src.str().find('\n') + 1);
+  k.source = src.str();
   return k;
 }
 
