@@ -50,6 +50,75 @@ Expected<WindowKernel> windowKernel(detail::Emitter& e, const std::vector<NodeRe
 /// ConvTranspose: o + padBegin = i * stride + t * dilation); bias and the
 /// elementwise epilogue follow. Any number of spatial dims; the gemm family
 /// takes the Convs it can tile.
+/// A ConvTranspose that tiles its output exactly as a product (see
+/// emitDirectConv): rows m = (output channel, taps) of the group's weights,
+/// columns the input positions, a work-item kTileRows x kTileLanes of them.
+constexpr int64_t kTileRows = 8, kTileLanes = 8;
+
+Expected<KernelSource> emitConvTransposeTiles(const NodeData& d, const Shape& xs, const Shape& ws, const Shape& ys,
+                                              int64_t group, bool hasBias, const std::string& name,
+                                              const std::string& comment) {
+  const size_t k = xs.size() - 2;
+  const int64_t C = xs[1], Cg = C / group, Mg = ws[1], taps = shapeNumel(Shape(ws.begin() + 2, ws.end()));
+  const int64_t M = Mg * taps, N = shapeNumel(Shape(xs.begin() + 2, xs.end())), Cout = ys[1];
+  const int64_t MT = (M + kTileRows - 1) / kTileRows, NT = (N + kTileLanes - 1) / kTileLanes;
+  const std::string iv = "int" + std::to_string(kTileLanes), vec = "float" + std::to_string(kTileLanes);
+  static const char* kHex = "0123456789abcdef";
+  KernelSource ks;
+  ks.name = name;
+  ks.inputs = {d.inputs[0], d.inputs[1]};
+  if (hasBias) ks.inputs.push_back(d.inputs[2]);
+  ks.outputs = {d.outputs[0]};
+  ks.globalSize = static_cast<size_t>(xs[0] * group * MT * NT);
+  std::ostringstream src;
+  src << "// " << comment << "\n// ConvTranspose as a product: C[" << M << "x" << N << "] = W^T[" << M << "x" << Cg << "] * X[" << Cg
+      << "x" << N << "] per image and group, each result stored at its tap's output; a work-item computes " << kTileRows
+      << "x" << kTileLanes << ".\n" << detail::Emitter::prelude();
+  src << "__kernel void " << name << "(\n    __global const float* restrict in0,\n    __global const float* restrict in1";
+  if (hasBias) src << ",\n    __global const float* restrict in2";
+  src << ",\n    __global float* restrict out0) {\n";
+  src << "  const int t = get_global_id(0), nt = t % " << NT << ", mt = (t / " << NT << ") % " << MT << ", gi = (t / " << NT * MT
+      << ") % " << group << ", img = t / " << NT * MT * group << ";\n";
+  src << "  const int n0 = nt * " << kTileLanes << ", m0 = mt * " << kTileRows << ";\n";
+  src << "  const __global float* x = in0 + (img * " << C << " + gi * " << Cg << ") * " << N << ";\n";
+  src << "  const __global float* w = in1 + gi * " << Cg * M << ";\n";
+  src << "  const " << iv << " n = min((" << iv << ")(n0) + (" << iv << ")(";
+  for (int64_t j = 0; j < kTileLanes; ++j) src << (j ? ", " : "") << j;
+  src << "), (" << iv << ")(" << N - 1 << "));\n";
+  for (int64_t r = 0; r < kTileRows; ++r) src << "  " << vec << " acc" << r << " = (" << vec << ")(0.0f);\n";
+  src << "  for (int ci = 0; ci < " << Cg << "; ++ci) {\n";
+  src << "    const __global float* row = x + ci * " << N << ";\n";
+  src << "    const " << vec << " bv = n0 + " << kTileLanes << " <= " << N << " ? vload" << kTileLanes << "(0, row + n0) : (" << vec
+      << ")(";
+  for (int64_t j = 0; j < kTileLanes; ++j) src << (j ? ", " : "") << "row[n.s" << kHex[j] << "]";
+  src << ");\n";
+  for (int64_t r = 0; r < kTileRows; ++r)
+    src << "    acc" << r << " = fma((" << vec << ")(w[ci * " << M << " + min(m0 + " << r << ", " << M - 1 << ")]), bv, acc" << r
+        << ");\n";
+  src << "  }\n";
+  // Each lane's input position, as coordinates; its output offset for tap (t0, t1, ...).
+  const Shape inStrides = stridesOf(Shape(xs.begin() + 2, xs.end())), outStrides = stridesOf(Shape(ys.begin() + 2, ys.end())),
+              kStrides = stridesOf(Shape(ws.begin() + 2, ws.end()));
+  src << "  " << iv << " base = (" << iv << ")(0);\n";
+  for (size_t q = 0; q < k; ++q)
+    src << "  base += (n / " << inStrides[q] << ") % " << xs[q + 2] << " * " << ws[q + 2] * outStrides[q] << ";\n";
+  src << "  const int valid = min(" << kTileLanes << ", " << N << " - n0);\n";
+  for (int64_t r = 0; r < kTileRows; ++r) {
+    src << "  if (m0 + " << r << " < " << M << ") {\n";
+    src << "    const int m = m0 + " << r << ", co = gi * " << Mg << " + m / " << taps << ", tap = m % " << taps << ";\n";
+    src << "    int at = (img * " << Cout << " + co) * " << shapeNumel(Shape(ys.begin() + 2, ys.end())) << ";\n";
+    for (size_t q = 0; q < k; ++q)
+      src << "    at += (tap / " << kStrides[q] << ") % " << ws[q + 2] << " * " << outStrides[q] << ";\n";
+    src << "    const " << vec << " v = acc" << r << (hasBias ? " + in2[co]" : "") << ";\n";
+    for (int64_t j = 0; j < kTileLanes; ++j)
+      src << "    if (" << j << " < valid) out0[at + base.s" << kHex[j] << "] = v.s" << kHex[j] << ";\n";
+    src << "  }\n";
+  }
+  src << "}\n";
+  ks.source = src.str();
+  return ks;
+}
+
 /// The most input channels a non-overlapping ConvTranspose's kernel
 /// writes out one by one (a line each).
 constexpr int64_t kUnrolledChannels = 1024;
@@ -82,6 +151,20 @@ Expected<KernelSource> emitDirectConv(const Graph& g, const std::vector<NodeRef>
       transposed ? transposedWindowGeometry(d, spatial, kernel) : windowGeometry(d, spatial, kernel, false);
   if (!w) return Error{op + " `" + d.name + "`: " + w.error().message, true};
   const size_t k = spatial.size();
+
+  // A ConvTranspose that tiles its output exactly (kernel = stride along
+  // every axis, no dilation, pads or output padding: U-Net's 2x2 stride-2
+  // up-convolutions), alone in its group, is a product: for each input
+  // position the Cg channels times the weights' [Cg, Mg x taps] rows. A
+  // work-item computes kTileRows of those rows for kTileLanes neighbouring
+  // input positions (a vector load per channel, a broadcast weight per row)
+  // and stores each result at its tap's output. The per-output gather
+  // (below, written out channel by channel) took U-Net's 128 -> 64 on 16x16
+  // 2.96 ms, 6.5x its estimate.
+  bool tiles = transposed && members.size() == 1;
+  for (size_t q = 0; q < k; ++q)
+    tiles &= kernel[q] == w->strides[q] && w->dilations[q] == 1 && w->padBegin[q] == 0 && w->out[q] == spatial[q] * kernel[q];
+  if (tiles) return emitConvTransposeTiles(d, xs, ws, ys, group, hasBias, name, comment);
 
   detail::Emitter e(g, catalog);
   Expected<WindowKernel> wk = windowKernel(e, members, y, operands, name, op);
