@@ -181,6 +181,15 @@ Expected<KernelSource> emitDirectConv(const Graph& g, const std::vector<NodeRef>
   src << ") {\n  const int i = get_global_id(0);\n";
   src << detail::Emitter::coordinates(ys, "i", "  ");
   src << "  const int gi = c1 / " << Mg << ", mg = c1 % " << Mg << ";\n";
+  // The epilogue on `acc` and the stores, ending the kernel.
+  auto finish = [&]() -> Expected<KernelSource> {
+    src << epiBody;
+    for (size_t o = 0; o < ks.outputs.size(); ++o)
+      src << "  out" << o << "[i] = " << (ks.outputs[o] == y ? std::string("acc") : e.vars().at(ks.outputs[o])) << ";\n";
+    src << "}\n";
+    ks.source = src.str();
+    return ks;
+  };
   src << "  float acc = " << (hasBias ? "in2[c1]" : "0.0f") << ";\n";
   // A ConvTranspose whose windows do not overlap (kernel <= stride along
   // every axis, no dilation: U-Net's 2x2 stride-2 up-convolutions): each
@@ -208,12 +217,8 @@ Expected<KernelSource> emitDirectConv(const Graph& g, const std::vector<NodeRef>
     src << "  float sum = 0.0f;\n";
     for (int64_t ci = 0; ci < Cg; ++ci)
       src << "  sum = fma(x[" << ci * w->inSize() << "], t[" << ci * Mg * w->kernelSize() << "], sum);\n";
-    src << "  if (ok) acc += sum;\n" << epiBody;
-    for (size_t o = 0; o < ks.outputs.size(); ++o)
-      src << "  out" << o << "[i] = " << (ks.outputs[o] == y ? std::string("acc") : e.vars().at(ks.outputs[o])) << ";\n";
-    src << "}\n";
-    ks.source = src.str();
-    return ks;
+    src << "  if (ok) acc += sum;\n";
+    return finish();
   }
   src << "  for (int ci = 0; ci < " << Cg << "; ++ci) {\n";
   src << "    const __global float* plane = in0 + (c0 * " << C << " + gi * " << Cg << " + ci) * " << w->inSize() << ";\n";
@@ -266,12 +271,8 @@ Expected<KernelSource> emitDirectConv(const Graph& g, const std::vector<NodeRef>
     indent.resize(indent.size() - 2);
     src << indent << "}\n";
   }
-  src << "  }\n" << epiBody;
-  for (size_t o = 0; o < ks.outputs.size(); ++o)
-    src << "  out" << o << "[i] = " << (ks.outputs[o] == y ? std::string("acc") : e.vars().at(ks.outputs[o])) << ";\n";
-  src << "}\n";
-  ks.source = src.str();
-  return ks;
+  src << "  }\n";
+  return finish();
 }
 
 /// BatchNormalization's kernel parameters: X, scale, B, mean, var, the
