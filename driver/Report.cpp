@@ -80,7 +80,9 @@ std::string reportText(const Compiled& c, const ReportContext& context) {
   os << "\n";
   for (const auto& [rule, n] : rw.fired) os << fmt::format("  {:<36} {:>5}x\n", rule, n);
   if (rw.capHit) os << "  (stopped at the rewrite cap)\n";
-  os << fmt::format("  constants folded: {}, nodes removed: {}\n\n", rw.nodesFolded, rw.nodesRemoved);
+  os << fmt::format("  constants folded: {}, nodes removed: {}", rw.nodesFolded, rw.nodesRemoved);
+  if (rw.convsTrimmed) os << fmt::format(", convs trimmed of taps that read only padding: {}", rw.convsTrimmed);
+  os << "\n\n";
   os << "fusions (chosen of candidates)\n";
   for (const auto& [rule, f] : fusionCounts(plan)) os << fmt::format("  {:<36} {:>5} of {}\n", rule, f.first, f.second);
   os << refusals(c.graph, plan);
@@ -156,6 +158,7 @@ json reportJson(const Compiled& c, const ReportContext& context) {
           {"rules_fired", c.rewrites.fired},
           {"constants_folded", c.rewrites.nodesFolded},
           {"nodes_removed", c.rewrites.nodesRemoved},
+          {"convs_trimmed", c.rewrites.convsTrimmed},
           {"rewrite_cap_hit", c.rewrites.capHit},
           {"fusions", fusions},
           {"estimates",

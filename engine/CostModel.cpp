@@ -149,9 +149,13 @@ Estimate unfusedEstimate(const Graph& g, const OpCatalog& catalog, const Target&
   return total;
 }
 
+bool hasCalibration(const Target& target) {
+  return !target.roofFractions.empty() || !target.startupSeconds.empty();
+}
+
 std::string soloFamily(const Graph& g, NodeRef n, const OpCatalog& catalog, const Target& target,
                        const KernelFamilies* families) {
-  if (!families || (target.roofFractions.empty() && target.startupSeconds.empty())) return {};
+  if (!families || !hasCalibration(target)) return {};
   return families->selectName(g, {n}, catalog, target);
 }
 

@@ -126,6 +126,7 @@ bool Graph::isGraphOutput(ValueId v) const {
 NodeRef Graph::addNode(std::string_view op, std::vector<ValueId> inputs,
                        std::vector<ValueId> outputs, AttrMap attrs, std::string name,
                        std::string domain) {
+  structureChanged();
   NodeRef n = boost::add_vertex(*g_);
   NodeData& d = (*g_)[n];
   d.id = nextNodeId_++;
@@ -176,6 +177,7 @@ void Graph::removeNode(NodeRef n) {
     v.producer.reset();
     v.alive = false;
   }
+  structureChanged();
   boost::clear_vertex(n, *g_);
   boost::remove_vertex(n, *g_);
 }
@@ -221,6 +223,13 @@ struct BackEdgeFinder : boost::default_dfs_visitor {
 }  // namespace
 
 Expected<std::vector<NodeRef>> Graph::topologicalOrder() const {
+  if (std::shared_ptr<const std::vector<NodeRef>> cached = order_.order.load()) return *cached;
+  Expected<std::vector<NodeRef>> order = computeTopologicalOrder();
+  if (order) order_.order.store(std::make_shared<const std::vector<NodeRef>>(order.value()));
+  return order;
+}
+
+Expected<std::vector<NodeRef>> Graph::computeTopologicalOrder() const {
   // Kahn's algorithm, always taking the ready node with the smallest NodeId:
   // an order that is already topological is kept as it is, so printing,
   // export and golden tests are stable. (Boost's DFS-based topological_sort
@@ -312,12 +321,14 @@ GroupBoundary groupBoundary(const Graph& g, const std::vector<NodeRef>& members)
 void Graph::addEdgeFor(NodeRef consumer, uint32_t operand, ValueId v) {
   const Value& val = value(v);
   if (!val.producer) return;
+  structureChanged();
   boost::add_edge(*val.producer, consumer, EdgeData{v, operand}, *g_);
 }
 
 void Graph::removeEdgeFor(NodeRef consumer, uint32_t operand, ValueId v) {
   const Value& val = value(v);
   if (!val.producer) return;
+  structureChanged();
   boost::remove_out_edge_if(
       *val.producer,
       [&](const BoostGraph::edge_descriptor& e) {
@@ -362,6 +373,7 @@ Graph Graph::clone() const {
     for (uint32_t i = 0; i < ins.size(); ++i) copy.setInput(m, i, ins[i]);
   }
   copy.nextNodeId_ = nextNodeId_;
+  copy.structureChanged();  // the ids were rewritten after the nodes were added
   return copy;
 }
 

@@ -2,24 +2,43 @@
 #include "fusec/engine/Planner.h"
 
 #include <algorithm>
+#include <cassert>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <set>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace fusec {
 namespace {
 
-/// Dense indices for nodes in topological order.
+/// Dense indices for nodes in topological order. A node's index is found
+/// through its id in a flat table: the planner asks for it several times per
+/// node, and a hash table on pointers costs cache misses per lookup once the
+/// graph outgrows the cache.
 struct Order {
   std::vector<NodeRef> nodes;
-  std::unordered_map<NodeRef, size_t> index;
-  explicit Order(const Graph& g) {
+  explicit Order(const Graph& g) : g_(g) {
     Expected<std::vector<NodeRef>> o = g.topologicalOrder();
     nodes = o ? o.value() : g.nodes();
-    for (size_t i = 0; i < nodes.size(); ++i) index[nodes[i]] = i;
+    NodeId maxId = 0;
+    for (NodeRef n : nodes) maxId = std::max(maxId, g.node(n).id);
+    byId_.assign(nodes.empty() ? 0 : maxId + 1, kNone);
+    for (size_t i = 0; i < nodes.size(); ++i) byId_[g.node(nodes[i]).id] = i;
   }
+  /// The index of node `n` (a node of the graph).
+  size_t index(NodeRef n) const {
+    const size_t i = byId_[g_.node(n).id];
+    assert(i != kNone && "a node of another graph");
+    return i;
+  }
+
+ private:
+  static constexpr size_t kNone = SIZE_MAX;
+  const Graph& g_;
+  std::vector<size_t> byId_;
 };
 
 /// True when some path leaves `members` and re-enters it. Only nodes placed
@@ -27,18 +46,18 @@ struct Order {
 /// bounds the search.
 bool leavesAndReturns(const Graph& g, const Order& order, const std::set<NodeRef>& members) {
   size_t last = 0;
-  for (NodeRef n : members) last = std::max(last, order.index.at(n));
+  for (NodeRef n : members) last = std::max(last, order.index(n));
   std::vector<NodeRef> stack;
   std::set<NodeRef> seen;
   for (NodeRef n : members)
     for (NodeRef c : g.consumers(n))
-      if (!members.count(c) && order.index.at(c) < last && seen.insert(c).second) stack.push_back(c);
+      if (!members.count(c) && order.index(c) < last && seen.insert(c).second) stack.push_back(c);
   while (!stack.empty()) {
     NodeRef n = stack.back();
     stack.pop_back();
     for (NodeRef c : g.consumers(n)) {
       if (members.count(c)) return true;
-      if (order.index.at(c) < last && seen.insert(c).second) stack.push_back(c);
+      if (order.index(c) < last && seen.insert(c).second) stack.push_back(c);
     }
   }
   return false;
@@ -55,7 +74,7 @@ bool groupsCycle(const Graph& g, const Order& order, const std::vector<long>& gr
   for (size_t i = 0; i < n; ++i) vertices.insert(key(i));
   for (size_t i = 0; i < n; ++i)
     for (NodeRef c : g.consumers(order.nodes[i])) {
-      size_t a = key(i), b = key(order.index.at(c));
+      size_t a = key(i), b = key(order.index(c));
       if (a != b && succ[a].insert(b).second) ++indeg[b];
     }
   std::vector<size_t> ready;
@@ -191,7 +210,7 @@ class KernelGraph {
     std::vector<size_t> out;
     for (size_t m : members_[v])
       for (NodeRef c : g_.consumers(order_.nodes[m])) {
-        const size_t w = rep_[order_.index.at(c)];
+        const size_t w = rep_[order_.index(c)];
         if (w != v && std::find(out.begin(), out.end(), w) == out.end()) out.push_back(w);
       }
     return out;
@@ -203,6 +222,15 @@ class KernelGraph {
   std::vector<std::vector<size_t>> members_; // vertex -> nodes
   std::vector<size_t> pos_;                  // vertex -> position
   std::vector<size_t> at_;                   // position -> vertex, kDead when freed
+};
+
+/// Hashes a list of nodes (a candidate's members), for sets of them.
+struct NodeListHash {
+  size_t operator()(const std::vector<NodeRef>& nodes) const {
+    size_t h = nodes.size();
+    for (NodeRef n : nodes) h = h * 1000003u ^ std::hash<NodeRef>{}(n);
+    return h;
+  }
 };
 
 /// The sorted ids of `nodes`: a group's name across plans of one graph.
@@ -253,7 +281,10 @@ Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target, cons
     Match match;
   };
   std::vector<Found> found;
-  std::map<const Rule*, std::set<NodeRef>> covered;
+  // Containers keyed by node are hashed, not ordered: a tree lookup costs a
+  // cache miss per level once the graph outgrows the cache, which made the
+  // planner's time per node grow with the graph (bench/engine_scaling).
+  std::unordered_map<const Rule*, std::vector<bool>> covered;  // by node index
   for (size_t i = order.nodes.size(); i-- > 0;) {
     const NodeRef n = order.nodes[i];
     const std::vector<const Rule*>& candidatesRules = matcher.rulesFor(g.node(n).op.str());
@@ -263,11 +294,16 @@ Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target, cons
       const bool repeats = rule->pattern.roots.size() > 1 ||
                            std::any_of(rule->pattern.nodes.begin(), rule->pattern.nodes.end(),
                                        [](const PatternNode& p) { return p.repeat != PatternNode::Repeat::Once; });
-      if (repeats && covered[rule].count(n)) continue;
+      std::vector<bool>* cover = nullptr;
+      if (repeats) {
+        cover = &covered[rule];
+        if (cover->empty()) cover->resize(order.nodes.size());
+        if ((*cover)[i]) continue;
+      }
       std::optional<Match> m = matcher.matchAt(g, n, *rule);
       if (!m) continue;
-      if (repeats)
-        for (NodeRef x : m->allNodes()) covered[rule].insert(x);
+      if (cover)
+        for (NodeRef x : m->allNodes()) (*cover)[order.index(x)] = true;
       found.push_back({i, r, rule, std::move(*m)});
     }
   }
@@ -279,23 +315,36 @@ Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target, cons
   std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) {
     return std::tuple(a.root, -a.rule->priority, a.ruleIndex) < std::tuple(b.root, -b.rule->priority, b.ruleIndex);
   });
-  // Each node as a kernel of its own, calibrated for the family that would
-  // build it (asked once per node).
-  std::map<NodeRef, Estimate> alone;
+  // Each node as a kernel of its own: the family that builds it (asked of
+  // the families once per node: asking generates the kernel) and its
+  // estimate, calibrated for that family.
+  struct Alone {
+    std::optional<Expected<const KernelFamily*>> family;
+    std::optional<Estimate> estimate;
+  };
+  std::vector<Alone> alone(order.nodes.size());  // by node index
+  auto aloneFamily = [&](NodeRef n) -> const Expected<const KernelFamily*>& {
+    Alone& a = alone[order.index(n)];
+    if (!a.family) a.family = families.select(g, {n}, rules.catalog, target);
+    return *a.family;
+  };
   auto aloneEstimate = [&](NodeRef n) -> const Estimate& {
-    auto it = alone.find(n);
-    if (it == alone.end())
-      it = alone.emplace(n, groupEstimate(g, {n}, rules.catalog, target, soloFamily(g, n, rules.catalog, target, &families)))
-               .first;
-    return it->second;
+    Alone& a = alone[order.index(n)];
+    if (!a.estimate) {
+      std::string family;
+      if (hasCalibration(target))
+        if (const Expected<const KernelFamily*>& f = aloneFamily(n)) family = f.value()->name();
+      a.estimate = groupEstimate(g, {n}, rules.catalog, target, family);
+    }
+    return *a.estimate;
   };
   // ---- candidates
   auto sortedNodes = [&](const Match& m) {
     std::vector<NodeRef> nodes = m.allNodes();
-    std::sort(nodes.begin(), nodes.end(), [&](NodeRef a, NodeRef b) { return order.index.at(a) < order.index.at(b); });
+    std::sort(nodes.begin(), nodes.end(), [&](NodeRef a, NodeRef b) { return order.index(a) < order.index(b); });
     return nodes;
   };
-  std::set<std::vector<NodeRef>> seenSets;
+  std::unordered_set<std::vector<NodeRef>, NodeListHash> seenSets;
   for (const Found& f : found) {
     const Rule* rule = f.rule;
     const Match* m = &f.match;
@@ -362,13 +411,14 @@ Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target, cons
     return x.id < y.id;
   });
   KernelGraph kernels(g, order);
-  std::map<NodeRef, size_t> owner;  // node -> chosen candidate
+  constexpr size_t kNoOwner = SIZE_MAX;
+  std::vector<size_t> owner(order.nodes.size(), kNoOwner);  // node index -> chosen candidate
   for (size_t id : ranked) {
     Candidate& c = plan.candidates[id];
     const Candidate* conflict = nullptr;
     for (NodeRef n : c.nodes)
-      if (auto it = owner.find(n); it != owner.end()) {
-        conflict = &plan.candidates[it->second];
+      if (const size_t o = owner[order.index(n)]; o != kNoOwner) {
+        conflict = &plan.candidates[o];
         break;
       }
     if (conflict) {
@@ -378,31 +428,32 @@ Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target, cons
       continue;
     }
     std::vector<size_t> indexes;
-    for (NodeRef n : c.nodes) indexes.push_back(order.index.at(n));
+    for (NodeRef n : c.nodes) indexes.push_back(order.index(n));
     if (!kernels.tryAdd(indexes)) {
       c.status = Candidate::Status::WouldCycle;
       c.why = "together with the groups chosen before it, it would make the graph of kernels cyclic";
       continue;
     }
     c.status = Candidate::Status::Chosen;
-    for (NodeRef n : c.nodes) owner[n] = c.id;
+    for (NodeRef n : c.nodes) owner[order.index(n)] = c.id;
   }
   // ---- groups in topological order; single nodes for the rest
-  std::set<size_t> emitted;
-  for (NodeRef n : order.nodes) {
-    auto it = owner.find(n);
-    if (it == owner.end()) {
+  std::vector<bool> emitted(plan.candidates.size());
+  for (size_t i = 0; i < order.nodes.size(); ++i) {
+    const NodeRef n = order.nodes[i];
+    if (owner[i] == kNoOwner) {
       Group grp;
       grp.nodes = {n};
-      Expected<const KernelFamily*> family = families.select(g, grp.nodes, rules.catalog, target);
+      const Expected<const KernelFamily*>& family = aloneFamily(n);
       if (family) grp.kernel = std::string(family.value()->name());
       else grp.unbuildable = family.error().message;
       grp.estimate = aloneEstimate(n);
       plan.groups.push_back(std::move(grp));
       continue;
     }
-    if (!emitted.insert(it->second).second) continue;
-    const Candidate& c = plan.candidates[it->second];
+    if (emitted[owner[i]]) continue;
+    emitted[owner[i]] = true;
+    const Candidate& c = plan.candidates[owner[i]];
     Group grp;
     grp.nodes = c.nodes;
     grp.rule = c.rule;
@@ -416,11 +467,12 @@ Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target, cons
   // that read the group's results.)
   std::vector<std::pair<size_t, size_t>> pos;  // (position of the group's vertex, group)
   for (size_t i = 0; i < plan.groups.size(); ++i)
-    pos.emplace_back(kernels.position(order.index.at(plan.groups[i].nodes.front())), i);
+    pos.emplace_back(kernels.position(order.index(plan.groups[i].nodes.front())), i);
   std::sort(pos.begin(), pos.end());
   std::vector<Group> sorted;
   for (auto [last, i] : pos) sorted.push_back(std::move(plan.groups[i]));
   plan.groups = std::move(sorted);
+  plan.groupOf.reserve(order.nodes.size());
   for (size_t i = 0; i < plan.groups.size(); ++i) {
     Group& grp = plan.groups[i];
     grp.id = i;
@@ -489,11 +541,11 @@ double exactBestBenefit(const Graph& g, const Plan& plan, size_t maxCandidates) 
     for (size_t k = i; k < pool.size(); ++k) {
       const Candidate& c = *pool[k];
       bool free = true;
-      for (NodeRef n : c.nodes) free &= groupOf[order.index.at(n)] < 0;
+      for (NodeRef n : c.nodes) free &= groupOf[order.index(n)] < 0;
       if (!free) continue;
-      for (NodeRef n : c.nodes) groupOf[order.index.at(n)] = static_cast<long>(c.id);
+      for (NodeRef n : c.nodes) groupOf[order.index(n)] = static_cast<long>(c.id);
       if (!groupsCycle(g, order, groupOf)) search(k + 1, total + c.benefit);
-      for (NodeRef n : c.nodes) groupOf[order.index.at(n)] = -1;
+      for (NodeRef n : c.nodes) groupOf[order.index(n)] = -1;
     }
   };
   search(0, 0);

@@ -4,6 +4,7 @@
 #include "fusec/engine/Rewriter.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -11,6 +12,7 @@
 #include <sstream>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -394,6 +396,97 @@ Expected<size_t> foldConstants(Graph& g, const OpCatalog& catalog) {
   return folded;
 }
 
+size_t trimDeadConvTaps(Graph& g) {
+  size_t trimmed = 0;
+  for (NodeRef n : g.nodes()) {
+    const NodeData& d = g.node(n);
+    if (d.op != "Conv" || !d.domain.empty() || d.inputs.size() < 2 || d.inputs[0] == kNoValue ||
+        d.inputs[1] == kNoValue || d.attrString("auto_pad", "NOTSET") != "NOTSET")
+      continue;
+    const TensorType& xt = g.value(d.inputs[0]).type;
+    const std::shared_ptr<const Tensor> w = g.value(d.inputs[1]).constant;
+    if (!xt.isStatic() || !w || w->rank() < 3 || xt.dims->size() != static_cast<size_t>(w->rank())) continue;
+    const Shape x = xt.staticShape();
+    const size_t spatial = static_cast<size_t>(w->rank()) - 2;
+    auto ints = [&](const char* key, int64_t def, size_t n) {
+      const Attribute* a = d.attr(key);
+      return a && std::holds_alternative<std::vector<int64_t>>(*a) ? std::get<std::vector<int64_t>>(*a)
+                                                                   : std::vector<int64_t>(n, def);
+    };
+    const std::vector<int64_t> strides = ints("strides", 1, spatial), dil = ints("dilations", 1, spatial);
+    std::vector<int64_t> pads = ints("pads", 0, 2 * spatial);
+    if (strides.size() != spatial || dil.size() != spatial || pads.size() != 2 * spatial) continue;
+    // Per spatial axis, the first and last taps that read the input at some
+    // output position (input index o*s - pb + k*dil in [0, in) for some o).
+    std::vector<int64_t> lo(spatial), hi(spatial);
+    bool change = false, valid = true;
+    for (size_t a = 0; a < spatial && valid; ++a) {
+      const int64_t in = x[a + 2], k = w->dim(static_cast<int64_t>(a) + 2), s = strides[a], dl = dil[a];
+      const int64_t pb = pads[a], pe = pads[a + spatial];
+      const int64_t span = in + pb + pe - dl * (k - 1) - 1;
+      if (in <= 0 || k <= 0 || s <= 0 || dl <= 0 || pb < 0 || pe < 0 || span < 0) {
+        valid = false;
+        break;
+      }
+      const int64_t outs = span / s + 1;
+      auto live = [&](int64_t t) {  // some o in [0, outs) with 0 <= o*s - pb + t*dl < in
+        const int64_t base = t * dl - pb;  // input index at o = 0
+        const int64_t first = base >= 0 ? 0 : (-base + s - 1) / s;  // first o with index >= 0
+        return first < outs && first * s + base < in;
+      };
+      lo[a] = 0;
+      while (lo[a] < k && !live(lo[a])) ++lo[a];
+      hi[a] = k - 1;
+      while (hi[a] > lo[a] && !live(hi[a])) --hi[a];
+      if (lo[a] == k) {  // no tap reads the input: the output is the bias alone; left as is
+        valid = false;
+        break;
+      }
+      // The new pads must stay non-negative.
+      if (pb - lo[a] * dl < 0) lo[a] = 0;
+      if (pe - (k - 1 - hi[a]) * dl < 0) hi[a] = k - 1;
+      change |= lo[a] > 0 || hi[a] < k - 1;
+    }
+    if (!valid || !change) continue;
+    // The sliced weight; the dropped weights must be finite.
+    Shape kept = w->shape();
+    for (size_t a = 0; a < spatial; ++a) kept[a + 2] = hi[a] - lo[a] + 1;
+    Tensor sliced(w->dtype(), kept);
+    const size_t bytes = dtypeSize(w->dtype());
+    const bool floating = w->dtype() == DType::Float32 || w->dtype() == DType::Float64 || w->dtype() == DType::Float16;
+    bool finite = true;
+    std::vector<int64_t> idx(static_cast<size_t>(w->rank()), 0);
+    int64_t out = 0;
+    for (int64_t i = 0; i < w->numel(); ++i) {
+      int64_t rest = i;
+      for (size_t r = idx.size(); r-- > 0;) {
+        idx[r] = rest % w->dim(static_cast<int64_t>(r));
+        rest /= w->dim(static_cast<int64_t>(r));
+      }
+      bool inside = true;
+      for (size_t a = 0; a < spatial; ++a) inside &= idx[a + 2] >= lo[a] && idx[a + 2] <= hi[a];
+      if (inside) {
+        std::memcpy(sliced.raw() + out++ * bytes, w->raw() + i * bytes, bytes);
+      } else if (floating && !std::isfinite(w->scalarAt(i))) {
+        finite = false;
+        break;
+      }
+    }
+    if (!finite) continue;
+    for (size_t a = 0; a < spatial; ++a) {
+      pads[a] -= lo[a] * dil[a];
+      pads[a + spatial] -= (w->dim(static_cast<int64_t>(a) + 2) - 1 - hi[a]) * dil[a];
+    }
+    std::vector<int64_t> shape(kept.begin() + 2, kept.end());
+    NodeData& md = g.node(n);
+    md.attrs["kernel_shape"] = shape;
+    md.attrs["pads"] = pads;
+    g.setInput(n, 1, g.addConstant(g.value(d.inputs[1]).name + "_taps", std::move(sliced)));
+    ++trimmed;
+  }
+  return trimmed;
+}
+
 size_t eliminateDeadCode(Graph& g) {
   size_t removed = 0;
   std::vector<NodeRef> order = orderedNodes(g);
@@ -491,12 +584,12 @@ Expected<RewriteStats> rewriteToFixpoint(Graph& g, const RuleSet& rules, const T
     return rs;
   };
   std::deque<NodeRef> worklist;
-  std::set<NodeRef> queued;
+  std::unordered_set<NodeRef> queued;
   auto push = [&](NodeRef n) {
     if (queued.insert(n).second) worklist.push_back(n);
   };
   for (NodeRef n : orderedNodes(g)) push(n);
-  std::set<NodeRef> alive(worklist.begin(), worklist.end());
+  std::unordered_set<NodeRef> alive(worklist.begin(), worklist.end());
   while (!worklist.empty()) {
     NodeRef n = worklist.front();
     worklist.pop_front();
@@ -576,6 +669,7 @@ Expected<RewriteStats> runRewritePipeline(Graph& g, const RuleSet& rules, const 
                              stats->fired[stats->capRule], most->first, most->second)};
   }
   stats->nodesFolded += folded.value();
+  stats->convsTrimmed = trimDeadConvTaps(g);
   stats->nodesRemoved += eliminateCommonSubexpressions(g, rules.catalog);
   stats->nodesRemoved += eliminateDeadCode(g);
   std::vector<std::string> problems = g.verify();

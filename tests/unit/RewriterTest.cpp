@@ -422,3 +422,54 @@ TEST_CASE("every builtin a rewrite may use is built as ops that compute what the
   }
   CHECK(tested >= 30);
 }
+
+TEST_CASE("conv taps that read only padding are dropped, and every output stays the same") {
+  struct Case {
+    const char* what;
+    Shape x, w;
+    std::vector<int64_t> strides, dilations, pads;
+    int64_t group;
+    std::vector<int64_t> kernelAfter;  ///< the kernel's spatial shape after the pass
+    bool firstTapDropped;              ///< the weight's first element is among the dropped
+  };
+  const std::vector<Case> cases = {
+      {"2-D, dilation past the map: a 1x1 conv", {1, 3, 5, 5}, {4, 3, 3, 3}, {1, 1}, {6, 6}, {6, 6, 6, 6}, 1, {1, 1}, true},
+      {"2-D, every tap reads the map at some output", {1, 3, 5, 5}, {4, 3, 3, 3}, {1, 1}, {4, 4}, {4, 4, 4, 4}, 1, {3, 3}, false},
+      {"1-D, two taps on each side dropped", {2, 2, 7}, {3, 2, 5}, {1}, {8}, {16, 16}, 1, {1}, true},
+      {"3-D, one axis of three", {1, 2, 4, 6, 6}, {2, 2, 3, 3, 3}, {1, 1, 1}, {1, 5, 7}, {1, 5, 7, 1, 5, 7}, 1, {3, 3, 1}, true},
+      {"2-D, stride 2 in two groups", {1, 4, 9, 9}, {4, 2, 3, 3}, {2, 2}, {10, 10}, {10, 10, 10, 10}, 2, {1, 1}, true},
+      {"1-D, a pad that would go negative keeps its tap", {1, 1, 3}, {1, 1, 2}, {1}, {5}, {3, 0}, 1, {2}, false},
+      {"2-D, asymmetric pads: the trailing taps only", {1, 2, 6, 6}, {2, 2, 3, 3}, {1, 1}, {7, 7}, {0, 0, 14, 14}, 1, {1, 1}, false},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    for (bool nanWeight : {false, true}) {
+      INFO("a NaN weight in the first tap: " << nanWeight);
+      Graph g;
+      const ValueId x = g.addInput("x", TensorType::of(DType::Float32, c.x));
+      Tensor w = randomTensor(c.w, 3);
+      if (nanWeight) w.data<float>()[0] = NAN;
+      const ValueId wv = g.addConstant("w", w);
+      const ValueId y = g.addValue("y");
+      g.addNode("Conv", {x, wv}, {y},
+                {{"strides", c.strides}, {"dilations", c.dilations}, {"pads", c.pads}, {"group", c.group}});
+      g.addOutput(y);
+      const Tensor input = randomTensor(c.x, 5);
+      const std::vector<Tensor> before = test::run(g, {input});
+      const size_t trimmed = trimDeadConvTaps(g);
+      const std::vector<int64_t> kernelBefore(c.w.begin() + 2, c.w.end());
+      // A dropped tap's NaN weight times the padding's zero is NaN: kept.
+      const std::vector<int64_t> want = nanWeight && c.firstTapDropped ? kernelBefore : c.kernelAfter;
+      const bool changes = want != kernelBefore;
+      CHECK(trimmed == (changes ? 1u : 0u));
+      const NodeData& conv = g.node(*g.producer(y));
+      std::vector<int64_t> kernel(g.value(conv.inputs[1]).constant->shape().begin() + 2,
+                                  g.value(conv.inputs[1]).constant->shape().end());
+      CHECK(kernel == want);
+      if (changes) CHECK(std::get<std::vector<int64_t>>(*conv.attr("kernel_shape")) == want);
+      for (int64_t p : std::get<std::vector<int64_t>>(*conv.attr("pads"))) CHECK(p >= 0);
+      CHECK(g.verify().empty());
+      test::checkClose(test::run(g, {input})[0], before[0], 1e-5f);
+    }
+  }
+}

@@ -59,6 +59,10 @@ Estimate rooflineEstimate(double flops, double bytes, const Target& target, doub
 Estimate groupEstimate(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
                        const Target& target, const std::string& family = {});
 
+/// Whether the target carries a calibration (per-family roof fractions or
+/// startup times), so that estimates depend on the family that builds a group.
+bool hasCalibration(const Target& target);
+
 /// The family that builds node `n` alone, for calibrated estimates (empty
 /// without `families`, on an uncalibrated target, or when none builds it).
 std::string soloFamily(const Graph& g, NodeRef n, const OpCatalog& catalog, const Target& target,

@@ -36,6 +36,10 @@ class [[nodiscard]] Expected {
     assert(ok() && "value() on an Expected holding an error");
     return std::get<0>(state_);
   }
+  const T& value() const& {
+    assert(ok() && "value() on an Expected holding an error");
+    return std::get<0>(state_);
+  }
   T&& value() && {
     assert(ok() && "value() on an Expected holding an error");
     return std::get<0>(std::move(state_));

@@ -11,6 +11,7 @@
 /// `verify()` checks that they are.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -92,7 +93,7 @@ struct EdgeData {
   ValueId value = kNoValue;
   uint32_t operand = 0;
 };
-using BoostGraph = boost::adjacency_list<boost::listS, boost::listS, boost::bidirectionalS,
+using BoostGraph = boost::adjacency_list<boost::vecS, boost::listS, boost::bidirectionalS,
                                          NodeData, EdgeData>;
 using NodeRef = BoostGraph::vertex_descriptor;
 
@@ -220,7 +221,9 @@ class Graph {
   /// All nodes in insertion order.
   std::vector<NodeRef> nodes() const;
   /// Nodes in a dependency-respecting order, stable (ties go to the node
-  /// added first), or an error naming a node on a cycle.
+  /// added first), or an error naming a node on a cycle. The order is kept
+  /// until the graph's structure changes (nodes or edges added or removed):
+  /// passes that leave a graph as it is do not pay for it again.
   Expected<std::vector<NodeRef>> topologicalOrder() const;
   /// Nodes that read a result of `n`, each once, in use order.
   std::vector<NodeRef> consumers(NodeRef n) const;
@@ -240,6 +243,22 @@ class Graph {
   void removeEdgeFor(NodeRef consumer, uint32_t operand, ValueId v);
   void addUse(ValueId v, NodeRef n, uint32_t operand);
   void dropUse(ValueId v, NodeRef n, uint32_t operand);
+  Expected<std::vector<NodeRef>> computeTopologicalOrder() const;
+  void structureChanged() { order_.clear(); }
+
+  /// The last topological order, dropped on every structural edit. Const
+  /// callers may share a graph across threads, so it is an atomic pointer;
+  /// moving a graph drops it.
+  struct OrderCache {
+    std::atomic<std::shared_ptr<const std::vector<NodeRef>>> order;
+    OrderCache() = default;
+    OrderCache(OrderCache&&) noexcept {}
+    OrderCache& operator=(OrderCache&&) noexcept {
+      clear();
+      return *this;
+    }
+    void clear() { order.store(nullptr); }
+  };
 
   // Behind a pointer so that moving a Graph keeps vertex descriptors (which
   // point into the vertex list) valid: Boost's adjacency_list copies on move.
@@ -248,6 +267,7 @@ class Graph {
   std::vector<ValueId> inputs_;
   std::vector<ValueId> outputs_;
   NodeId nextNodeId_ = 0;
+  mutable OrderCache order_;
 };
 
 /// What crosses the boundary of a group of nodes: values its members read

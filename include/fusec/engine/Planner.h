@@ -14,6 +14,7 @@
 #pragma once
 
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "fusec/engine/CostModel.h"
@@ -52,7 +53,7 @@ struct Plan {
   Estimate before;                    ///< every node its own kernel
   Estimate after;                     ///< the plan
   /// Group index of each node.
-  std::map<NodeRef, size_t> groupOf;
+  std::unordered_map<NodeRef, size_t> groupOf;
 };
 
 /// Checks the target's limits on fused groups against the loaded catalog: a

@@ -31,6 +31,7 @@ struct RewriteStats {
   size_t rewrites = 0;
   size_t nodesFolded = 0;
   size_t nodesRemoved = 0;
+  size_t convsTrimmed = 0;  ///< convs whose kernel lost taps that read only padding
   bool capHit = false;
   std::string capRule;  ///< the rule that would have fired past the cap
 };
@@ -49,6 +50,18 @@ Expected<RewriteStats> rewriteToFixpoint(Graph& g, const RuleSet& rules, const T
 /// number of nodes folded.
 Expected<size_t> foldConstants(Graph& g, const OpCatalog& catalog);
 
+/// Drops the kernel taps of convolutions that read only padding at every
+/// output position: leading and trailing taps along a spatial axis where the
+/// dilation carries them past the input (DeepLabV3's atrous convs with a
+/// dilation of 24 or 36 on a 14x14 map are 1x1 convs). The weight (a
+/// constant) is sliced and the pads moved in by the taps dropped, so every
+/// output reads the same products; taps are kept where the new pads would
+/// be negative, or where a dropped weight is not finite (its product with
+/// the padding's zero is NaN). Every rank, group and stride; explicit pads
+/// (auto_pad NOTSET) and static input shapes only. Returns the number of
+/// convs changed.
+size_t trimDeadConvTaps(Graph& g);
+
 /// Removes nodes none of whose results is used or a graph output.
 size_t eliminateDeadCode(Graph& g);
 
@@ -58,7 +71,7 @@ size_t eliminateDeadCode(Graph& g);
 size_t eliminateCommonSubexpressions(Graph& g, const OpCatalog& catalog);
 
 /// The rewrite stage as the compiler runs it: constant folding, rewrites to
-/// a fixpoint, common subexpressions, dead code. The graph computes the same
+/// a fixpoint, dead conv taps, common subexpressions, dead code. The graph computes the same
 /// outputs afterwards.
 Expected<RewriteStats> runRewritePipeline(Graph& g, const RuleSet& rules, const Target* target,
                                           const RewriteOptions& options = {});
