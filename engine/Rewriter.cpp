@@ -423,8 +423,15 @@ size_t trimDeadConvTaps(Graph& g) {
     for (size_t a = 0; a < spatial && valid; ++a) {
       const int64_t in = x[a + 2], k = w->dim(static_cast<int64_t>(a) + 2), s = strides[a], dl = dil[a];
       const int64_t pb = pads[a], pe = pads[a + spatial];
+      // (Sizes past 2^31 are left alone: the products below stay in range.)
+      constexpr int64_t kBound = int64_t{1} << 31;
+      if (in <= 0 || k <= 0 || s <= 0 || dl <= 0 || pb < 0 || pe < 0 || in > kBound || k > kBound || s > kBound ||
+          dl > kBound || pb > kBound || pe > kBound) {
+        valid = false;
+        break;
+      }
       const int64_t span = in + pb + pe - dl * (k - 1) - 1;
-      if (in <= 0 || k <= 0 || s <= 0 || dl <= 0 || pb < 0 || pe < 0 || span < 0) {
+      if (span < 0) {
         valid = false;
         break;
       }

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <sstream>
 
@@ -471,5 +472,17 @@ TEST_CASE("conv taps that read only padding are dropped, and every output stays 
       CHECK(g.verify().empty());
       test::checkClose(test::run(g, {input})[0], before[0], 1e-5f);
     }
+  }
+}
+
+TEST_CASE("conv tap trimming leaves absurd attributes alone, without overflow") {
+  for (int64_t big : {int64_t{1} << 40, std::numeric_limits<int64_t>::max()}) {
+    Graph g;
+    const ValueId x = g.addInput("x", TensorType::of(DType::Float32, {1, 1, 5}));
+    const ValueId w = g.addConstant("w", randomTensor({1, 1, 3}, 1));
+    const ValueId y = g.addValue("y");
+    g.addNode("Conv", {x, w}, {y}, {{"dilations", std::vector<int64_t>{big}}, {"pads", std::vector<int64_t>{big, big}}});
+    g.addOutput(y);
+    CHECK(trimDeadConvTaps(g) == 0);
   }
 }
