@@ -35,6 +35,14 @@ inline std::string realLiteral(double v, int digits, const char* suffix) {
 }
 
 inline std::string floatLiteral(double v) { return realLiteral(v, 9, "f"); }
+
+/// The larger (`max`) or smaller of float scalars or vectors `a` and `b`,
+/// a NaN in either winning, as numpy's and PyTorch's max and min have it
+/// (fmax and fmin drop a NaN operand): one select on two comparisons, lane
+/// by lane. `a` is written twice and `b` once per operand use; pass names.
+inline std::string extremeWithNaN(bool max, const std::string& a, const std::string& b) {
+  return "select(" + b + ", " + a + ", (" + a + (max ? " > " : " < ") + b + ") | (" + a + " != " + a + "))";
+}
 inline std::string doubleLiteral(double v) { return realLiteral(v, 17, ""); }
 
 /// Stores of the first `valid` lanes of the `width`-lane vector `value`

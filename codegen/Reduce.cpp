@@ -117,8 +117,11 @@ Expected<KernelSource> emitReduce(const Graph& g, const std::vector<NodeRef>& me
   if (op == "ReduceL2") result = "sqrt(acc)";
   if (op == "ReduceL1") update = integerAcc ? "acc += " + elem + " < 0 ? -" + elem + " : " + elem + ";" : "acc += fabs(" + elem + ");";
   if (op == "ReduceProd") init = "1", update = "acc *= " + elem + ";";
-  if (op == "ReduceMax") init = lowest, update = "acc = " + elem + " > acc ? " + elem + " : acc;";
-  if (op == "ReduceMin") init = highest, update = "acc = " + elem + " < acc ? " + elem + " : acc;";
+  // A NaN element is the extreme (numpy's max and min): it fails every
+  // comparison, so once in the accumulator it stays.
+  const std::string nanWins = integerAcc ? "" : " || " + elem + " != " + elem;
+  if (op == "ReduceMax") init = lowest, update = "acc = " + elem + " > acc" + nanWins + " ? " + elem + " : acc;";
+  if (op == "ReduceMin") init = highest, update = "acc = " + elem + " < acc" + nanWins + " ? " + elem + " : acc;";
   if (op == "ReduceLogSumExp")
     update = "acc += " + std::string(real == "float" ? "fusec_exp(" : "exp(") + elem + " - peak);", result = "log(acc) + peak";
   if (arg) {
@@ -224,7 +227,7 @@ Expected<KernelSource> emitReduce(const Graph& g, const std::vector<NodeRef>& me
   }
   if (lanes) {
     const std::string vec = "float" + std::to_string(lanes), v = ve.vars().at(x);
-    const std::string update = op == "ReduceMax" ? "acc = fmax(acc, " + v + ");" : op == "ReduceMin" ? "acc = fmin(acc, " + v + ");"
+    const std::string update = op == "ReduceMax" || op == "ReduceMin" ? "acc = " + detail::extremeWithNaN(op == "ReduceMax", "acc", v) + ";"
                                : op == "ReduceSumSquare" || op == "ReduceL2" ? "acc = fma(" + v + ", " + v + ", acc);"
                                : op == "ReduceL1" ? "acc += fabs(" + v + ");" : "acc += " + v + ";";
     const std::string first = op == "ReduceMax" ? "-INFINITY" : op == "ReduceMin" ? "INFINITY" : "0.0f";

@@ -68,8 +68,8 @@ namespace {
 
 /// How a one-pass reduction starts, folds an element (or a vector of them)
 /// into its accumulator, combines two partial results, and finishes: max
-/// and min as fmax and fmin, squares summed for ReduceL2 and
-/// ReduceSumSquare.
+/// and min with a NaN winning (detail::extremeWithNaN), squares summed for
+/// ReduceL2 and ReduceSumSquare.
 struct OnePass {
   bool isMax = false, isMin = false, squares = false, mean = false, root = false;
 
@@ -79,12 +79,12 @@ struct OnePass {
         root(op == "ReduceL2") {}
   std::string init() const { return isMax ? "-INFINITY" : isMin ? "INFINITY" : "0.0f"; }
   std::string fold(const std::string& acc, const std::string& v) const {
-    return isMax ? "fmax(" + acc + ", " + v + ")" : isMin ? "fmin(" + acc + ", " + v + ")"
+    return isMax || isMin ? detail::extremeWithNaN(isMax, acc, v)
                  : squares ? "fma(" + v + ", " + v + ", " + acc + ")" : acc + " + " + v;
   }
   /// Partial results combined (squares are summed once made).
   std::string pair(const std::string& a, const std::string& b) const {
-    return isMax ? "fmax(" + a + ", " + b + ")" : isMin ? "fmin(" + a + ", " + b + ")" : a + " + " + b;
+    return isMax || isMin ? detail::extremeWithNaN(isMax, a, b) : a + " + " + b;
   }
   std::string result(const std::string& total, int64_t n) const {
     return mean ? total + " / " + std::to_string(n) + ".0f" : root ? "sqrt(" + total + ")" : total;
@@ -200,7 +200,7 @@ std::optional<KernelSource> vectorRowPerWorkItem(const Graph& g, const OpCatalog
   auto combine = [&](const std::string& var, const std::string& f) {
     rows([&] {
       auto pair = [&](const std::string& a, const std::string& b) {
-        return f == "+" ? a + " + " + b : (f == "min" ? "fmin(" : "fmax(") + a + ", " + b + ")";
+        return f == "+" ? a + " + " + b : detail::extremeWithNaN(f == "max", a, b);
       };
       std::string v = acc();
       if (lanes == 16) src << "  const float8 " << var << "8" << W << " = " << pair(v + ".lo", v + ".hi") << ";\n", v = var + "8" + W;
@@ -578,10 +578,10 @@ Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>&
     src << "  float acc = " << (isMax ? "-INFINITY" : isMin ? "INFINITY" : "0.0f") << ";\n";
     each([&](const std::string& v, const std::string&) {
       return "acc = " +
-             (isMax ? "fmax(acc, " + v + ")" : isMin ? "fmin(acc, " + v + ")" : squares ? "acc + " + v + " * " + v : "acc + " + v) +
+             (isMax || isMin ? detail::extremeWithNaN(isMax, "acc", v) : squares ? "acc + " + v + " * " + v : "acc + " + v) +
              ";";
     });
-    tree("total", isMax ? "fmax(scratch[lid], scratch[lid + s])" : isMin ? "fmin(scratch[lid], scratch[lid + s])" : sumCombine);
+    tree("total", isMax || isMin ? detail::extremeWithNaN(isMax, "scratch[lid]", "scratch[lid + s]") : sumCombine);
     const std::string result =
         op == "ReduceMean" || op == "GlobalAveragePool" ? "total / FUSEC_N" : op == "ReduceL2" ? "sqrt(total)" : "total";
     src << "  if (" << lane0 << ") out0[row] = " << result << ";\n";

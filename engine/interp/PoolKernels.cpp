@@ -98,7 +98,7 @@ void globalPool(KernelContext& ctx, PoolKind kind) {
     const float* xc = x.data<float>() + nc * S;
     double acc = kind == PoolKind::Max ? -std::numeric_limits<double>::infinity() : 0.0;
     for (int64_t i = 0; i < S; ++i) {
-      if (kind == PoolKind::Max) acc = std::max<double>(acc, xc[i]);
+      if (kind == PoolKind::Max) acc = std::isnan(acc) || acc > xc[i] ? acc : static_cast<double>(xc[i]);  // NaN wins
       else if (kind == PoolKind::Lp) acc += std::pow(std::abs(xc[i]), p);
       else acc += xc[i];
     }

@@ -67,8 +67,9 @@ void reduce(KernelContext& ctx, ReduceKind kind) {
       double& a = acc[static_cast<size_t>(off[0])];
       switch (kind) {
         case ReduceKind::Sum: case ReduceKind::Mean: case ReduceKind::LogSum: a += v; break;
-        case ReduceKind::Max: a = std::max(a, v); break;
-        case ReduceKind::Min: a = std::min(a, v); break;
+        // A NaN is the extreme, as numpy's and PyTorch's max and min have it.
+        case ReduceKind::Max: a = std::isnan(a) || a > v ? a : v; break;
+        case ReduceKind::Min: a = std::isnan(a) || a < v ? a : v; break;
         case ReduceKind::Prod: a *= v; break;
         case ReduceKind::L1: a += std::abs(v); break;
         case ReduceKind::L2: case ReduceKind::SumSquare: a += v * v; break;

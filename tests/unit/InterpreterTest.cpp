@@ -379,3 +379,20 @@ TEST_CASE("ScatterND, ScatterElements and Trilu (folded when their operands are 
                      floats({2, 3}, {1, 0, 0, 4, 5, 0}));
   }
 }
+
+TEST_CASE("a NaN among the reduced elements is the max and the min, as numpy's and PyTorch's have it") {
+  // Wherever the NaN sits in the row: first, middle, last; rows without one
+  // keep their extreme, an infinity included.
+  const Tensor x = floats({4, 3}, {NAN, 1, 2, 1, NAN, -INFINITY, 1, 2, NAN, 5, -INFINITY, 3});
+  const Tensor mx = eval1("g (float[4,3] x) => (float[4,1] y)", "y = ReduceMax <axes = [1]> (x)", {x});
+  const Tensor mn = eval1("g (float[4,3] x) => (float[4,1] y)", "y = ReduceMin <axes = [1]> (x)", {x});
+  const Tensor gp = eval1("g (float[1,4,3] x) => (float[1,4,1] y)", "y = GlobalMaxPool (x)", {x.reshaped({1, 4, 3})});
+  for (int64_t r = 0; r < 3; ++r) {
+    CHECK(std::isnan(mx.data<float>()[r]));
+    CHECK(std::isnan(mn.data<float>()[r]));
+    CHECK(std::isnan(gp.data<float>()[r]));
+  }
+  CHECK(mx.data<float>()[3] == 5);
+  CHECK(mn.data<float>()[3] == -INFINITY);
+  CHECK(gp.data<float>()[3] == 5);
+}
