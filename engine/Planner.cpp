@@ -281,9 +281,9 @@ Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target, cons
     Match match;
   };
   std::vector<Found> found;
-  // Containers keyed by node are hashed, not ordered: a tree lookup costs a
-  // cache miss per level once the graph outgrows the cache, which made the
-  // planner's time per node grow with the graph (bench/engine_scaling).
+  // State per node lives in vectors indexed by topological position (or in
+  // hashed sets), never in trees keyed by node pointers: a lookup stays one
+  // access however large the graph (bench/engine_scaling).
   std::unordered_map<const Rule*, std::vector<bool>> covered;  // by node index
   for (size_t i = order.nodes.size(); i-- > 0;) {
     const NodeRef n = order.nodes[i];

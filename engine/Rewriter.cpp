@@ -488,7 +488,9 @@ size_t trimDeadConvTaps(Graph& g) {
     NodeData& md = g.node(n);
     md.attrs["kernel_shape"] = shape;
     md.attrs["pads"] = pads;
-    g.setInput(n, 1, g.addConstant(g.value(d.inputs[1]).name + "_taps", std::move(sliced)));
+    // A fresh name: convs sharing one weight get a slice each.
+    const std::string name = g.value(d.inputs[1]).name + "_taps" + std::to_string(g.valueCapacity());
+    g.setInput(n, 1, g.addConstant(name, std::move(sliced)));
     ++trimmed;
   }
   return trimmed;

@@ -475,6 +475,24 @@ TEST_CASE("conv taps that read only padding are dropped, and every output stays 
   }
 }
 
+TEST_CASE("convs sharing one weight get a trimmed weight each, under names of their own") {
+  Graph g;
+  const ValueId x = g.addInput("x", TensorType::of(DType::Float32, {1, 2, 5, 5}));
+  const ValueId w = g.addConstant("w", randomTensor({2, 2, 3, 3}, 2));
+  std::vector<ValueId> ys;
+  for (int64_t d : {6, 8}) {
+    ys.push_back(g.addValue("y" + std::to_string(d)));
+    g.addNode("Conv", {x, w}, {ys.back()},
+              {{"dilations", std::vector<int64_t>{d, d}}, {"pads", std::vector<int64_t>{d, d, d, d}}});
+    g.addOutput(ys.back());
+  }
+  CHECK(trimDeadConvTaps(g) == 2);
+  const ValueId a = g.node(*g.producer(ys[0])).inputs[1], b = g.node(*g.producer(ys[1])).inputs[1];
+  CHECK(a != b);
+  CHECK(g.value(a).name != g.value(b).name);
+  CHECK(g.value(a).name != "w");
+}
+
 TEST_CASE("conv tap trimming leaves absurd attributes alone, without overflow") {
   for (int64_t big : {int64_t{1} << 40, std::numeric_limits<int64_t>::max()}) {
     Graph g;
