@@ -18,6 +18,7 @@
 
 #include "fusec/engine/Builtins.h"
 #include "fusec/engine/Interpreter.h"
+#include "fusec/engine/Window.h"
 
 namespace fusec {
 namespace {
@@ -408,34 +409,26 @@ size_t trimDeadConvTaps(Graph& g) {
     if (!xt.isStatic() || !w || w->rank() < 3 || xt.dims->size() != static_cast<size_t>(w->rank())) continue;
     const Shape x = xt.staticShape();
     const size_t spatial = static_cast<size_t>(w->rank()) - 2;
-    auto ints = [&](const char* key, int64_t def, size_t n) {
-      const Attribute* a = d.attr(key);
-      return a && std::holds_alternative<std::vector<int64_t>>(*a) ? std::get<std::vector<int64_t>>(*a)
-                                                                   : std::vector<int64_t>(n, def);
-    };
-    const std::vector<int64_t> strides = ints("strides", 1, spatial), dil = ints("dilations", 1, spatial);
-    std::vector<int64_t> pads = ints("pads", 0, 2 * spatial);
-    if (strides.size() != spatial || dil.size() != spatial || pads.size() != 2 * spatial) continue;
+    // The window as the interpreter and the kernels see it (attributes
+    // bounded, output sizes computed); a window it refuses is left alone.
+    Expected<WindowGeometry> geometry =
+        windowGeometry(d, Shape(x.begin() + 2, x.end()), Shape(w->shape().begin() + 2, w->shape().end()), false);
+    if (!geometry) continue;
+    const WindowGeometry& win = geometry.value();
+    const std::vector<int64_t>& dil = win.dilations;
+    std::vector<int64_t> pads = win.padBegin;
+    pads.insert(pads.end(), win.padEnd.begin(), win.padEnd.end());
     // Per spatial axis, the first and last taps that read the input at some
     // output position (input index o*s - pb + k*dil in [0, in) for some o).
     std::vector<int64_t> lo(spatial), hi(spatial);
     bool change = false, valid = true;
     for (size_t a = 0; a < spatial && valid; ++a) {
-      const int64_t in = x[a + 2], k = w->dim(static_cast<int64_t>(a) + 2), s = strides[a], dl = dil[a];
-      const int64_t pb = pads[a], pe = pads[a + spatial];
-      // (Sizes past 2^31 are left alone: the products below stay in range.)
-      constexpr int64_t kBound = int64_t{1} << 31;
-      if (in <= 0 || k <= 0 || s <= 0 || dl <= 0 || pb < 0 || pe < 0 || in > kBound || k > kBound || s > kBound ||
-          dl > kBound || pb > kBound || pe > kBound) {
+      const int64_t in = win.in[a], k = win.kernel[a], s = win.strides[a], dl = dil[a], outs = win.out[a];
+      const int64_t pb = win.padBegin[a], pe = win.padEnd[a];
+      if (in <= 0 || pb < 0 || pe < 0) {
         valid = false;
         break;
       }
-      const int64_t span = in + pb + pe - dl * (k - 1) - 1;
-      if (span < 0) {
-        valid = false;
-        break;
-      }
-      const int64_t outs = span / s + 1;
       auto live = [&](int64_t t) {  // some o in [0, outs) with 0 <= o*s - pb + t*dl < in
         const int64_t base = t * dl - pb;  // input index at o = 0
         const int64_t first = base >= 0 ? 0 : (-base + s - 1) / s;  // first o with index >= 0
@@ -460,7 +453,7 @@ size_t trimDeadConvTaps(Graph& g) {
     for (size_t a = 0; a < spatial; ++a) kept[a + 2] = hi[a] - lo[a] + 1;
     Tensor sliced(w->dtype(), kept);
     const size_t bytes = dtypeSize(w->dtype());
-    const bool floating = w->dtype() == DType::Float32 || w->dtype() == DType::Float64 || w->dtype() == DType::Float16;
+    const bool floating = isFloatingPoint(w->dtype());
     bool finite = true;
     std::vector<int64_t> idx(static_cast<size_t>(w->rank()), 0);
     int64_t out = 0;

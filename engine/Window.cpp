@@ -12,6 +12,11 @@ Expected<std::vector<int64_t>> intsAttr(const NodeData& node, const char* name, 
   const auto* v = std::get_if<std::vector<int64_t>>(a);
   if (!v || v->size() != n)
     return Error{"attribute `" + std::string(name) + "` must have " + std::to_string(n) + " values"};
+  // Bounded so that window arithmetic (extents, spans) cannot overflow.
+  constexpr int64_t kLimit = int64_t{1} << 31;
+  for (int64_t x : *v)
+    if (x > kLimit || x < -kLimit)
+      return Error{"attribute `" + std::string(name) + "` has a value past 2^31: " + std::to_string(x)};
   return *v;
 }
 

@@ -10,6 +10,7 @@
 #include "TestUtil.h"
 #include "fusec/engine/Builtins.h"
 #include "fusec/engine/Rewriter.h"
+#include "fusec/engine/Window.h"
 #include "fusec/grammar/PackLoader.h"
 
 using namespace fusec;
@@ -502,5 +503,9 @@ TEST_CASE("conv tap trimming leaves absurd attributes alone, without overflow") 
     g.addNode("Conv", {x, w}, {y}, {{"dilations", std::vector<int64_t>{big}}, {"pads", std::vector<int64_t>{big, big}}});
     g.addOutput(y);
     CHECK(trimDeadConvTaps(g) == 0);
+    // The shared window geometry refuses them, naming the attribute.
+    Expected<WindowGeometry> win = windowGeometry(g.node(*g.producer(y)), {5}, {3}, false);
+    REQUIRE_FALSE(win.ok());
+    CHECK(win.error().message.find("`dilations`") != std::string::npos);
   }
 }
