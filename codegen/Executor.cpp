@@ -367,6 +367,8 @@ Expected<DeviceProgram> DeviceProgram::build(Device& device, const Graph& g, con
   return p;
 }
 
+size_t DeviceProgram::programs() const { return std::set<void*>(handles_.begin(), handles_.end()).size(); }
+
 Expected<DeviceRun> DeviceProgram::run(const std::vector<Tensor>& inputs) {
   const auto start = std::chrono::steady_clock::now();
   const Graph& g = *g_;

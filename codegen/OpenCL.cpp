@@ -15,6 +15,7 @@
 #include <optional>
 #include <sstream>
 
+#include "fusec/codegen/Canonical.h"
 #include "fusec/codegen/CpuThreads.h"
 #include "fusec/codegen/DiskCache.h"
 #include "fusec/engine/Files.h"
@@ -133,8 +134,12 @@ Expected<std::unique_ptr<Device>> Device::open(const std::string& match) {
 }
 
 Expected<void*> Device::kernel(const std::string& source, const std::string& kernelName) {
-  const std::string key = sha256Hex(source + "\n" + info_.name + "\n" + info_.version + "\n" + kKernelBuildOptions);
-  if (auto it = kernels_.find(key + kernelName); it != kernels_.end()) return it->second;
+  // Groups that compute the same thing share one program, one binary and
+  // one kernel object (Canonical.h); arguments are set at each launch.
+  const CanonicalProgram canonical = canonicalProgram(source, kernelName);
+  const std::string key =
+      sha256Hex(canonical.text + "\n" + info_.name + "\n" + info_.version + "\n" + kKernelBuildOptions);
+  if (auto it = kernels_.find(key + canonical.entry); it != kernels_.end()) return it->second;
   cl_int err = CL_SUCCESS;
   auto ctx = static_cast<cl_context>(context_);
   auto dev = static_cast<cl_device_id>(device_);
@@ -160,7 +165,7 @@ Expected<void*> Device::kernel(const std::string& source, const std::string& ker
       }
     }
     if (!program) {
-      const char* src = source.c_str();
+      const char* src = canonical.text.c_str();
       program = clCreateProgramWithSource(ctx, 1, &src, nullptr, &err);
       if (err != CL_SUCCESS) return Error{"cannot create a program: " + clError(err)};
       err = clBuildProgram(program, 1, &dev, kKernelBuildOptions, nullptr, nullptr);
@@ -183,9 +188,9 @@ Expected<void*> Device::kernel(const std::string& source, const std::string& ker
     }
     programs_[key] = program;
   }
-  cl_kernel k = clCreateKernel(program, kernelName.c_str(), &err);
+  cl_kernel k = clCreateKernel(program, canonical.entry.c_str(), &err);
   if (err != CL_SUCCESS) return Error{"no kernel `" + kernelName + "` in its program: " + clError(err)};
-  kernels_[key + kernelName] = k;
+  kernels_[key + canonical.entry] = k;
   return static_cast<void*>(k);
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "fusec/codegen/Canonical.h"
 #include "fusec/codegen/DiskCache.h"
 
 namespace fusec::codegen {
@@ -86,8 +87,6 @@ Expected<std::vector<FusionTiming>> measureFusions(Device& device, const Graph& 
   for (const KernelGroup& grp : groups) {
     if (grp.nodes.size() < 2) continue;
     if (split.progress) split.progress(visited++, total);
-    // One kernel name for all: a kernel's source then depends on what it
-    // computes alone, and so does the cache key.
     const std::string name = "fusec_split";
     Expected<KernelSource> fused = emitKernel(g, grp.nodes, grp.family, catalog, name, "split-back check", options);
     if (!fused) return fused.error();  // the program built it a moment ago
@@ -108,8 +107,10 @@ Expected<std::vector<FusionTiming>> measureFusions(Device& device, const Graph& 
     for (NodeRef n : grp.nodes) timing.nodes.push_back(g.node(n).id);
     std::sort(timing.nodes.begin(), timing.nodes.end());
     timing.memberKernels = members.size();
-    std::string key = fused->source;
-    for (const KernelSource& k : members) key += "\n// member\n" + k.source;
+    // Keyed by what the kernels compute: the layers of an encoder share
+    // one measurement.
+    std::string key = canonicalProgram(fused->source, name).text;
+    for (const KernelSource& k : members) key += "\n// member\n" + canonicalProgram(k.source, name).text;
     const std::string entry =
         "split-back/" + sha256Hex(key + "\n" + std::to_string(split.launches) + " " + std::to_string(split.margin) + " " +
                                   std::to_string(split.launchSeconds) + "\n" + device.info().name + "\n" +

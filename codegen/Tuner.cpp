@@ -5,6 +5,7 @@
 #include <random>
 #include <sstream>
 
+#include "fusec/codegen/Canonical.h"
 #include "fusec/codegen/DiskCache.h"
 #include "fusec/codegen/Gemm.h"
 #include "fusec/codegen/SplitBack.h"
@@ -74,7 +75,7 @@ Expected<std::vector<TunedKernel>> tuneKernels(Device& device, const Graph& g, c
     result.group = group.name.empty() ? head.op.str() : group.name;
     result.tiling = options.gemm;
     const std::string cached =
-        "tuning/" + sha256Hex(base->source + "\n" + candidates + "\n" + device.info().name + "\n" + device.info().version) + ".txt";
+        "tuning/" + sha256Hex(canonicalProgram(base->source, name).text + "\n" + candidates + "\n" + device.info().name + "\n" + device.info().version) + ".txt";
     std::optional<std::string> entry = tuning.useCache ? cache.get(cached) : std::nullopt;
     if (entry) {
       std::istringstream in(*entry);

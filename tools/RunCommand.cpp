@@ -132,7 +132,8 @@ struct Measured {
   std::optional<codegen::DeviceProgram> program;
   size_t kernels = 0;
   double buildSeconds = 0;                                // codegen, OpenCL build (or cache), upload
-  size_t kernelsFromCache = 0;
+  size_t kernelsFromCache = 0;                            // programs whose binary came from the cache
+  size_t programs = 0;                                    // distinct programs behind the kernels
   double seconds = 1e30;                                  // best device total of the repeats
   std::vector<double> wallSeconds;                        // host to host, each repeat
   std::vector<std::pair<std::string, double>> perKernel;  // of the best repeat
@@ -216,6 +217,7 @@ std::optional<Measured> prepare(const RunOptions& o, codegen::Device& device, co
   }
   m.kernelsFromCache = device.cacheHits() - hitsBefore;
   m.kernels = program->kernels().size();
+  m.programs = program->programs();
   m.launchOverhead = target.launchOverhead;
   for (const codegen::KernelGroup& grp : groups) {
     if (grp.name.empty()) continue;
@@ -262,9 +264,9 @@ void printMeasured(const Measured& m, size_t top) {
   std::vector<std::pair<std::string, double>> sorted = m.perKernel;
   std::sort(sorted.begin(), sorted.end(), [](auto& x, auto& y) { return x.second > y.second; });
   fmt::print("{}: {} kernels launched, device time {:.3f} ms (profiling events), {:.3f} ms per inference host to "
-             "host (median of {}); built in {:.0f} ms ({} of {} kernels from the cache)\n",
+             "host (median of {}); built in {:.0f} ms ({} distinct programs, {} of them from the cache)\n",
              m.label, m.kernels, m.seconds * 1e3, m.medianWall() * 1e3, m.wallSeconds.size(), m.buildSeconds * 1e3,
-             m.kernelsFromCache, m.kernels);
+             m.programs, m.kernelsFromCache);
   fmt::print("  {:<44} {:>9} {:>6} {:>9} {:>8}\n", "kernel", "ms", "share", "GFLOP/s", "GB/s");
   for (size_t i = 0; i < sorted.size() && i < top; ++i) {
     const auto& [name, sec] = sorted[i];
@@ -325,7 +327,8 @@ bool writeJson(const RunOptions& o, const Graph& g, const RewriteStats& rw, cons
     variants.push_back({{"label", m.label},
                         {"kernels", m.kernels},
                         {"build_seconds", m.buildSeconds},
-                        {"kernels_from_cache", m.kernelsFromCache},
+                        {"programs", m.programs},
+                        {"programs_from_cache", m.kernelsFromCache},
                         {"device_seconds", m.seconds},
                         {"wall_seconds_median", m.medianWall()},
                         {"wall_seconds", m.wallSeconds},

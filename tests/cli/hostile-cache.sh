@@ -17,7 +17,7 @@ export FUSEC_CACHE_DIR="$work/cache"
 [ "$(stat -c %a "$work/cache")" = 700 ] || fail "the cache folder is mode $(stat -c %a "$work/cache"), not 700"
 [ "$(stat -c %a "$work/cache/key")" = 600 ] || fail "the key is mode $(stat -c %a "$work/cache/key"), not 600"
 out=$("$fusec" run "$a" 2>&1) || fail "second run of A exited $?"
-grep -Eq "\(([1-9][0-9]*) of \1 kernels from the cache\)" <<<"$out" || fail "the cache was not read back: $out"
+grep -Eq "\(([1-9][0-9]*) distinct programs, \1 of them from the cache\)" <<<"$out" || fail "the cache was not read back: $out"
 echo "ok: a new cache is private (0700, key 0600) and read back"
 
 # 2. Another cache's entries (another key: as another user would write them)
@@ -31,14 +31,14 @@ for f in "$work"/cache/*.bin; do
 done
 out=$("$fusec" run "$a" --check 2>&1) || fail "run of A on planted entries exited $?: $out"
 grep -q "matches the interpreter" <<<"$out" || fail "A on planted entries did not check: $out"
-grep -q "(0 of [0-9]* kernels from the cache)" <<<"$out" || fail "a planted entry was used: $out"
+grep -q "distinct programs, 0 of them from the cache)" <<<"$out" || fail "a planted entry was used: $out"
 echo "ok: $i entries planted from another key: none used, outputs checked"
 
 # 3. A cache folder that others may write: not used, with a warning.
 chmod 0777 "$work/cache"
 out=$("$fusec" run "$a" --check 2>&1) || fail "run with a world-writable cache exited $?: $out"
 grep -q "warning: no kernel cache: .*writable by other users" <<<"$out" || fail "no warning for a world-writable cache: $out"
-grep -q "(0 of [0-9]* kernels from the cache)" <<<"$out" || fail "a world-writable cache was read: $out"
+grep -q "distinct programs, 0 of them from the cache)" <<<"$out" || fail "a world-writable cache was read: $out"
 chmod 0700 "$work/cache"
 
 # 4. A key others can read: not used.

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "TestUtil.h"
+#include "fusec/codegen/Canonical.h"
 #include "fusec/codegen/CpuThreads.h"
 #include "fusec/codegen/Executor.h"
 #include "fusec/codegen/Families.h"
@@ -24,6 +25,7 @@
 #include "fusec/codegen/Tuner.h"
 
 using namespace fusec;
+using codegen::canonicalProgram;
 
 namespace {
 
@@ -3346,4 +3348,82 @@ TEST_CASE("sibling products of one input as one launch (gemm_horizontal) match t
   Status gemv = family->canEmit(two, products, ops->catalog, Target{});
   REQUIRE_FALSE(gemv.ok());
   CHECK(gemv.error().message.find("matrix-vector product") != std::string::npos);
+}
+
+TEST_CASE("groups that compute the same thing share one program and keep their own names") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  Graph g = test::parse(test::model(
+      "g (float[1,8,16,16] a, float[1,8,16,16] b, float[1,8,16,8] c) => (float[1,8,16,16] y, float[1,8,16,16] z, "
+      "float[1,8,16,16] w, float[1,8,16,8] u, float[1,8,16,16] p, float[1,8,16,16] q, float[1,8,16,16] r, "
+      "float[1,8,16,16] s, float[1,8,16,16] t, float[1,8,16,16] sa, float[1,8,16,16] sb, float[1,8,16,8] sc)",
+      R"(
+    y = LeakyRelu <alpha = 0.1> (a)
+    z = LeakyRelu <alpha = 0.1> (b)
+    w = LeakyRelu <alpha = 0.2> (a)
+    u = LeakyRelu <alpha = 0.1> (c)
+    k2 = Constant <value = float {2.0}> ()
+    k4 = Constant <value = float {4.0}> ()
+    k3 = Constant <value = float {3.0}> ()
+    p = Div (a, k2)
+    q = Div (b, k2)
+    r = Div (a, k4)
+    s = Mul (a, k2)
+    t = Mul (a, k3)
+    sa = Softmax <axis = -1> (a)
+    sb = Softmax <axis = -1> (b)
+    sc = Softmax <axis = -1> (c)
+  )"));
+  const std::vector<codegen::KernelGroup> groups = codegen::singleNodeGroups(g);
+  Expected<codegen::DeviceProgram> program = codegen::DeviceProgram::build(device(), g, groups, ops->catalog);
+  REQUIRE_MESSAGE(program.ok(), test::why(program));
+  std::map<std::string, size_t> at;  // kernel name by the value it writes -> its index
+  for (size_t i = 0; i < program->kernels().size(); ++i)
+    at[g.value(program->kernels()[i].outputs[0]).name] = i;
+  REQUIRE(at.size() == 12);
+  // Each kernel's readable source names its own group; the programs they
+  // launch are shared where the computation is the same.
+  auto same = [&](const std::string& x, const std::string& y) {
+    const codegen::KernelSource& kx = program->kernels()[at.at(x)];
+    const codegen::KernelSource& ky = program->kernels()[at.at(y)];
+    CHECK(kx.name != ky.name);
+    return canonicalProgram(kx.source, kx.name).text == canonicalProgram(ky.source, ky.name).text;
+  };
+  CHECK(same("y", "z"));   // the same op on another input
+  CHECK(!same("y", "w"));  // another attribute
+  CHECK(same("y", "u"));   // another shape, which only the launch's size sees
+  CHECK(same("sa", "sb"));
+  CHECK(!same("sa", "sc"));  // rows of 16, rows of 8: another shape in the code
+  CHECK(same("p", "q"));
+  CHECK(!same("p", "r"));  // another constant folded into the code
+  CHECK(same("s", "t"));   // constants read from buffers: one code, two buffers
+  CHECK(program->programs() == 7);  // {y,z,u} w {p,q} r {s,t} {sa,sb} sc
+
+  const std::vector<Tensor> inputs = randomInputs(g, 21);
+  Expected<codegen::DeviceRun> run = program->run(inputs);
+  REQUIRE_MESSAGE(run.ok(), test::why(run));
+  std::set<std::string> timed;
+  for (const auto& [name, seconds] : run->kernelTimes) timed.insert(name);
+  for (const codegen::KernelSource& k : program->kernels()) CHECK(timed.count(k.name));
+  CHECK(timed.size() == 12);
+  const float* a = inputs[0].data<float>();
+  const float* b = inputs[1].data<float>();
+  const float* c = inputs[2].data<float>();
+  for (int i = 0; i < 8 * 16 * 8; ++i) CHECK(run->outputs[3].data<float>()[i] == (c[i] < 0 ? 0.1f * c[i] : c[i]));
+  for (int row = 0; row < 8 * 16; ++row) {  // softmax rows of b (16) and c (8), each on its own data
+    float sumB = 0, sumC = 0;
+    for (int j = 0; j < 16; ++j) sumB += std::exp(b[row * 16 + j]);
+    for (int j = 0; j < 8; ++j) sumC += std::exp(c[row * 8 + j]);
+    CHECK(run->outputs[10].data<float>()[row * 16 + 3] == doctest::Approx(std::exp(b[row * 16 + 3]) / sumB).epsilon(1e-5));
+    CHECK(run->outputs[11].data<float>()[row * 8 + 3] == doctest::Approx(std::exp(c[row * 8 + 3]) / sumC).epsilon(1e-5));
+  }
+  // Shared programs, each launch on its own buffers.
+  for (int i = 0; i < 8 * 16 * 16; ++i) {
+    CHECK(run->outputs[0].data<float>()[i] == (a[i] < 0 ? 0.1f * a[i] : a[i]));
+    CHECK(run->outputs[1].data<float>()[i] == (b[i] < 0 ? 0.1f * b[i] : b[i]));
+    CHECK(run->outputs[4].data<float>()[i] == a[i] * 0.5f);
+    CHECK(run->outputs[5].data<float>()[i] == b[i] * 0.5f);
+    CHECK(run->outputs[6].data<float>()[i] == a[i] * 0.25f);
+    CHECK(run->outputs[7].data<float>()[i] == a[i] * 2.0f);
+    CHECK(run->outputs[8].data<float>()[i] == a[i] * 3.0f);
+  }
 }

@@ -167,6 +167,9 @@ class DeviceProgram {
   const Schedule& schedule() const { return schedule_; }
   const std::vector<KernelSource>& kernels() const { return schedule_.kernels; }
   const MemoryPlan& memory() const { return schedule_.memory; }
+  /// Distinct programs behind the kernels: groups that compute the same
+  /// thing launch one program (Canonical.h).
+  size_t programs() const;
 
  private:
   DeviceProgram(Device& device, const Graph& g) : device_(&device), g_(&g) {}

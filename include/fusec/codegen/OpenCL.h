@@ -60,8 +60,10 @@ class Device {
 
   const DeviceInfo& info() const { return info_; }
 
-  /// Builds (or takes from the caches) a program and returns a handle for
-  /// `kernelName`. A build failure returns the compiler's log.
+  /// Builds (or takes from the caches) the canonical program of `source`
+  /// (Canonical.h) and returns a handle for its kernel `kernelName`: sources
+  /// that differ only in names and comments share one program, one cache
+  /// entry and one handle. A build failure returns the compiler's log.
   Expected<void*> kernel(const std::string& source, const std::string& kernelName);
 
   Expected<Buffer> upload(const Tensor& t);
