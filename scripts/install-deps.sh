@@ -13,6 +13,7 @@ packages=(
   libonnx-dev protobuf-compiler libprotobuf-dev libonnx-testdata
   libz3-dev  # fusec verify: symbolic proofs of rewrite rules
   libssl-dev  # the kernel cache's keyed hashes (HMAC-SHA256)
+  libopenblas-dev  # the reference interpreter's GEMM (Conv, MatMul, Gemm)
   time  # tests read a command's peak memory with /usr/bin/time
   python3-torch python3-torchvision python3-onnx  # the model zoo (bench/models/export_models.py)
   python3-venv python3-matplotlib  # bench/run: a venv for ONNX Runtime from PyPI; roofline charts

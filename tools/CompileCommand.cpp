@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -16,6 +17,7 @@
 #include "Random.h"
 #include "Session.h"
 #include "fusec/codegen/Bundle.h"
+#include "fusec/codegen/Canonical.h"
 #include "fusec/codegen/Executor.h"
 #include "fusec/codegen/Spirv.h"
 #include "fusec/driver/Pipeline.h"
@@ -53,7 +55,9 @@ bool emitKernels(const CompileOptions& o, const Session& s, const driver::Compil
     return false;
   }
   size_t validated = 0;
+  std::set<std::string> programs;  // what the device builds: groups that compute the same thing share one
   for (const auto& [name, source] : sources->kernels) {
+    programs.insert(codegen::canonicalProgram(source, name).text);
     if (Status st = writeOutputFile((dir / (name + ".cl")).string(), source); !st) {
       std::cerr << "error: " << st.error().message << "\n";
       return false;
@@ -71,10 +75,11 @@ bool emitKernels(const CompileOptions& o, const Session& s, const driver::Compil
     }
     ++validated;
   }
-  summary = fmt::format("\nkernels: {} OpenCL C files, {} SPIR-V modules validated, in {} ({} reshape(s) are views, "
-                        "{} concat(s) written in place by their inputs' producers, {} slice(s) read in place: no kernel)\n",
-                        sources->kernels.size(), validated, dir.string(), sources->views, sources->inPlaceConcats,
-                        sources->sliceViews);
+  summary = fmt::format("\nkernels: {} OpenCL C files ({} distinct programs), {} SPIR-V modules validated, in {} ({} "
+                        "reshape(s) are views, {} concat(s) written in place by their inputs' producers, {} slice(s) "
+                        "read in place: no kernel)\n",
+                        sources->kernels.size(), programs.size(), validated, dir.string(), sources->views,
+                        sources->inPlaceConcats, sources->sliceViews);
   for (const auto& [op, n] : sources->unbuilt) summary += fmt::format("  no kernel family builds {} node(s) of op {}\n", n, op);
   return true;
 }

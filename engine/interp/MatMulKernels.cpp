@@ -28,6 +28,13 @@ void matmul(KernelContext& ctx) {
   if (a0.rank() > 1) outShape.push_back(M);
   if (b0.rank() > 1) outShape.push_back(N);
   Tensor y(DType::Float32, outShape);
+  if (shapeNumel(bBatch) == 1 && aBatch == batch) {
+    // One B for every batch of A: one GEMM of all A's rows (a [seq, 1, d]
+    // activation times a weight is not seq products of one row each).
+    gemm(false, false, shapeNumel(batch) * M, N, K, 1.f, a.data<float>(), b.data<float>(), 0.f, y.data<float>());
+    ctx.setOutput(0, std::move(y));
+    return;
+  }
   std::array<Shape, 2> strides = {broadcastStrides(aBatch, batch), broadcastStrides(bBatch, batch)};
   forEachBroadcast<2>(batch, strides, [&](int64_t i, const std::array<int64_t, 2>& off) {
     gemm(false, false, M, N, K, 1.f, a.data<float>() + off[0] * M * K, b.data<float>() + off[1] * K * N,
