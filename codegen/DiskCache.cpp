@@ -1,12 +1,15 @@
 /// The per-user kernel cache; see DiskCache.h for what is checked and why.
 #include "fusec/codegen/DiskCache.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <atomic>
 #include <filesystem>
 #include <iostream>
+#include <vector>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -16,6 +19,7 @@
 #include <unistd.h>
 
 #include "fusec/engine/Files.h"
+#include "fusec/engine/Tensor.h"
 
 namespace fusec::codegen {
 namespace fs = std::filesystem;
@@ -203,6 +207,107 @@ const DiskCache& DiskCache::user() {
   return cache;
 }
 
+namespace {
+
+/// The runtime's own cache folder inside ours (OpenCL.cpp puts PoCL's here).
+constexpr std::string_view kRuntimeFolder = "pocl";
+
+/// Calls `f(path, status)` for every regular file under `folder`, never
+/// following links; `runtime` tells whether it lies in the runtime's folder.
+template <class F>
+void forEachFile(const fs::path& folder, F&& f) {
+  std::error_code ec;
+  fs::recursive_directory_iterator it(folder, fs::directory_options::skip_permission_denied, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const fs::file_status st = it->symlink_status(ec);
+    if (ec || !fs::is_regular_file(st)) continue;
+    const fs::path relative = it->path().lexically_relative(folder);
+    f(it->path(), relative, *relative.begin() == kRuntimeFolder);
+  }
+}
+
+/// Whether `relative` names one of fusec's entries (a binary at the top,
+/// anything in its tuning and split-back folders): what usage(), trim()
+/// and clear() touch. The key is never one; nor is a file someone else put
+/// in a folder FUSEC_CACHE_DIR was pointed at.
+bool isEntry(const fs::path& relative) {
+  const std::string first = relative.begin()->string();
+  if (first == "tuning" || first == "split-back") return true;
+  return std::next(relative.begin()) == relative.end() && relative.extension() == ".bin";
+}
+
+}  // namespace
+
+uint64_t DiskCache::capBytes() {
+  static const uint64_t cap = static_cast<uint64_t>(limitFromEnv("FUSEC_CACHE_MAX_BYTES", int64_t{2} << 30));
+  return cap;
+}
+
+DiskCache::Usage DiskCache::usage() const {
+  Usage u;
+  if (folder_.empty()) return u;
+  forEachFile(folder_, [&](const fs::path& path, const fs::path& relative, bool runtime) {
+    if (!runtime && !isEntry(relative)) return;
+    std::error_code ec;
+    const uint64_t bytes = fs::file_size(path, ec);
+    if (ec) return;
+    if (runtime) {
+      u.runtimeBytes += bytes;
+    } else {
+      ++u.entries;
+      u.bytes += bytes;
+    }
+  });
+  return u;
+}
+
+Expected<uint64_t> DiskCache::clear() const {
+  if (!enabled()) return Error{"no kernel cache: " + why_};
+  const Usage before = usage();
+  std::error_code ec;
+  std::vector<fs::path> entries;
+  forEachFile(folder_, [&](const fs::path& path, const fs::path& relative, bool runtime) {
+    if (!runtime && isEntry(relative)) entries.push_back(path);
+  });
+  for (const fs::path& path : entries)
+    if (!fs::remove(path, ec) && ec) return Error{path.string() + ": " + ec.message()};
+  for (std::string_view sub : {"tuning", "split-back"}) fs::remove(fs::path(folder_) / sub, ec);  // when empty
+  // The runtime's folder is fusec's to manage: OpenCL.cpp created it.
+  fs::remove_all(fs::path(folder_) / kRuntimeFolder, ec);  // a link is removed, not followed
+  if (ec) return Error{(fs::path(folder_) / kRuntimeFolder).string() + ": " + ec.message()};
+  const Usage after = usage();
+  return before.bytes + before.runtimeBytes - after.bytes - after.runtimeBytes;
+}
+
+uint64_t DiskCache::trim(uint64_t maxBytes) const {
+  if (!enabled()) return 0;
+  struct Entry {
+    fs::file_time_type used;
+    uint64_t bytes;
+    fs::path path;
+  };
+  std::vector<Entry> entries;
+  uint64_t total = 0;
+  forEachFile(folder_, [&](const fs::path& path, const fs::path& relative, bool runtime) {
+    if (runtime || !isEntry(relative)) return;
+    std::error_code ec;
+    const uint64_t bytes = fs::file_size(path, ec);
+    const fs::file_time_type used = fs::last_write_time(path, ec);
+    if (ec) return;
+    entries.push_back({used, bytes, path});
+    total += bytes;
+  });
+  if (total <= maxBytes) return 0;
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.used < b.used; });
+  uint64_t freed = 0;
+  for (const Entry& e : entries) {
+    if (total - freed <= maxBytes) break;
+    std::error_code ec;
+    if (fs::remove(e.path, ec)) freed += e.bytes;  // gone already: another process trimmed it
+  }
+  return freed;
+}
+
 std::optional<std::string> DiskCache::get(const std::string& name) const {
   if (!enabled()) return std::nullopt;
   Expected<std::string> file = readInputFile((fs::path(folder_) / name).string(), kMaxEntryBytes);
@@ -217,6 +322,9 @@ std::optional<std::string> DiskCache::get(const std::string& name) const {
   const std::string want = entryMac(key_, name, rest);
   if (want.empty() || mac.size() != want.size() || CRYPTO_memcmp(mac.data(), want.data(), want.size()) != 0)
     return std::nullopt;
+  // Used now: the last to go when the cache is trimmed.
+  const fs::path path = fs::path(folder_) / name;
+  ::utimensat(AT_FDCWD, path.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);
   return std::string(rest);
 }
 
@@ -229,7 +337,16 @@ void DiskCache::put(const std::string& name, std::string_view payload) const {
   std::string entry;
   entry.reserve(kMagic.size() + mac.size() + 1 + payload.size());
   entry.append(kMagic).append(mac).append("\n").append(payload);
-  (void)writeOutputFile(path.string(), entry);
+  if (!writeOutputFile(path.string(), entry)) return;
+  // Trimmed on a process's first write and after each eighth of the cap
+  // written since: a scan of the folder now and then, not on every write.
+  static std::atomic<bool> trimmedOnce{false};
+  static std::atomic<uint64_t> sinceTrim{0};
+  const uint64_t written = sinceTrim.fetch_add(entry.size()) + entry.size();
+  if (!trimmedOnce.exchange(true) || written >= capBytes() / 8) {
+    sinceTrim = 0;
+    trim(capBytes());
+  }
 }
 
 }  // namespace fusec::codegen

@@ -24,6 +24,7 @@ CommandRunner addCompileCommand(CLI::App& sub);
 CommandRunner addExplainCommand(CLI::App& sub);
 CommandRunner addVerifyCommand(CLI::App& sub);
 CommandRunner addCalibrateCommand(CLI::App& sub);
+CommandRunner addCacheCommand(CLI::App& sub);
 
 /// What `fusec verify` takes; `fusec check --verify` takes the same.
 struct VerifyFlags {

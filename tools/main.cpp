@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
       {"fmt", "print .fuse files in canonical form", addFmtCommand},
       {"calibrate", "measure how close each kernel family comes to the target's roofs; write the calibration",
        addCalibrateCommand},
+      {"cache", "where the kernel cache is and how large (info), or empty it (clear)", addCacheCommand},
   };
   std::vector<std::pair<CLI::App*, CommandRunner>> runners;
   for (const Entry& c : commands) {

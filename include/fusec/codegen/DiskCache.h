@@ -10,15 +10,25 @@
 /// A folder that fails is not used: the process runs without a cache and
 /// says why once on stderr.
 ///
+/// How much: at most FUSEC_CACHE_MAX_BYTES of entries (default 2 GiB);
+/// past it the least recently used entries go (a read marks an entry used),
+/// checked on the first write of a process and after every eighth of the
+/// cap written. Processes share the folder safely: entries are written
+/// whole under a temporary name and renamed into place, and a reader keeps
+/// what it opened if another process evicts it.
+///
 /// What: every entry carries an HMAC-SHA256 of its name and payload under
 /// a random 32-byte key kept in the folder (mode 0600, this user's): an
 /// entry that someone else wrote, copied from another key, truncated or
 /// altered reads as absent and is rebuilt.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include "fusec/engine/Error.h"
 
 namespace fusec::codegen {
 
@@ -43,6 +53,20 @@ class DiskCache {
   /// Stores `payload` as entry `name`; a cache that cannot be written is
   /// no cache, so failures are silent.
   void put(const std::string& name, std::string_view payload) const;
+
+  struct Usage {
+    uint64_t entries = 0, bytes = 0;  ///< fusec's entries (binaries, tuning, split-back verdicts)
+    uint64_t runtimeBytes = 0;        ///< the OpenCL runtime's own cache kept here (pocl/)
+  };
+  Usage usage() const;
+  /// Removes every entry and the runtime's files; the key stays. Returns
+  /// the bytes freed.
+  Expected<uint64_t> clear() const;
+  /// Removes least recently used entries until they take at most
+  /// `maxBytes`; returns the bytes freed.
+  uint64_t trim(uint64_t maxBytes) const;
+  /// FUSEC_CACHE_MAX_BYTES, or 2 GiB.
+  static uint64_t capBytes();
 
  private:
   std::string folder_;

@@ -31,7 +31,7 @@ std::optional<int64_t> checkedBytes(const Shape& shape, DType dtype);
 int64_t maxTensorBytes();
 /// The environment variables that set fusec's limits.
 inline constexpr const char* kLimitVariables[] = {"FUSEC_MAX_TENSOR_BYTES", "FUSEC_MAX_INTERPRETER_STEPS",
-                                                  "FUSEC_INFERENCE_SECONDS"};
+                                                  "FUSEC_INFERENCE_SECONDS", "FUSEC_CACHE_MAX_BYTES"};
 /// The largest value a limit may be set to (2^48): above it, a limit
 /// limits nothing.
 inline constexpr int64_t kMaxLimit = int64_t{1} << 48;
