@@ -5,6 +5,10 @@
 /// with the graph drawn and the groups on the roofline; with `--emit bundle`, a
 /// standalone OpenCL program that runs the model (DIR/bundle). `--dump-after
 /// STAGE` prints the graph after `import`, `rewrite` or `plan` as ONNX text.
+/// Where an OpenCL device is present, the kernels a run launches are built
+/// into the kernel cache (`--no-build` skips it).
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
@@ -14,6 +18,7 @@
 #include <sstream>
 
 #include "Commands.h"
+#include "Progress.h"
 #include "Random.h"
 #include "Session.h"
 #include "fusec/codegen/Bundle.h"
@@ -27,6 +32,7 @@
 #include "fusec/engine/OnnxIO.h"
 #include "fusec/engine/Planner.h"
 #include "fusec/engine/Rewriter.h"
+#include "fusec/engine/TypeInference.h"
 
 namespace fusec::tools {
 namespace {
@@ -37,6 +43,7 @@ struct CompileOptions {
   std::vector<std::string> emit = {"onnx", "plan", "report"};
   int64_t symbolicDim = 1;  // bundles: the size of symbolic input dims
   uint64_t seed = 0;        // bundles: the sample inputs
+  bool noBuild = false;     // --no-build
 };
 
 bool wants(const CompileOptions& o, const std::string& what) {
@@ -113,6 +120,55 @@ bool emitBundle(const CompileOptions& o, const Session& s, const driver::Compile
   return true;
 }
 
+/// Builds what `fusec run` launches for this plan into the kernel cache,
+/// so that a run, a script or a service starts warm: the fusions timed
+/// against their members (run's split-back check; the verdicts are cached)
+/// and the program's kernels, each distinct program once. Prints one line
+/// to `out`; without a device, or with symbolic input dims (a run binds
+/// them to its inputs), it says why nothing was built. Returns false after
+/// printing an error: a kernel of an accepted plan that does not build.
+bool buildKernels(const CompileOptions& o, const Session& s, driver::Compiled& c, std::FILE* out) {
+  if (Status st = requireStaticShapes(c.graph, ""); !st) {
+    fmt::print(out, "build: skipped: the model has symbolic input dims (run sizes them from its inputs)\n");
+    return true;
+  }
+  Expected<std::unique_ptr<codegen::Device>> device = codegen::Device::open(s.target.deviceMatch);
+  if (!device) {
+    fmt::print(out, "build: skipped: {}\n", device.error().message);
+    return true;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  Progress progress;
+  codegen::SplitBackOptions split;
+  split.progress = [&](size_t done, size_t total) { progress.show("build: timing fusions", done, total); };
+  driver::PipelineOptions options;
+  Expected<std::vector<codegen::FusionTiming>> timed =
+      driver::splitBackLosses(c, **device, *s.rules, s.target, options, split);
+  progress.clear();
+  if (!timed) {
+    std::cerr << "error: " << o.model << ": timing fusions: " << timed.error().message << "\n";
+    return false;
+  }
+  Expected<codegen::DeviceProgram> program = codegen::DeviceProgram::build(
+      **device, c.graph, c.groups, s.rules->catalog, codegen::KernelOptions::forDevice(s.target, (*device)->info()),
+      [&](size_t done, size_t total) { progress.show("build: kernels", done, total); });
+  progress.clear();
+  if (!program) {
+    std::cerr << "error: " << o.model << ": " << program.error().message << "\n";
+    return false;
+  }
+  size_t lost = 0;
+  for (const codegen::FusionTiming& t : timed.value()) lost += t.splitBack;
+  fmt::print(out,
+             "build: {} kernels from {} distinct programs, {} programs compiled and {} from the cache (with the "
+             "fusions' members) on {} in {:.1f} s; {} fusion(s) timed against their members, {} to split back when "
+             "run\n",
+             program->kernels().size(), program->programs(), (*device)->programsBuilt(), (*device)->cacheHits(),
+             (*device)->info().name,
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), timed->size(), lost);
+  return true;
+}
+
 int compile(const CompileOptions& o) {
   const std::vector<std::string_view> stages(driver::kStages.begin(), driver::kStages.end() - 1);  // codegen: no graph
   if (!o.dumpAfter.empty() && std::find(stages.begin(), stages.end(), o.dumpAfter) == stages.end()) {
@@ -163,7 +219,7 @@ int compile(const CompileOptions& o) {
     std::cerr << "error: " << o.model << ": " << compiled.error().message << "\n";
     return 1;
   }
-  const driver::Compiled& c = *compiled.value();
+  driver::Compiled& c = *compiled.value();
   const driver::ReportContext context{o.model, s->target.name, s->packs, s->target.calibrationPath};
   const std::string text = driver::reportText(c, context);
   auto write = [](const std::filesystem::path& path, const std::string& text) {
@@ -176,18 +232,19 @@ int compile(const CompileOptions& o) {
   auto finish = [&](const std::string& more) {
     if (!o.dumpAfter.empty()) return 0;
     if (o.jsonFile.empty()) {
-      std::cout << text << more;
-      return 0;
+      std::cout << text << more << std::flush;
+      return o.noBuild || buildKernels(o, *s, c, stdout) ? 0 : 1;
     }
     nlohmann::json j = driver::reportJson(c, context);
     j["groups"] = driver::planJson(c.graph, c.plan)["groups"];
     j["output_folder"] = o.outDir;
     if (o.jsonFile == "-") {
-      std::cout << j.dump(1) << "\n";
-      return 0;
+      std::cout << j.dump(1) << "\n" << std::flush;
+      return o.noBuild || buildKernels(o, *s, c, stderr) ? 0 : 1;
     }
-    std::cout << text << more;
-    return write(o.jsonFile, j.dump(1) + "\n") ? 0 : 1;
+    std::cout << text << more << std::flush;
+    if (!write(o.jsonFile, j.dump(1) + "\n")) return 1;
+    return o.noBuild || buildKernels(o, *s, c, stdout) ? 0 : 1;
   };
   if (o.outDir.empty()) return finish("");
   std::error_code ec;
@@ -233,6 +290,9 @@ CommandRunner addCompileCommand(CLI::App& sub) {
                  "write the report as JSON (figures per stage, rules fired, fusions, the plan's groups) to this "
                  "file; `-`: to stdout, in place of the text");
   sub.add_option("--dump-after", o->dumpAfter, "print the graph after a stage: import, rewrite, plan");
+  sub.add_flag("--no-build", o->noBuild,
+               "do not build the kernels (by default, where an OpenCL device is present, every distinct kernel "
+               "program a run launches is built into the kernel cache, and the fusions timed, so a run starts warm)");
   return [o] { return compile(*o); };
 }
 
