@@ -209,10 +209,21 @@ class Compiled {
     return take(std::move(k), "CompileError").kernels;
   }
 
+  /// Builds the program on OpenCL now, when it is not built yet: the
+  /// fusions timed against their members, then every distinct kernel
+  /// program (from the kernel cache where it is there). `progress` (None or
+  /// a callable) is called with (phase, done, total) as work completes.
+  void build(const std::string& device, const py::object& progress) {
+    py::gil_scoped_release release;
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (!program_) open(device, progress);
+  }
+
   /// Runs on OpenCL (the program built on the first call) or the reference
   /// interpreter; returns the outputs and, on OpenCL, (kernel, seconds) per launch.
   std::pair<py::dict, std::vector<std::pair<std::string, double>>> run(const py::dict& feeds, bool interpreter,
-                                                                       const std::string& device) {
+                                                                       const std::string& device,
+                                                                       const py::object& progress) {
     const Graph& original = *model_.graph;
     const Graph& g = interpreter ? original : c_->graph;
     std::vector<Tensor> inputs;
@@ -236,7 +247,7 @@ class Compiled {
       if (interpreter) {
         outputs = take(runGraph(original, inputs, &packs_.rules->catalog), "RunError");
       } else {
-        if (!program_) open(device);
+        if (!program_) open(device, progress);
         codegen::DeviceRun r = take(program_->run(inputs), "RunError");
         outputs = std::move(r.outputs);
         times = std::move(r.kernelTimes);
@@ -253,8 +264,16 @@ class Compiled {
   }
 
  private:
-  /// Opens the device and builds the program. Without the GIL.
-  void open(const std::string& match) {
+  /// Opens the device and builds the program, telling `progress` (None or
+  /// a callable taking phase, done, total; called with the GIL) how far it
+  /// is. Without the GIL.
+  void open(const std::string& match, const py::object& progress) {
+    auto tell = [&progress](const char* phase) {
+      return [&progress, phase](size_t done, size_t total) {
+        py::gil_scoped_acquire gil;
+        if (!progress.is_none()) progress(phase, done, total);
+      };
+    };
     if (Status st = requireStaticShapes(c_->graph, "compile with dims= to size the symbolic input dims"); !st)
       raise("RunError", st.error().message);
     const std::string& want = match.empty() ? target_.target->deviceMatch : match;
@@ -263,10 +282,13 @@ class Compiled {
     if (fuse_) {
       driver::PipelineOptions options;
       options.fuse = true;
-      take(driver::splitBackLosses(*c_, *device_, *packs_.rules, *target_.target, options), "CompileError");
+      codegen::SplitBackOptions split;
+      split.progress = tell("timing fusions");
+      take(driver::splitBackLosses(*c_, *device_, *packs_.rules, *target_.target, options, split), "CompileError");
     }
     program_ = take(codegen::DeviceProgram::build(*device_, c_->graph, c_->groups, packs_.rules->catalog,
-                                                  codegen::KernelOptions::forDevice(*target_.target, device_->info())),
+                                                  codegen::KernelOptions::forDevice(*target_.target, device_->info()),
+                                                  tell("building kernels")),
                     "CompileError");
   }
 
@@ -392,7 +414,8 @@ PYBIND11_MODULE(_fusec, m) {
       .def("fused_onnx", &Compiled::fusedOnnx)
       .def("inputs", &Compiled::inputs)
       .def("kernel_sources", &Compiled::kernelSources)
-      .def("run", &Compiled::run, py::arg("feeds"), py::arg("interpreter"), py::arg("device"))
+      .def("run", &Compiled::run, py::arg("feeds"), py::arg("interpreter"), py::arg("device"), py::arg("progress"))
+      .def("build", &Compiled::build, py::arg("device"), py::arg("progress"))
       .def("device_name", &Compiled::deviceName);
   m.def("compile", &compile, py::arg("model"), py::arg("packs"), py::arg("target"), py::arg("dims"), py::arg("fuse"),
         py::arg("rewrite"));

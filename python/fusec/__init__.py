@@ -23,9 +23,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import tempfile
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _fusec
 from .errors import (CompileError, DeviceError, Diagnostic, Error, ModelError, RuleError, RunError,
@@ -127,6 +128,21 @@ class Verdict:
         return self.kind in ("proved", "verified")
 
 
+#: ``progress(phase, done, total)``: how far a build is.
+Progress = Callable[[str, int, int], None]
+
+
+def terminal_progress(phase: str, done: int, total: int) -> None:
+    """The default ``progress`` of builds: one line on stderr, redrawn in
+    place, when stderr is a terminal (as the ``fusec`` command draws it)."""
+    if not sys.stderr.isatty() or total <= 0:
+        return
+    filled = 24 * min(done, total) // total
+    end = "\r\x1b[K" if done >= total else ""
+    sys.stderr.write(f"\r  [{'#' * filled}{'.' * (24 - filled)}] {phase} {done}/{total}\x1b[K{end}")
+    sys.stderr.flush()
+
+
 class CompiledModel:
     """A model compiled by ``fusec.compile``: its report, plan, kernels, and
     a ``run`` on OpenCL or the reference interpreter."""
@@ -197,6 +213,20 @@ class CompiledModel:
         import onnx
         return onnx.load_from_string(self._native.fused_onnx())
 
+    def build(self, device: str = "", progress: Optional[Progress] = terminal_progress) -> "CompiledModel":
+        """Builds the model for OpenCL now, on the target's device (or the
+        first whose name contains ``device``): each fused kernel timed
+        against its members (fusions that lose are split back), then every
+        distinct kernel program, each compiled once and kept in the kernel
+        cache, so a later process on the same model starts from it. Runs
+        call it first when it has not been called. ``progress(phase, done,
+        total)`` is told as work completes (the default draws a line on a
+        terminal; None: silent). Returns ``self``. Raises ``DeviceError``
+        without a device, ``RunError`` for a model with unsized dims."""
+        self._native.build(device, progress)
+        self._plan = self._sources = None  # timing fusions may have planned again
+        return self
+
     def run(self, inputs: Mapping[str, Any], interpreter: bool = False, device: str = "") -> Dict[str, Any]:
         """Runs the model on ``inputs`` (input name -> numpy array of the
         model's dtype) and returns output name -> numpy array.
@@ -209,7 +239,7 @@ class CompiledModel:
         members unfused and splits back those that lose (``plan`` then says
         ``split-back`` and why). Raises ``RunError`` for missing, extra or
         mis-shaped inputs, ``DeviceError`` without a device."""
-        outputs, times = self._native.run(dict(inputs), interpreter, device)
+        outputs, times = self._native.run(dict(inputs), interpreter, device, terminal_progress)
         if not interpreter:
             self.timings = list(times)
             self._plan = self._sources = None  # the first run may have planned again
@@ -284,7 +314,8 @@ def _packs_or_none(packs: PacksLike, target: Optional[Target]) -> Optional[Packs
 
 
 def compile(model: ModelLike, packs: PacksLike = None, target: TargetLike = None,
-            dims: Optional[Mapping[str, int]] = None, fuse: bool = True, rewrite: bool = True) -> CompiledModel:
+            dims: Optional[Mapping[str, int]] = None, fuse: bool = True, rewrite: bool = True,
+            build: bool = True, progress: Optional[Progress] = terminal_progress) -> CompiledModel:
     """Compiles ``model`` (anything ``load_model`` takes) through the
     pipeline's stages: import (symbolic dims sized from ``dims``, shapes and
     constants folded), rewrite (the packs' rewrite rules, CSE), plan (fusion
@@ -295,12 +326,22 @@ def compile(model: ModelLike, packs: PacksLike = None, target: TargetLike = None
     pocl-cpu profile. ``dims``: sizes of symbolic input dims by name
     (``{"batch": 1}``); kernels and runs need every dim sized.
     ``fuse=False`` plans one kernel per node; ``rewrite=False`` skips the
-    rewrite rules. Raises ``ModelError``, ``RuleError``, ``TargetError`` or
+    rewrite rules. With ``build`` (the default), the kernels are built for
+    OpenCL before it returns (``CompiledModel.build``, told to
+    ``progress``) where they can be: not on a machine without an OpenCL
+    device, nor for a model with unsized dims; the first run builds them
+    then. Raises ``ModelError``, ``RuleError``, ``TargetError`` or
     ``CompileError``."""
     t = _target_or_none(target)
     p = _packs_or_none(packs, t)
     m = load_model(model)
-    return CompiledModel(_fusec.compile(m, p, t, dict(dims or {}), fuse, rewrite))
+    compiled = CompiledModel(_fusec.compile(m, p, t, dict(dims or {}), fuse, rewrite))
+    if build:
+        try:
+            compiled.build(progress=progress)
+        except (DeviceError, RunError):
+            pass  # no device here, or dims to size: the first run builds, or says why
+    return compiled
 
 
 def explain(model: ModelLike, rule: str, node: Optional[str] = None, packs: PacksLike = None,

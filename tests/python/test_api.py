@@ -3,7 +3,9 @@
 Run by ctest (`python-api`) with the build's module on PYTHONPATH."""
 import json
 import os
+import re
 import subprocess
+import sys
 
 import numpy
 import pytest
@@ -55,10 +57,10 @@ def test_report_text_is_what_the_command_prints(compiled, resblock_path, tmp_pat
     # The command with a bundle binds N like dims= does; without one, N stays
     # symbolic: compare the report of a compile with the same options.
     c = fusec.compile(resblock_path)
-    out = subprocess.run([FUSEC, "compile", resblock_path], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([FUSEC, "compile", "--no-build", resblock_path], capture_output=True, text=True, check=True).stdout
     assert c.report_text == out
     # `compile --json -` is the same report as data, with the plan's groups.
-    data = json.loads(subprocess.run([FUSEC, "compile", resblock_path, "--json", "-"], capture_output=True, text=True,
+    data = json.loads(subprocess.run([FUSEC, "compile", "--no-build", resblock_path, "--json", "-"], capture_output=True, text=True,
                                      check=True).stdout)
     mine = c.report
     for key in ("estimates", "rules_fired", "fusions", "inputs", "packs", "target"):
@@ -354,3 +356,23 @@ def test_a_wrong_shape_is_refused_before_the_array_is_copied(compiled):
     big = numpy.broadcast_to(numpy.float32(0), (4096, 3, 32, 32))  # a view of one element
     with pytest.raises(fusec.RunError, match="compiled for"):
         compiled.run({"image": big})
+
+
+def test_compile_builds_with_progress_and_a_second_process_starts_warm(resblock_path, tmp_path):
+    # A fresh cache: compile builds (telling progress), a second process on
+    # the same model finds every program in the cache.
+    env = dict(os.environ, FUSEC_CACHE_DIR=str(tmp_path / "cache"))
+    script = (
+        "import sys, fusec\n"
+        "seen = []\n"
+        "c = fusec.compile(sys.argv[1], dims={'N': 1}, progress=lambda phase, done, total: seen.append((phase, done, total)))\n"
+        "assert any(p == 'building kernels' and d == t for p, d, t in seen), seen\n"
+        "print(len(seen))\n")
+    first = subprocess.run([sys.executable, "-c", script, resblock_path], env=env, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    assert int(first.stdout) > 0
+    if not FUSEC:
+        return
+    out = subprocess.run([FUSEC, "run", resblock_path, "--dim", "1"], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert re.search(r"\((\d+) distinct programs, \1 of them from the cache\)", out.stdout), out.stdout
