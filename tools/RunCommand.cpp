@@ -461,7 +461,14 @@ int runOpenCL(const RunOptions& o, const Graph& original, const std::vector<Tens
     if (!writeData(o, o.htmlFile, driver::htmlReport(c, {o.model, target->name, packs, target->calibrationPath}, *rules, *target, html))) return 1;
   }
   if (o.check) {
-    Expected<std::vector<Tensor>> reference = runGraph(original, inputs, &rules->catalog);
+    Progress progress;
+    size_t evaluated = 0;
+    const size_t total = original.numNodes();
+    Expected<std::vector<Tensor>> reference =
+        runGraph(original, inputs, &rules->catalog, [&](NodeRef, const std::vector<const Tensor*>&, std::vector<Tensor>&) {
+          progress.show("check: reference interpreter, nodes", ++evaluated, total);
+        });
+    progress.clear();
     if (!reference) {
       std::cerr << "error: " << reference.error().message << "\n";
       return 1;
