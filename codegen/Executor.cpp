@@ -358,11 +358,13 @@ Expected<DeviceProgram> DeviceProgram::build(Device& device, const Graph& g, con
     if (!b) return b.error();
     p.buffers_.push_back(std::move(b.value()));
   }
+  Device::Sources sources;
+  for (const KernelSource& k : p.schedule_.kernels) sources.emplace_back(k.source, k.name);
+  if (Status st = device.prepare(sources, progress); !st) return st.error();
   for (const KernelSource& k : p.schedule_.kernels) {
     Expected<void*> kernel = device.kernel(k.source, k.name);
     if (!kernel) return kernel.error();
     p.handles_.push_back(kernel.value());
-    if (progress) progress(p.handles_.size(), p.schedule_.kernels.size());
   }
   return p;
 }

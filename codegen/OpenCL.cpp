@@ -12,6 +12,8 @@
 #include <fstream>
 #include <functional>
 #include <optional>
+#include <set>
+#include <thread>
 #include <sstream>
 
 #include "fusec/codegen/Canonical.h"
@@ -135,65 +137,153 @@ Expected<std::unique_ptr<Device>> Device::open(const std::string& match) {
   return Error{"no OpenCL device matches `" + match + "`; the devices are: " + seen};
 }
 
-Expected<void*> Device::kernel(const std::string& source, const std::string& kernelName) {
-  // Groups that compute the same thing share one program, one binary and
-  // one kernel object (Canonical.h); arguments are set at each launch.
-  const CanonicalProgram canonical = canonicalProgram(source, kernelName);
-  const std::string key =
-      sha256Hex(canonical.text + "\n" + info_.name + "\n" + info_.version + "\n" + kKernelBuildOptions);
-  if (auto it = kernels_.find(key + canonical.entry); it != kernels_.end()) return it->second;
+std::string Device::programKey(const std::string& canonical) const {
+  return sha256Hex(canonical + "\n" + info_.name + "\n" + info_.version + "\n" + kKernelBuildOptions);
+}
+
+Expected<void*> Device::program(const std::string& key, const std::string& canonical, bool build,
+                                const std::string& kernelName, const std::string& readable) {
+  if (auto it = programs_.find(key); it != programs_.end()) return it->second;
   cl_int err = CL_SUCCESS;
   auto ctx = static_cast<cl_context>(context_);
   auto dev = static_cast<cl_device_id>(device_);
   cl_program program = nullptr;
-  if (auto it = programs_.find(key); it != programs_.end()) {
-    program = static_cast<cl_program>(it->second);
-  } else {
-    // On-disk cache of device binaries, keyed by source and device. An
-    // entry is trusted only whole and signed by this user's cache key
-    // (DiskCache); anything else is rebuilt from source and replaced.
-    const DiskCache& cache = DiskCache::user();
-    const std::string entry = key + ".bin";
-    if (std::optional<std::string> bin = cache.get(entry)) {
-      const unsigned char* ptr = reinterpret_cast<const unsigned char*>(bin->data());
-      const size_t len = bin->size();
-      cl_int status = CL_SUCCESS;
-      program = clCreateProgramWithBinary(ctx, 1, &dev, &len, &ptr, &status, &err);
-      if (err != CL_SUCCESS || status != CL_SUCCESS || clBuildProgram(program, 1, &dev, kKernelBuildOptions, nullptr, nullptr) != CL_SUCCESS) {
-        if (program) clReleaseProgram(program);
-        program = nullptr;
-      } else {
-        ++cacheHits_;
-      }
+  // On-disk cache of device binaries, keyed by the canonical program and
+  // the device. An entry is trusted only whole and signed by this user's
+  // cache key (DiskCache); anything else is rebuilt from source and replaced.
+  const DiskCache& cache = DiskCache::user();
+  const std::string entry = key + ".bin";
+  if (std::optional<std::string> bin = cache.get(entry)) {
+    const unsigned char* ptr = reinterpret_cast<const unsigned char*>(bin->data());
+    const size_t len = bin->size();
+    cl_int status = CL_SUCCESS;
+    program = clCreateProgramWithBinary(ctx, 1, &dev, &len, &ptr, &status, &err);
+    if (err != CL_SUCCESS || status != CL_SUCCESS ||
+        clBuildProgram(program, 1, &dev, kKernelBuildOptions, nullptr, nullptr) != CL_SUCCESS) {
+      if (program) clReleaseProgram(program);
+      program = nullptr;
+    } else {
+      ++cacheHits_;
     }
-    if (!program) {
-      const char* src = canonical.text.c_str();
-      program = clCreateProgramWithSource(ctx, 1, &src, nullptr, &err);
-      if (err != CL_SUCCESS) return Error{"cannot create a program: " + clError(err)};
-      err = clBuildProgram(program, 1, &dev, kKernelBuildOptions, nullptr, nullptr);
-      if (err != CL_SUCCESS) {
-        size_t n = 0;
-        clGetProgramBuildInfo(program, dev, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
-        std::string log(n, '\0');
-        clGetProgramBuildInfo(program, dev, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
-        clReleaseProgram(program);
-        return Error{"kernel `" + kernelName + "` does not build on `" + info_.name + "`:\n" + log + "\n--- source ---\n" + source};
-      }
-      ++built_;
-      size_t binSize = 0;
-      clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof binSize, &binSize, nullptr);
-      if (binSize > 0) {
-        std::string bin(binSize, '\0');
-        unsigned char* ptr = reinterpret_cast<unsigned char*>(bin.data());
-        if (clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof ptr, &ptr, nullptr) == CL_SUCCESS) cache.put(entry, bin);
-      }
-    }
-    programs_[key] = program;
   }
-  cl_kernel k = clCreateKernel(program, canonical.entry.c_str(), &err);
+  if (!program && !build) return nullptr;
+  if (!program) {
+    const char* src = canonical.c_str();
+    program = clCreateProgramWithSource(ctx, 1, &src, nullptr, &err);
+    if (err != CL_SUCCESS) return Error{"cannot create a program: " + clError(err)};
+    err = clBuildProgram(program, 1, &dev, kKernelBuildOptions, nullptr, nullptr);
+    if (err != CL_SUCCESS) {
+      size_t n = 0;
+      clGetProgramBuildInfo(program, dev, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
+      std::string log(n, '\0');
+      clGetProgramBuildInfo(program, dev, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
+      clReleaseProgram(program);
+      return Error{"kernel `" + kernelName + "` does not build on `" + info_.name + "`:\n" + log + "\n--- source ---\n" +
+                   readable};
+    }
+    ++built_;
+    size_t binSize = 0;
+    clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof binSize, &binSize, nullptr);
+    if (binSize > 0) {
+      std::string bin(binSize, '\0');
+      unsigned char* ptr = reinterpret_cast<unsigned char*>(bin.data());
+      if (clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof ptr, &ptr, nullptr) == CL_SUCCESS) cache.put(entry, bin);
+    }
+  }
+  programs_[key] = program;
+  return static_cast<void*>(program);
+}
+
+Expected<void*> Device::kernel(const std::string& source, const std::string& kernelName) {
+  // Groups that compute the same thing share one program, one binary and
+  // one kernel object (Canonical.h); arguments are set at each launch.
+  const CanonicalProgram canonical = canonicalProgram(source, kernelName);
+  const std::string key = programKey(canonical.text);
+  if (auto it = kernels_.find(key + canonical.entry); it != kernels_.end()) return it->second;
+  Expected<void*> p = program(key, canonical.text, true, kernelName, source);
+  if (!p) return p.error();
+  cl_int err = CL_SUCCESS;
+  cl_kernel k = clCreateKernel(static_cast<cl_program>(p.value()), canonical.entry.c_str(), &err);
   if (err != CL_SUCCESS) return Error{"no kernel `" + kernelName + "` in its program: " + clError(err)};
   kernels_[key + canonical.entry] = k;
   return static_cast<void*>(k);
+}
+
+namespace {
+
+std::vector<std::string>& buildHelper() {
+  static std::vector<std::string> argv;
+  return argv;
+}
+
+}  // namespace
+
+void Device::setBuildHelper(std::vector<std::string> argv) { buildHelper() = std::move(argv); }
+
+Status Device::prepare(const Sources& kernels, const std::function<void(size_t, size_t)>& progress) {
+  struct Wanted {
+    std::string key, canonical;
+    const std::pair<std::string, std::string>* from;  // (readable source, kernel name), for errors
+  };
+  std::vector<Wanted> missing;
+  std::set<std::string> seen;
+  size_t total = 0, done = 0;
+  for (const auto& k : kernels) {
+    CanonicalProgram c = canonicalProgram(k.first, k.second);
+    std::string key = programKey(c.text);
+    if (!seen.insert(key).second) continue;
+    ++total;
+    Expected<void*> found = program(key, c.text, false, k.second, k.first);  // built or cached already
+    if (!found) return found.error();
+    if (!found.value()) missing.push_back({std::move(key), std::move(c.text), &k});
+  }
+  done = total - missing.size();
+  if (progress) progress(done, total);
+  auto buildHere = [&](const Wanted& w) -> Status {
+    Expected<void*> p = program(w.key, w.canonical, true, w.from->second, w.from->first);
+    if (!p) return p.error();
+    if (progress) progress(++done, total);
+    return Status::success();
+  };
+  // Helpers, one per further core, each with every (helpers+1)-th program.
+  const size_t cores = std::max<size_t>(1, std::thread::hardware_concurrency());
+  const size_t helpers = buildHelper().empty() || !DiskCache::user().enabled() || missing.size() < 2
+                             ? 0
+                             : std::min(cores, missing.size()) - 1;
+  PrivateDir scratch("fusec-build");
+  std::vector<std::thread> running;
+  std::vector<int> exits(helpers, -1);
+  if (helpers > 0 && !scratch.path().empty()) {
+    for (size_t h = 0; h < helpers; ++h) {
+      std::vector<std::string> argv = buildHelper();
+      argv.insert(argv.end(), {"--device", info_.name});
+      for (size_t i = h + 1; i < missing.size(); i += helpers + 1) {
+        const std::string file = (scratch.path() / (std::to_string(i) + ".cl")).string();
+        if (!writeOutputFile(file, missing[i].canonical)) continue;
+        argv.push_back(file);
+      }
+      const std::filesystem::path log = scratch.path() / ("helper" + std::to_string(h) + ".log");
+      running.emplace_back([argv, log, &exits, h] { exits[h] = runProgram(argv, log); });
+    }
+  }
+  const size_t stride = running.empty() ? 1 : helpers + 1;
+  Status mine = Status::success();
+  for (size_t i = 0; i < missing.size() && mine; i += stride) mine = buildHere(missing[i]);
+  for (std::thread& t : running) t.join();
+  if (!mine) return mine;
+  // What the helpers compiled is in the cache now; what they did not
+  // deliver (a helper that failed, a cache entry that did not verify) is
+  // compiled here.
+  for (size_t i = 0; i < missing.size(); ++i) {
+    if (i % stride == 0) continue;
+    const size_t hits = cacheHits_;
+    if (Status st = buildHere(missing[i]); !st) return st;
+    if (cacheHits_ > hits) {  // a helper compiled it
+      --cacheHits_;
+      ++built_;
+    }
+  }
+  return Status::success();
 }
 
 Expected<Buffer> Device::allocate(size_t bytes) {

@@ -83,10 +83,19 @@ Expected<std::vector<FusionTiming>> measureFusions(Device& device, const Graph& 
   std::mt19937 rng(11);
   const DiskCache& cache = DiskCache::user();
   size_t total = 0, visited = 0;
-  for (const KernelGroup& grp : groups) total += grp.nodes.size() > 1;
+  // First what each fusion launches, and the verdicts already cached;
+  // then every program still to build, built at once (Device::prepare
+  // spreads them over the cores); then the timings.
+  struct Pending {
+    FusionTiming timing;
+    KernelSource fused;
+    std::vector<KernelSource> members;
+    std::string entry;  // of the verdict in the cache
+  };
+  std::vector<Pending> pending;
+  Device::Sources sources;
   for (const KernelGroup& grp : groups) {
     if (grp.nodes.size() < 2) continue;
-    if (split.progress) split.progress(visited++, total);
     const std::string name = "fusec_split";
     Expected<KernelSource> fused = emitKernel(g, grp.nodes, grp.family, catalog, name, "split-back check", options);
     if (!fused) return fused.error();  // the program built it a moment ago
@@ -126,13 +135,28 @@ Expected<std::vector<FusionTiming>> measureFusions(Device& device, const Graph& 
           continue;
         }
       }
+    sources.emplace_back(fused->source, fused->name);
+    for (const KernelSource& k : members) sources.emplace_back(k.source, k.name);
+    pending.push_back({std::move(timing), std::move(fused.value()), std::move(members), entry});
+  }
+  total = pending.size();
+  if (Status st = device.prepare(sources, [&](size_t done, size_t all) {
+        if (split.progress) split.progress(done, all);
+      });
+      !st)
+    return st.error();
+  for (Pending& p : pending) {
+    if (split.progress) split.progress(visited++, total);
+    FusionTiming& timing = p.timing;
+    const std::string& entry = p.entry;
+    std::vector<KernelSource>& members = p.members;
     std::vector<Timed> kernels;
     for (KernelSource& k : members) {
       Expected<Timed> t = prepare(device, g, std::move(k), rng);
       if (!t) return t.error();
       kernels.push_back(std::move(t.value()));
     }
-    Expected<Timed> f = prepare(device, g, std::move(fused.value()), rng);
+    Expected<Timed> f = prepare(device, g, std::move(p.fused), rng);
     if (!f) return f.error();
     // Round robin, best of `launches` each: a shared machine's load falls
     // on both sides alike. A loss seen is measured again on fresh launches

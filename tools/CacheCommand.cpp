@@ -1,10 +1,15 @@
 /// `fusec cache info|clear`: where this user's kernel cache is, how large,
-/// its cap; or empty it (the key stays). See codegen/DiskCache.h.
+/// its cap; or empty it (the key stays). See codegen/DiskCache.h. And the
+/// hidden `fusec build-kernels --device NAME FILE...`, the build helper
+/// Device::prepare starts to compile programs into the cache in parallel.
 #include <fmt/format.h>
 #include <iostream>
 
 #include "Commands.h"
+#include "fusec/codegen/Canonical.h"
 #include "fusec/codegen/DiskCache.h"
+#include "fusec/codegen/OpenCL.h"
+#include "fusec/engine/Files.h"
 
 namespace fusec::tools {
 namespace {
@@ -41,6 +46,35 @@ CommandRunner addCacheCommand(CLI::App& sub) {
     fmt::print("cap:     {} of entries (FUSEC_CACHE_MAX_BYTES); the least recently used go first\n",
                mib(codegen::DiskCache::capBytes()));
     return 0;
+  };
+}
+
+CommandRunner addBuildKernelsCommand(CLI::App& sub) {
+  auto device = std::make_shared<std::string>();
+  auto files = std::make_shared<std::vector<std::string>>();
+  sub.add_option("--device", *device, "the OpenCL device, by name")->required();
+  sub.add_option("files", *files, "canonical kernel programs")->required();
+  return [device, files] {
+    Expected<std::unique_ptr<codegen::Device>> d = codegen::Device::open(*device);
+    if (!d) {
+      std::cerr << "error: " << d.error().message << "\n";
+      return 1;
+    }
+    int status = 0;
+    for (const std::string& file : *files) {
+      Expected<std::string> text = readInputFile(file, int64_t{64} << 20);
+      if (!text) {
+        std::cerr << "error: " << text.error().message << "\n";
+        status = 1;
+        continue;
+      }
+      // Already canonical: its key is the one the process that asked uses.
+      if (Status st = (*d)->prepare({{text.value(), std::string(codegen::kCanonicalEntry)}}); !st) {
+        std::cerr << "error: " << file << ": " << st.error().message << "\n";
+        status = 1;
+      }
+    }
+    return status;
   };
 }
 

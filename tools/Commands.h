@@ -25,6 +25,7 @@ CommandRunner addExplainCommand(CLI::App& sub);
 CommandRunner addVerifyCommand(CLI::App& sub);
 CommandRunner addCalibrateCommand(CLI::App& sub);
 CommandRunner addCacheCommand(CLI::App& sub);
+CommandRunner addBuildKernelsCommand(CLI::App& sub);
 
 /// What `fusec verify` takes; `fusec check --verify` takes the same.
 struct VerifyFlags {

@@ -1,12 +1,14 @@
 /// fusec: the command-line driver. Each subcommand lives in its own file;
 /// this table wires them to the argument parser.
 #include <exception>
+#include <filesystem>
 #include <iostream>
 #include <new>
 #include <utility>
 #include <vector>
 
 #include "Commands.h"
+#include "fusec/codegen/OpenCL.h"
 #include "fusec/engine/Error.h"
 #include "fusec/engine/Tensor.h"
 
@@ -39,6 +41,13 @@ int main(int argc, char** argv) {
     CLI::App* sub = app.add_subcommand(c.name, c.help);
     runners.emplace_back(sub, c.add(*sub));
   }
+  // Kernel builds spread over the cores: this program, run again as a
+  // helper (hidden from --help), compiles its share into the kernel cache.
+  CLI::App* helper = app.add_subcommand("build-kernels", "")->group("");
+  runners.emplace_back(helper, addBuildKernelsCommand(*helper));
+  std::error_code ec;
+  if (const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec); !ec)
+    fusec::codegen::Device::setBuildHelper({self.string(), "build-kernels"});
   if (fusec::Status st = fusec::checkLimitsInEnv(); !st) {
     std::cerr << "error: " << st.error().message << "\n";
     return 1;

@@ -156,8 +156,8 @@ class DeviceProgram {
   /// Schedules the graph, builds the kernels, uploads the constants and
   /// allocates the buffers. `g` must outlive the program. Concat inputs
   /// start where both `options.subBufferAlignment` and the device allow.
-  /// `progress` (when set) is told after each kernel is built or found in
-  /// the cache: (kernels done, kernels in all).
+  /// `progress` (when set) is told as each distinct program is built or
+  /// found in the cache: (programs done, distinct programs in all).
   static Expected<DeviceProgram> build(Device& device, const Graph& g, const std::vector<KernelGroup>& groups,
                                        const OpCatalog& catalog, const KernelOptions& options = {},
                                        const std::function<void(size_t, size_t)>& progress = {});

@@ -4,6 +4,7 @@
 /// synchronization per kernel).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -66,6 +67,23 @@ class Device {
   /// entry and one handle. A build failure returns the compiler's log.
   Expected<void*> kernel(const std::string& source, const std::string& kernelName);
 
+  /// (source, kernel name) pairs.
+  using Sources = std::vector<std::pair<std::string, std::string>>;
+  /// Builds, or takes from the kernel cache, every distinct program of
+  /// `kernels` ahead of kernel() (which then finds them built), telling
+  /// `progress` (done, total) as each distinct program is ready. PoCL
+  /// compiles one program at a time in a process (one LLVM context behind
+  /// one lock), so where a build helper is set, the kernel cache is on and
+  /// two or more programs are missing, helper processes, one per further
+  /// core, compile their share into the cache while this process compiles
+  /// its own; a program a helper did not deliver is compiled here. A build
+  /// failure returns the compiler's log, as kernel() does.
+  Status prepare(const Sources& kernels, const std::function<void(size_t, size_t)>& progress = {});
+  /// The program and arguments that, given `--device NAME FILE...` (each
+  /// file a canonical program), compile each into the kernel cache and exit
+  /// 0: `fusec build-kernels` (tools/main.cpp). Unset: no helpers.
+  static void setBuildHelper(std::vector<std::string> argv);
+
   Expected<Buffer> upload(const Tensor& t);
   Expected<Buffer> allocate(size_t bytes);
   /// `bytes` of `parent` from `offset` (a multiple of memBaseAlignBytes),
@@ -105,7 +123,15 @@ class Device {
   void* device_ = nullptr;
   void* context_ = nullptr;
   void* queue_ = nullptr;
-  std::map<std::string, void*> programs_;  // source hash -> cl_program
+  /// The cache key of a canonical program on this device.
+  std::string programKey(const std::string& canonical) const;
+  /// programs_[key]: found there, read from the kernel cache, or (with
+  /// `build`) compiled from `canonical`; nullptr when absent and not built.
+  /// Errors name `kernelName` and show `readable` (the source as emitted).
+  Expected<void*> program(const std::string& key, const std::string& canonical, bool build,
+                          const std::string& kernelName, const std::string& readable);
+
+  std::map<std::string, void*> programs_;  // cache key -> cl_program
   std::map<std::string, void*> kernels_;   // hash + name -> cl_kernel
   std::vector<std::pair<std::string, void*>> events_;
   size_t built_ = 0, cacheHits_ = 0;
