@@ -6,6 +6,7 @@
 #include <CL/cl.h>
 
 #include <cstdio>
+#include <sched.h>
 #include <sys/stat.h>
 #include <cstdlib>
 #include <filesystem>
@@ -246,24 +247,30 @@ Status Device::prepare(const Sources& kernels, const std::function<void(size_t, 
     return Status::success();
   };
   // Helpers, one per further core, each with every (helpers+1)-th program.
-  const size_t cores = std::max<size_t>(1, std::thread::hardware_concurrency());
+  size_t cores = std::max<size_t>(1, std::thread::hardware_concurrency());
+  cpu_set_t allowed;  // the cores this process may run on (taskset, a cgroup's cpuset)
+  if (::sched_getaffinity(0, sizeof allowed, &allowed) == 0) cores = std::max(1, CPU_COUNT(&allowed));
   const size_t helpers = buildHelper().empty() || !DiskCache::user().enabled() || missing.size() < 2
                              ? 0
                              : std::min(cores, missing.size()) - 1;
-  PrivateDir scratch("fusec-build");
+  std::optional<PrivateDir> scratch;  // the helpers' programs and logs
+  if (helpers > 0) scratch.emplace("fusec-build");
   std::vector<std::thread> running;
-  std::vector<int> exits(helpers, -1);
-  if (helpers > 0 && !scratch.path().empty()) {
+  if (helpers > 0 && !scratch->path().empty()) {
     for (size_t h = 0; h < helpers; ++h) {
       std::vector<std::string> argv = buildHelper();
       argv.insert(argv.end(), {"--device", info_.name});
       for (size_t i = h + 1; i < missing.size(); i += helpers + 1) {
-        const std::string file = (scratch.path() / (std::to_string(i) + ".cl")).string();
+        const std::string file = (scratch->path() / (std::to_string(i) + ".cl")).string();
         if (!writeOutputFile(file, missing[i].canonical)) continue;
         argv.push_back(file);
       }
-      const std::filesystem::path log = scratch.path() / ("helper" + std::to_string(h) + ".log");
-      running.emplace_back([argv, log, &exits, h] { exits[h] = runProgram(argv, log); });
+      const std::filesystem::path log = scratch->path() / ("helper" + std::to_string(h) + ".log");
+      // Its exit status does not matter: what it does not deliver is
+      // compiled here. A helper that hangs is stopped after a generous
+      // minute plus half a minute a program.
+      const double limit = 60 + 30.0 * static_cast<double>(argv.size());
+      running.emplace_back([argv, log, limit] { (void)runProgram(argv, log, limit); });
     }
   }
   const size_t stride = running.empty() ? 1 : helpers + 1;
