@@ -140,11 +140,7 @@ Expected<std::vector<FusionTiming>> measureFusions(Device& device, const Graph& 
     pending.push_back({std::move(timing), std::move(fused.value()), std::move(members), entry});
   }
   total = pending.size();
-  if (Status st = device.prepare(sources, [&](size_t done, size_t all) {
-        if (split.progress) split.progress(done, all);
-      });
-      !st)
-    return st.error();
+  if (Status st = device.prepare(sources, split.progress); !st) return st.error();
   for (Pending& p : pending) {
     if (split.progress) split.progress(visited++, total);
     FusionTiming& timing = p.timing;
