@@ -139,16 +139,20 @@ Expected<KernelSource> emitAxisLayerNorm(const Graph& g, const std::vector<NodeR
   src << "  const int p = get_global_id(0)" << (lanes > 1 ? " * " + L : "") << ";\n";
   src << "  const int base = (p / " << stride << ") * " << stride * length << " + p % " << stride << ";\n";
   const std::string at = "in0 + base + c * " + std::to_string(stride);
+  // The mean of the shifted values x - x[0] (the shifted-data algorithm):
+  // near a large offset (values 10^4 +- 1) the differences are exact, and
+  // a mean rounded at the offset's ulp would move every deviation by it.
+  src << "  const " << vec << " shift = " << load("in0 + base") << ";\n";
   src << "  " << vec << " acc = (" << vec << ")(0.0f);\n";
-  src << "  for (int c = 0; c < " << length << "; ++c) acc += " << load(at) << ";\n";
+  src << "  for (int c = 0; c < " << length << "; ++c) acc += " << load(at) << " - shift;\n";
   src << "  const " << vec << " mu = acc / " << length << ".0f;\n";
   src << "  acc = (" << vec << ")(0.0f);\n";
   src << "  for (int c = 0; c < " << length << "; ++c) {\n"
-      << "    const " << vec << " d = " << load(at) << " - mu;\n"
+      << "    const " << vec << " d = (" << load(at) << " - shift) - mu;\n"
       << "    acc = fma(d, d, acc);\n  }\n";
   src << "  const " << vec << " inv = rsqrt(acc / " << length << ".0f + " << detail::floatLiteral(n.epsilon) << ");\n";
   src << "  for (int c = 0; c < " << length << "; ++c) {\n"
-      << "    const " << vec << " v = (" << load(at) << " - mu) * inv * in1[c]"
+      << "    const " << vec << " v = ((" << load(at) << " - shift) - mu) * inv * in1[c]"
       << (n.bias != kNoValue ? " + in2[c]" : "") << ";\n"
       << (lanes > 1 ? "    vstore" + L + "(v, 0, out0 + base + c * " + std::to_string(stride) + ");\n"
                     : "    out0[base + c * " + std::to_string(stride) + "] = v;\n")

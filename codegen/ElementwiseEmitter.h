@@ -500,17 +500,17 @@ class Emitter {
   /// The helper functions a vector body calls (vector forms of the
   /// prelude's fusec_exp, fusec_erf and fusec_tanh), to print before the kernel.
   std::string vectorHelpers() const {
-    return (usesVectorExp_ ? vectorExp(lanes_) : "") + (usesVectorErf_ ? oddRational("fusec_erf", lanes_, kErf) : "") +
-           (usesVectorTanh_ || usesVectorSigmoid_ ? oddRational("fusec_tanh", lanes_, kTanh) : "") +
-           (usesVectorSigmoid_ ? logistic(lanes_) : "");
+    return (usesVectorExp_ || usesVectorSigmoid_ ? vectorExp(lanes_) : "") +
+           (usesVectorErf_ ? oddRational("fusec_erf", lanes_, kErf) : "") +
+           (usesVectorTanh_ ? oddRational("fusec_tanh", lanes_, kTanh) : "") + (usesVectorSigmoid_ ? logistic(lanes_) : "");
   }
 
   /// `fusec_sigmoid` (lanes 0) or `fusec_sigmoidN` on floatN, after
-  /// fusec_tanh of the same width: see logisticArgument.
+  /// fusec_exp of the same width: see logisticArgument.
   static std::string logistic(int lanes) {
     const std::string n = lanes ? std::to_string(lanes) : "", t = "float" + n;
-    return "inline " + t + " fusec_sigmoid" + n + "(const " + t + " x) {\n  return fma(fusec_tanh" + n + "(0.5f * x), " +
-           splat(lanes, "0.5f") + ", " + splat(lanes, "0.5f") + ");\n}\n";
+    return "inline " + t + " fusec_sigmoid" + n + "(const " + t + " x) {\n  return " + splat(lanes, "1.0f") + " / (" +
+           splat(lanes, "1.0f") + " + fusec_exp" + n + "(-x));\n}\n";
   }
 
   /// The float literal `x` as a floatN of it (itself for lanes 0).
@@ -1119,13 +1119,12 @@ class Emitter {
 
   /// For the logistic function `1 / (1 + exp(-x))` (Sigmoid's semantics,
   /// also SiLU's gate) in float32: x. Such a division is emitted as
-  /// fusec_sigmoid(x), 0.5 tanh(x / 2) + 0.5 with the rational tanh: one
-  /// divide, no exp. EfficientNet-B0's 16 -> 96 conv + SiLU on 112x112
-  /// (1.2M sigmoids), alone with caches flushed, AVX2 PoCL: 1.18-1.28 ms;
-  /// 0.79-0.85 in this form, 0.47-0.48 with no activation; the exp form without its
-  /// edge selects 0.88-1.03. Absolute error below 2e-7 (tanh's relative
-  /// 3.5e-7, halved), and exactly 0 and 1 past |x| = 16 (tanh's
-  /// saturation), where the logistic is within 1.2e-7 of them.
+  /// fusec_sigmoid(x), that division with the straight-line fusec_exp:
+  /// relative error a few ulp everywhere, down to the smallest normal
+  /// results (x near -87). The form 0.5 tanh(x / 2) + 0.5 was ~10 % faster
+  /// but only absolutely accurate: it returned 0 below x = -16, so SiLU's
+  /// -1.6e-6 at x = -16 became 0, and a weight of 3000 after it made that
+  /// an error of 0.005 (found by `fusec verify`).
   std::optional<ScalarExpr> logisticArgument(const ScalarExpr& e) const {
     using K = ScalarExpr::Kind;
     auto isOne = [&](const ScalarExpr& c) { return c.kind == K::Constant && c.value == 1.0; };

@@ -333,22 +333,27 @@ Expected<KernelSource> emitBatchNormTraining(const Graph& g, const std::vector<N
   src << batchNormParams(*wk);
   src << ") {\n  __local float part[" << kLanes << "];\n";
   src << "  const int c = get_group_id(0), lane = get_local_id(0);\n";
+  // Moments of x - x[first] (the shifted-data algorithm): near a large
+  // offset the differences are exact, where a mean rounded at the offset's
+  // ulp would move every deviation by it.
+  src << "  const float shift = in0[c * " << spatial << "];\n";
   src << "  float sum = 0.0f;\n  for (int j = lane; j < " << count << "; j += " << lanes << ") sum += in0[" << element
-      << "];\n";
-  src << treeSum("sum") << "  const float mean = part[0] / " << count << ".0f;\n  barrier(CLK_LOCAL_MEM_FENCE);\n";
+      << "] - shift;\n";
+  src << treeSum("sum") << "  const float moved = part[0] / " << count
+      << ".0f, mean = shift + moved;\n  barrier(CLK_LOCAL_MEM_FENCE);\n";
   src << "  float sq = 0.0f;\n  for (int j = lane; j < " << count << "; j += " << lanes << ") {\n"
-      << "    const float dev = in0[" << element << "] - mean;\n    sq += dev * dev;\n  }\n";
+      << "    const float dev = (in0[" << element << "] - shift) - moved;\n    sq += dev * dev;\n  }\n";
   src << treeSum("sq") << "  const float var = part[0] / " << count << ".0f;  // biased, as ONNX defines it\n";
   if (!statistics.empty()) {
     src << "  if (lane == 0) {\n";
     for (const std::string& line : statistics) src << "  " << line;
     src << "  }\n";
   }
-  src << "  const float a = in1[c] * rsqrt(var + " << detail::floatLiteral(eps) << "), b = in2[c] - mean * a;\n";
+  src << "  const float a = in1[c] * rsqrt(var + " << detail::floatLiteral(eps) << ");\n";
   src << "  for (int j = lane; j < " << count << "; j += " << lanes << ") {\n";
   src << "    const int i = " << element << ";\n";
   if (!wk->epilogueBody.empty()) src << detail::Emitter::coordinates(g.value(y).type.staticShape(), "i", "    ");
-  src << "    const float acc = in0[i] * a + b;\n";
+  src << "    const float acc = ((in0[i] - shift) - moved) * a + in2[c];\n";
   std::istringstream body(wk->epilogueBody);
   for (std::string line; std::getline(body, line);) src << "  " << line << "\n";
   for (size_t o = 0; o < ks.outputs.size() - statistics.size(); ++o)

@@ -277,14 +277,18 @@ std::optional<KernelSource> vectorRowPerWorkItem(const Graph& g, const OpCatalog
   } else if (op == "LayerNormalization") {
     float eps = 1e-5f;
     if (const Attribute* a = row.r.attr("epsilon"); a && std::holds_alternative<float>(*a)) eps = std::get<float>(*a);
+    // Moments of x - x[0] (the shifted-data algorithm): near a large
+    // offset (10^4 +- 0.01) the differences are exact, where a mean rounded
+    // at the offset's ulp would move every deviation by it.
+    rows([&] { src << "  const float shift" << W << " = fusec_x(base" << W << args << ").s0;\n"; });
     reset("0.0f");
-    first([&](const std::string& v, const std::string&) { return "    " + acc() + " += " + v + ";\n"; });
+    first([&](const std::string& v, const std::string&) { return "    " + acc() + " += " + v + " - shift" + W + ";\n"; });
     combine("total", "+");
     rows([&] { src << "  const float mu" << W << " = total" << W << " / " << N << ".0f;\n"; });
     reset("0.0f");
     pass([&](const std::string& v, const std::string&) {
-      return "    const " + vec + " d" + W + " = " + v + " - mu" + W + ";\n    " + acc() + " = fma(d" + W + ", d" + W + ", " +
-             acc() + ");\n";
+      return "    const " + vec + " d" + W + " = (" + v + " - shift" + W + ") - mu" + W + ";\n    " + acc() + " = fma(d" + W +
+             ", d" + W + ", " + acc() + ");\n";
     });
     combine("sq", "+");
     rows([&] {
@@ -295,13 +299,16 @@ std::optional<KernelSource> vectorRowPerWorkItem(const Graph& g, const OpCatalog
                                 : std::string(none);
     };
     pass([&](const std::string& v, const std::string& j) {
-      return store("(" + v + " - mu" + W + ") * inv" + W + " * " + param(0, j, "1.0f") + " + " + param(1, j, "0.0f"), "out0", j);
+      return store("((" + v + " - shift" + W + ") - mu" + W + ") * inv" + W + " * " + param(0, j, "1.0f") + " + " +
+                       param(1, j, "0.0f"),
+                   "out0", j);
     });
     rows([&] {
       size_t o = 1;
       for (size_t st = 0; st < row.stats.size(); ++st)
         if (row.stats[st] != kNoValue)
-          src << "  out" << o++ << "[row0 + " << W.substr(1) << "] = " << (st == 0 ? "mu" : "inv") << W << ";\n";
+          src << "  out" << o++ << "[row0 + " << W.substr(1) << "] = "
+              << (st == 0 ? "shift" + W + " + mu" + W : "inv" + W) << ";\n";
     });
   } else {
     // The maximum as a compare and select (vmaxps), not fmax, whose NaN
@@ -552,12 +559,15 @@ Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>&
   } else if (op == "LayerNormalization" || instance) {
     float eps = 1e-5f;
     if (const Attribute* a = r.attr("epsilon"); a && std::holds_alternative<float>(*a)) eps = std::get<float>(*a);
+    // Moments of x - x[0], as in the row form.
+    src << "  const float shift = " << (ragged ? "live ? fusec_x(base" + args + ") : 0.0f" : "fusec_x(base" + args + ")")
+        << ";\n";
     src << "  float acc = 0.0f;\n";
-    each([](const std::string& v, const std::string&) { return "acc += " + v + ";"; });
+    each([](const std::string& v, const std::string&) { return "acc += " + v + " - shift;"; });
     tree("total", sumCombine);
     src << "  const float mu = total / FUSEC_N;\n";
     src << "  acc = 0.0f;\n";
-    each([](const std::string& v, const std::string&) { return "const float d = " + v + " - mu; acc += d * d;"; });
+    each([](const std::string& v, const std::string&) { return "const float d = (" + v + " - shift) - mu; acc += d * d;"; });
     tree("sq", sumCombine);
     src << "  const float inv = rsqrt(sq / FUSEC_N + " << detail::floatLiteral(eps) << ");\n";
     // Scale and bias: per element of the row (LayerNormalization) or per channel.
@@ -567,11 +577,13 @@ Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>&
       return p + (instance ? "[row % " + std::to_string(xs[1]) + "]" : "[" + j + "]");
     };
     each([&](const std::string& v, const std::string& j) {
-      return "out0[base + " + j + "] = (" + v + " - mu) * inv * " + param(0, j, "1.0f") + " + " + param(1, j, "0.0f") + ";";
+      return "out0[base + " + j + "] = ((" + v + " - shift) - mu) * inv * " + param(0, j, "1.0f") + " + " +
+             param(1, j, "0.0f") + ";";
     });
     size_t o = 1;
     for (size_t st = 0; st < stats.size(); ++st)
-      if (stats[st] != kNoValue) src << "  if (" << lane0 << ") out" << o++ << "[row] = " << (st == 0 ? "mu" : "inv") << ";\n";
+      if (stats[st] != kNoValue)
+        src << "  if (" << lane0 << ") out" << o++ << "[row] = " << (st == 0 ? "shift + mu" : "inv") << ";\n";
   } else {
     const bool isMax = op == "ReduceMax" || op == "GlobalMaxPool", isMin = op == "ReduceMin";
     const bool squares = op == "ReduceL2" || op == "ReduceSumSquare";

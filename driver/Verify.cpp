@@ -331,7 +331,7 @@ class RuleChecker {
     std::map<std::string, int> discards, refusals;
     while (v.instances < wanted && v.draws < maxDraws) {
       ++v.draws;
-      Expected<Instance> inst = generateInstance(rule_, rng);
+      Expected<Instance> inst = generateInstance(rule_, rng, {}, Data::Deferred);
       if (!inst) {
         ++discards[inst.error().message];
         continue;
@@ -448,11 +448,13 @@ class RuleChecker {
     return t;
   }
 
-  Outcome check(const Instance& inst, Rng& rng) const {
+  /// Draws the instance's data once the rule's match and guard accept it.
+  Outcome check(Instance& inst, Rng& rng) const {
     std::string why;
     bool targetOnly = false;
     if (!matchWhole(inst.graph, inst.matched, why, targetOnly))
       return targetOnly ? Outcome{Outcome::Kind::NotForTarget, why, {}, {}} : discarded(why);
+    inst.drawData();
     const OpCatalog& catalog = rules_.catalog;
     Expected<std::vector<Tensor>> want = runGraph(inst.graph, inst.inputs, &catalog);
     if (!want) return discarded("the interpreter refuses the drawn graph: " + want.error().message);
@@ -562,7 +564,7 @@ class RuleChecker {
     int checks = fusion ? 12 : 400;
     for (const InstanceLimits& limits : ladder) {
       for (int d = 0; d < drawsPerLevel && checks > 0; ++d) {
-        Expected<Instance> inst = generateInstance(rule_, rng, limits);
+        Expected<Instance> inst = generateInstance(rule_, rng, limits, Data::Deferred);
         if (!inst || inst->size() >= found.instance.size()) continue;
         --checks;
         Outcome o = check(inst.value(), rng);

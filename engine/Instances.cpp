@@ -21,31 +21,161 @@ namespace fusec {
 
 int64_t Instance::size() const {
   int64_t n = static_cast<int64_t>(graph.numNodes());
-  for (const Tensor& t : inputs) n += t.numel();
+  for (ValueId v : graph.inputs()) n += shapeNumel(graph.value(v).type.staticShape());  // drawn or pending alike
   for (ValueId v : graph.constants()) n += graph.value(v).constant->numel();
   return n;
+}
+
+void Instance::drawData() {
+  for (PendingData& p : pending) {
+    if (p.constant) *p.constant = p.draw();
+    else inputs.at(p.input) = p.draw();
+  }
+  pending.clear();
 }
 
 namespace {
 
 using Rng = std::mt19937_64;
 
+/// The generator of one leaf's data: xoshiro256** seeded through splitmix64
+/// (Blackman and Vigna). A leaf's numbers depend on its seed alone, so they
+/// can be drawn late and are the same whenever they are; a number costs a
+/// few nanoseconds (a guard on wide maps draws tensors of millions).
+class LeafRng {
+ public:
+  using result_type = uint64_t;
+  explicit LeafRng(uint64_t seed) {
+    for (uint64_t& w : s_) {
+      uint64_t z = (seed += 0x9e3779b97f4a7c15ULL);
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+      w = z ^ (z >> 31);
+    }
+  }
+  static constexpr result_type min() { return 0; }
+  static constexpr result_type max() { return ~result_type{0}; }
+  result_type operator()() {
+    const uint64_t result = rotl(s_[1] * 5, 7) * 9;
+    const uint64_t t = s_[1] << 17;
+    s_[2] ^= s_[0];
+    s_[3] ^= s_[1];
+    s_[1] ^= s_[2];
+    s_[0] ^= s_[3];
+    s_[2] ^= t;
+    s_[3] = rotl(s_[3], 45);
+    return result;
+  }
+  /// Uniform in [lo, hi).
+  double uniform(double lo, double hi) { return lo + (hi - lo) * static_cast<double>((*this)() >> 11) * 0x1.0p-53; }
+  /// Standard normal (Marsaglia's polar method; the second of each pair kept).
+  double normal() {
+    if (spare_) {
+      const double x = *spare_;
+      spare_.reset();
+      return x;
+    }
+    double u, v, q;
+    do {
+      u = uniform(-1, 1);
+      v = uniform(-1, 1);
+      q = u * u + v * v;
+    } while (q >= 1 || q == 0);
+    const double f = std::sqrt(-2 * std::log(q) / q);
+    spare_ = v * f;
+    return u * f;
+  }
+
+ private:
+  static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+  uint64_t s_[4];
+  std::optional<double> spare_;
+};
+
 /// A draw the ops or the pattern cannot use.
 struct Discard {
   std::string why;
 };
 
-bool chance(Rng& rng, double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; }
-int64_t between(Rng& rng, int64_t lo, int64_t hi) {
+template <class G>
+bool chance(G& rng, double p) {
+  return std::uniform_real_distribution<double>(0, 1)(rng) < p;
+}
+template <class G>
+int64_t between(G& rng, int64_t lo, int64_t hi) {
   return hi <= lo ? lo : std::uniform_int_distribution<int64_t>(lo, hi)(rng);
 }
-template <class T>
-const T& oneOf(Rng& rng, const std::vector<T>& v) {
+template <class G, class T>
+const T& oneOf(G& rng, const std::vector<T>& v) {
   return v[static_cast<size_t>(between(rng, 0, static_cast<int64_t>(v.size()) - 1))];
 }
 
 /// What a leaf operand's data should look like.
 enum class DataKind { Any, Positive, Bool };
+
+/// How one leaf's data is drawn, from its own seed.
+struct LeafRecipe {
+  uint64_t seed = 0;
+  Shape shape;
+  DType dtype = DType::Float32;
+  DataKind kind = DataKind::Any;
+  std::vector<double> hints;  ///< numbers it should sometimes hold
+  bool holdHint = false;      ///< the guard compares it with a number: mostly hold one
+  bool simpleValues = false;
+
+  Tensor draw() const {
+    LeafRng rng(seed);
+    if (dtype == DType::Bool || kind == DataKind::Bool) {
+      Tensor t(DType::Bool, shape);
+      for (int64_t i = 0; i < t.numel(); ++i) t.data<bool>()[i] = chance(rng, 0.5);
+      return t;
+    }
+    if (holdHint && chance(rng, 0.7)) {
+      Tensor t(DType::Float64, shape);
+      std::fill(t.data<double>(), t.data<double>() + t.numel(), oneOf(rng, hints));
+      return t.castTo(dtype);
+    }
+    return floats(rng);
+  }
+
+ private:
+  double number(LeafRng& rng, const std::vector<double>& from) const {
+    static const std::vector<double> simple = {0.0, 1.0, -1.0, 2.0, 0.5};
+    if (simpleValues) return oneOf(rng, simple);
+    if (!from.empty() && chance(rng, 0.3)) return oneOf(rng, from);
+    return rng.normal();
+  }
+
+  Tensor floats(LeafRng& rng) const {
+    Tensor t(DType::Float64, shape);
+    double* p = t.data<double>();
+    const int64_t n = t.numel();
+    // One character per tensor: plain normal data, corners mixed in, one
+    // repeated number (the guard's, or a simple one), tiny values, and a
+    // large offset with a small spread, where float32 cancels (a one-pass
+    // variance `E[x²] − E[x]²` loses the spread). Larger magnitudes (1e6 and
+    // up) are left out: products of them saturate a Softmax into ties that
+    // any reordering breaks differently, which no rule can be blamed for.
+    static const std::vector<double> corners = {0.0, -0.0, 1.0, -1.0, 1e-6, -1e-6, 100.0, -100.0, 3e3, -3e3, 0.5};
+    const double mode = rng.uniform(0, 1);
+    const double fill =
+        hints.empty() || chance(rng, 0.3) ? number(rng, {0.0, 1.0, -1.0, 2.0, 0.5, 3.0}) : oneOf(rng, hints);
+    const double offset = oneOf(rng, std::vector<double>{3e3, -3e3, 1e4});
+    for (int64_t i = 0; i < n; ++i) {
+      double x;
+      if (simpleValues) x = number(rng, {});
+      else if (mode < 0.40) x = rng.normal();
+      else if (mode < 0.58) x = rng.uniform(0, 1) < 0.5 ? oneOf(rng, corners) : rng.uniform(-4, 4);
+      else if (mode < 0.72) x = fill;
+      else if (mode < 0.82) x = 1e-3 * rng.normal();
+      else if (mode < 0.9) x = rng.uniform(-10, 10);
+      else x = offset + rng.normal();
+      if (kind == DataKind::Positive) x = std::fabs(x);
+      p[i] = x;
+    }
+    return t.castTo(dtype);
+  }
+};
 
 /// One operand of the op being built.
 struct Slot {
@@ -121,8 +251,8 @@ constexpr int64_t kGuardDims = 32;
 
 class Generator {
  public:
-  Generator(const Rule& rule, Rng& rng, const InstanceLimits& limits)
-      : rng_(rng), lim_(limits), p_(rule.pattern) {
+  Generator(const Rule& rule, Rng& rng, const InstanceLimits& limits, Data data)
+      : rng_(rng), lim_(limits), data_(data), p_(rule.pattern) {
     if (rule.guard) {
       collectLiterals(*rule.guard, literals_);
       for (double l : literals_)  // the number and a few past it (a bound: `>= 8` holds for 10)
@@ -147,6 +277,7 @@ class Generator {
     if (g_.outputs().empty()) throw Discard{"the pattern builds no value"};
     Instance inst;
     inst.inputs = std::move(inputs_);
+    inst.pending = std::move(pending_);
     inst.matched = std::move(matched_);
     inst.graph = std::move(g_);
     return inst;
@@ -194,74 +325,49 @@ class Generator {
     return Shape{1};
   }
 
-  double number(const std::vector<double>& hints) {
-    if (lim_.simpleValues) return oneOf(rng_, std::vector<double>{0.0, 1.0, -1.0, 2.0, 0.5});
-    if (!hints.empty() && chance(rng_, 0.3)) return oneOf(rng_, hints);
-    return std::normal_distribution<double>(0, 1)(rng_);
-  }
-
-  Tensor floats(const Shape& shape, DType dtype, DataKind kind, const std::vector<double>& hints) {
-    Tensor t(DType::Float64, shape);
-    double* p = t.data<double>();
-    const int64_t n = t.numel();
-    // One character per tensor: plain normal data, corners mixed in, one
-    // repeated number (the guard's, or a simple one), tiny values, and a
-    // large offset with a small spread, where float32 cancels (a one-pass
-    // variance `E[x²] − E[x]²` loses the spread). Larger magnitudes (1e6 and
-    // up) are left out: products of them saturate a Softmax into ties that
-    // any reordering breaks differently, which no rule can be blamed for.
-    const double mode = std::uniform_real_distribution<double>(0, 1)(rng_);
-    const double fill = hints.empty() || chance(rng_, 0.3) ? number({0.0, 1.0, -1.0, 2.0, 0.5, 3.0}) : oneOf(rng_, hints);
-    const double offset = oneOf(rng_, std::vector<double>{3e3, -3e3, 1e4});
-    for (int64_t i = 0; i < n; ++i) {
-      double x;
-      if (lim_.simpleValues) x = number({});
-      else if (mode < 0.40) x = std::normal_distribution<double>(0, 1)(rng_);
-      else if (mode < 0.58) {
-        static const std::vector<double> corners = {0.0, -0.0, 1.0, -1.0, 1e-6, -1e-6, 100.0, -100.0, 3e3, -3e3, 0.5};
-        x = chance(rng_, 0.5) ? oneOf(rng_, corners) : std::uniform_real_distribution<double>(-4, 4)(rng_);
-      } else if (mode < 0.72) x = fill;
-      else if (mode < 0.82) x = std::normal_distribution<double>(0, 1e-3)(rng_);
-      else if (mode < 0.9) x = std::uniform_real_distribution<double>(-10, 10)(rng_);
-      else x = offset + std::normal_distribution<double>(0, 1)(rng_);
-      if (kind == DataKind::Positive) x = std::fabs(x);
-      p[i] = x;
-    }
-    return t.castTo(dtype);
-  }
-
-  Tensor leafData(const Slot& s) {
-    if (s.fixed) return *s.fixed;
-    const Shape shape = s.shape.value_or(Shape{});
-    if (s.dtype == DType::Bool || s.data == DataKind::Bool) {
-      Tensor t(DType::Bool, shape);
-      for (int64_t i = 0; i < t.numel(); ++i) t.data<bool>()[i] = chance(rng_, 0.5);
-      return t;
-    }
-    std::vector<double> hints = literals_;
+  /// How slot `s`'s data is drawn: the guard's numbers as hints (a binding
+  /// the guard compares with numbers: those, mostly held).
+  LeafRecipe recipe(const Slot& s) {
+    LeafRecipe r;
+    r.seed = rng_();
+    r.shape = s.shape.value_or(Shape{});
+    r.dtype = s.dtype == DType::Undefined ? dtype_ : s.dtype;
+    r.kind = s.data;
+    r.simpleValues = lim_.simpleValues;
+    r.hints = literals_;
     if (s.binding >= 0)
       if (auto it = hints_.find(s.binding); it != hints_.end()) {
-        // The guard compares this constant with a number: mostly hold it.
-        if (chance(rng_, 0.7)) {
-          Tensor t(DType::Float64, shape);
-          std::fill(t.data<double>(), t.data<double>() + t.numel(), oneOf(rng_, it->second));
-          return t.castTo(s.dtype == DType::Undefined ? dtype_ : s.dtype);
-        }
-        hints = it->second;
+        r.hints = it->second;
+        r.holdHint = true;
       }
-    return floats(shape, s.dtype == DType::Undefined ? dtype_ : s.dtype, s.data, hints);
+    return r;
   }
 
   ValueId makeLeaf(Slot& s) {
     const std::string name = s.binding >= 0 ? p_.bindings[static_cast<size_t>(s.binding)].name + "_" + std::to_string(next_++)
                                             : "in" + std::to_string(next_++);
-    Tensor data = leafData(s);
+    const bool guardReads = s.binding >= 0 && (constants_.count(s.binding) || hints_.count(s.binding));
     const bool constant = s.constant || s.fixed || (s.binding >= 0 && constants_.count(s.binding)) || chance(rng_, 0.25);
+    std::optional<LeafRecipe> r;
+    if (!s.fixed) r = recipe(s);
+    const DType dtype = s.fixed ? s.fixed->dtype() : (r->dtype == DType::Bool || r->kind == DataKind::Bool) ? DType::Bool : r->dtype;
+    const Shape shape = s.fixed ? s.fixed->shape() : r->shape;
+    // Data nothing reads before the check (neither the guard nor type
+    // inference, which sees constants up to kInferenceDataBytes) waits.
+    const bool defer = data_ == Data::Deferred && r && !guardReads &&
+                       (!constant || shapeNumel(shape) * static_cast<int64_t>(dtypeSize(dtype)) >
+                                         static_cast<int64_t>(kInferenceDataBytes));
     ValueId v;
-    if (constant) v = g_.addConstant(name, std::move(data));
-    else {
-      v = g_.addInput(name, TensorType::of(data.dtype(), data.shape()));
-      inputs_.push_back(std::move(data));
+    if (constant && defer) {
+      auto placeholder = std::make_shared<Tensor>(dtype, shape);
+      v = g_.addConstant(name, std::shared_ptr<const Tensor>(placeholder));
+      pending_.push_back({0, std::move(placeholder), [r = *r] { return r.draw(); }});
+    } else if (constant) {
+      v = g_.addConstant(name, s.fixed ? *s.fixed : r->draw());
+    } else {
+      v = g_.addInput(name, TensorType::of(dtype, shape));
+      if (defer) pending_.push_back({inputs_.size(), nullptr, [r = *r] { return r.draw(); }});
+      inputs_.push_back(defer ? Tensor() : s.fixed ? *s.fixed : r->draw());
     }
     if (s.binding >= 0) values_[static_cast<size_t>(s.binding)] = v;
     return v;
@@ -637,6 +743,7 @@ class Generator {
 
   Rng& rng_;
   InstanceLimits lim_;
+  Data data_;
   const Pattern& p_;
   DType dtype_ = DType::Float32;
   std::vector<double> literals_;
@@ -645,6 +752,7 @@ class Generator {
   std::map<int, std::vector<double>> hints_;
   Graph g_;
   std::vector<Tensor> inputs_;
+  std::vector<Instance::PendingData> pending_;
   std::vector<NodeRef> matched_;
   std::vector<ValueId> values_;
   std::vector<std::optional<Attribute>> attrs_;
@@ -662,9 +770,11 @@ class Generator {
 
 }  // namespace
 
-Expected<Instance> generateInstance(const Rule& rule, std::mt19937_64& rng, const InstanceLimits& limits) {
+Expected<Instance> generateInstance(const Rule& rule, std::mt19937_64& rng, const InstanceLimits& limits, Data data) {
   try {
-    return Generator(rule, rng, limits).run();
+    Instance inst = Generator(rule, rng, limits, data).run();
+    if (data == Data::Drawn) inst.drawData();
+    return inst;
   } catch (const Discard& d) {
     return Error{d.why};
   } catch (const UserError& e) {

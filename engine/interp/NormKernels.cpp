@@ -26,13 +26,14 @@ void batchNorm(KernelContext& ctx) {
   const float* mean = channelParam(ctx, 3, C, "mean");
   const float* var = channelParam(ctx, 4, C, "variance");
   const double eps = ctx.attrFloat("epsilon", 1e-5f);
-  std::vector<float> batchMean, batchVar;
+  // The statistics normalized with, in double: the batch's are not
+  // rounded to float first (near a large offset, a mean rounded at the
+  // offset's ulp would move every deviation by it).
+  std::vector<double> useMean(mean, mean + C), useVar(var, var + C);
   if (ctx.attrInt("training_mode", 0) != 0) {
     // Training mode: normalize with the batch statistics (biased variance)
     // and return the updated running statistics as results 1 and 2.
     const double momentum = ctx.attrFloat("momentum", 0.9f);
-    batchMean.assign(static_cast<size_t>(C), 0.f);
-    batchVar.assign(static_cast<size_t>(C), 0.f);
     Tensor runMean(DType::Float32, {C}), runVar(DType::Float32, {C});
     const double count = static_cast<double>(N * S);
     for (int64_t c = 0; c < C; ++c) {
@@ -45,24 +46,22 @@ void batchNorm(KernelContext& ctx) {
           const double d = x.data<float>()[(n * C + c) * S + s] - m;
           sq += d * d;
         }
-      batchMean[c] = static_cast<float>(m);
-      batchVar[c] = static_cast<float>(sq / count);
+      useMean[c] = m;
+      useVar[c] = sq / count;
       runMean.data<float>()[c] = static_cast<float>(mean[c] * momentum + m * (1 - momentum));
-      runVar.data<float>()[c] = static_cast<float>(var[c] * momentum + batchVar[c] * (1 - momentum));
+      runVar.data<float>()[c] = static_cast<float>(var[c] * momentum + static_cast<float>(useVar[c]) * (1 - momentum));
     }
     ctx.setOutput(1, std::move(runMean));
     ctx.setOutput(2, std::move(runVar));
-    mean = batchMean.data();
-    var = batchVar.data();
   }
   Tensor y(DType::Float32, x.shape());
   for (int64_t n = 0; n < N; ++n)
     for (int64_t c = 0; c < C; ++c) {
-      const double a = scale[c] / std::sqrt(static_cast<double>(var[c]) + eps);
-      const double b = bias[c] - mean[c] * a;
+      const double a = scale[c] / std::sqrt(useVar[c] + eps);
+      const double m = useMean[c];
       const float* in = x.data<float>() + (n * C + c) * S;
       float* out = y.data<float>() + (n * C + c) * S;
-      for (int64_t s = 0; s < S; ++s) out[s] = static_cast<float>(in[s] * a + b);
+      for (int64_t s = 0; s < S; ++s) out[s] = static_cast<float>((in[s] - m) * a + bias[c]);
     }
   ctx.setOutput(0, std::move(y));
 }

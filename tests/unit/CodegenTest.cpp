@@ -1135,7 +1135,7 @@ TEST_CASE("erf, tanh and exp are within 1e-6 of the standard ones, relatively; a
   }
 }
 
-TEST_CASE("Sigmoid is the rational tanh's logistic: within 2.5e-7 of the standard one, exactly 0 and 1 past 16, NaN kept") {
+TEST_CASE("Sigmoid is 1 / (1 + exp(-x)) with the straight-line exp: relatively accurate in both tails, NaN kept") {
   std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
   // Rows of 64 (float16 vectors) and of 6 (one element per work-item), on
   // [-30, 30] (past tanh's saturation at |x| = 16) and the specials.
@@ -1155,9 +1155,11 @@ g (float[8,64] x, float[8,6] x6) => (float[8,64] y, float[8,6] y6) {
   REQUIRE_MESSAGE(scalar.ok(), test::why(scalar));
   CHECK(vec->source.find("= (float16)(fusec_sigmoid16(") != std::string::npos);
   CHECK(scalar->source.find("= (float)(fusec_sigmoid(") != std::string::npos);
+  // The division with the straight-line exp, on vectors too; no tanh.
+  CHECK(vec->source.find("fusec_exp16(-x)") != std::string::npos);
+  CHECK(scalar->source.find("fusec_exp(-x)") != std::string::npos);
   for (const codegen::KernelSource* k : {&vec.value(), &scalar.value()}) {
-    CHECK(k->source.find("fusec_exp(") == k->source.rfind("fusec_exp("));  // the prelude's, never called
-    CHECK(k->source.find("fusec_exp16(") == std::string::npos);
+    CHECK(k->source.find("fusec_tanh16(") == std::string::npos);
     CHECK_MESSAGE(codegen::compileToSpirv(k->source, k->name).ok(), k->source);
   }
   const std::vector<float> xs6(xs.begin() + 200, xs.begin() + 248);  // -6.6 .. -1.0
@@ -1175,9 +1177,11 @@ g (float[8,64] x, float[8,6] x6) => (float[8,64] y, float[8,6] y6) {
       }
       CHECK(y >= 0.0);
       CHECK(y <= 1.0);
-      CHECK(std::abs(y - want) <= 2.5e-7);
-      // Exactly 0 and 1 past |x| = 16: SiLU (x times this) of -3000 is 0.
-      if (std::abs(in) > 16) CHECK(y == (in < 0 ? 0.0 : 1.0));
+      // Relative accuracy everywhere, the far negative tail included
+      // (sigmoid(-30) = 9.4e-14, which SiLU multiplies by x and a weight may
+      // multiply by thousands); 0 only where float has no normal number.
+      CHECK(std::abs(y - want) <= 5e-7 * want);
+      if (in < 0 && in > -80) CHECK(y > 0.0);
     }
 }
 

@@ -10,6 +10,7 @@
 #include "fusec/driver/Verify.h"
 #include "fusec/engine/Instances.h"
 #include "fusec/engine/Matcher.h"
+#include "fusec/engine/TypeInference.h"
 
 using namespace fusec;
 
@@ -153,4 +154,55 @@ TEST_CASE("a rule's tolerance clause is what the verifier allows it") {
   CHECK(driver::verifyRules(*loose, options)[0].kind == driver::RuleVerdict::Kind::Verified);
   CHECK(driver::verifyRules(*strict, options)[0].kind == driver::RuleVerdict::Kind::Counterexample);
   CHECK(driver::verifyRules(*none, options)[0].kind == driver::RuleVerdict::Kind::Counterexample);
+}
+
+TEST_CASE("instance data drawn after the guard is the data drawn at once") {
+  // verify draws a leaf's data only once the rule's guard accepts the draw
+  // (Data::Deferred): graph inputs, and constants too large for type
+  // inference to read. Same seed, same instance, same numbers either way;
+  // the guard's value() constant is drawn at once.
+  auto set = test::compileRules(R"(
+rule r {
+  match { m = Mul(x, s) y = Add(m, b) }
+  where value(s) != 3.0
+  rewrite { y = fma(x, s, b) }
+})");
+  const Rule& rule = set->rules.front();
+  const InstanceLimits wide{3, 64, 1, false};  // up to 64^3 elements: constants past inference's 64 KiB
+  int compared = 0, deferredInputs = 0, deferredConstants = 0;
+  for (uint64_t seed = 0; seed < 300; ++seed) {
+    std::mt19937_64 a(seed), b(seed);
+    Expected<Instance> now = generateInstance(rule, a, wide, Data::Drawn);
+    Expected<Instance> late = generateInstance(rule, b, wide, Data::Deferred);
+    REQUIRE(static_cast<bool>(now) == static_cast<bool>(late));
+    CHECK(a() == b());  // the structure consumed the same draws
+    if (!now) continue;
+    CHECK(now->pending.empty());
+    for (const Instance::PendingData& p : late->pending) {
+      if (!p.constant) {
+        ++deferredInputs;
+        CHECK(late->inputs[p.input].byteSize() <= sizeof(double));  // no tensor until drawn
+        continue;
+      }
+      ++deferredConstants;
+      // Never the guard's value(s): the guard reads it before the data is drawn.
+      for (ValueId v : late->graph.constants())
+        if (late->graph.value(v).constant.get() == p.constant.get()) {
+          CHECK(late->graph.value(v).name.rfind("s_", 0) != 0);
+          CHECK(p.constant->byteSize() > kInferenceDataBytes);
+        }
+    }
+    CHECK(late->size() == now->size());
+    late->drawData();
+    CHECK(late->pending.empty());
+    REQUIRE(late->inputs.size() == now->inputs.size());
+    for (size_t i = 0; i < now->inputs.size(); ++i) CHECK(late->inputs[i] == now->inputs[i]);
+    const std::vector<ValueId> cn = now->graph.constants(), cl = late->graph.constants();
+    REQUIRE(cn.size() == cl.size());
+    for (size_t i = 0; i < cn.size(); ++i) CHECK(*late->graph.value(cl[i]).constant == *now->graph.value(cn[i]).constant);
+    ++compared;
+  }
+  CHECK(compared >= 50);
+  CHECK(deferredInputs >= 20);
+  CHECK(deferredConstants >= 5);
 }

@@ -13,6 +13,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <map>
 #include <random>
 #include <string>
@@ -38,10 +40,31 @@ struct Instance {
   std::vector<NodeRef> matched; ///< the nodes generated for the pattern
   /// Input and constant elements plus nodes: what shrinking minimizes.
   int64_t size() const;
+
+  /// Leaves whose data is still to be drawn (generateInstance with
+  /// `Data::Deferred`): an input's tensor, or a constant too large for type
+  /// inference to read, of the right shape and zero until drawData().
+  struct PendingData {
+    size_t input = 0;                  ///< index in `inputs`, when `constant` is null
+    std::shared_ptr<Tensor> constant;  ///< the tensor the graph's constant shares
+    std::function<Tensor()> draw;
+  };
+  std::vector<PendingData> pending;
+  /// Draws the pending data: the same numbers whenever it is called (each
+  /// leaf has its own seed, drawn with the structure).
+  void drawData();
 };
 
+/// When a leaf's data is drawn. Most draws are discarded by the rule's guard,
+/// which reads shapes, attributes and the few constants named in `value()` or
+/// `const()`: `Deferred` leaves the other leaves' data to Instance::drawData,
+/// so a discarded draw costs its structure only.
+enum class Data { Drawn, Deferred };
+
 /// One attempt; an error says why the draw was discarded (an op rejected its
-/// operands, the guard failed, ...).
-Expected<Instance> generateInstance(const Rule& rule, std::mt19937_64& rng, const InstanceLimits& limits = {});
+/// operands, the guard failed, ...). The instance and its data do not depend
+/// on `data`.
+Expected<Instance> generateInstance(const Rule& rule, std::mt19937_64& rng, const InstanceLimits& limits = {},
+                                    Data data = Data::Drawn);
 
 }  // namespace fusec
