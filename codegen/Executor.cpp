@@ -340,13 +340,18 @@ Expected<Schedule> scheduleGraph(const Graph& g, const std::vector<KernelGroup>&
   return s;
 }
 
-Expected<DeviceProgram> DeviceProgram::build(Device& device, const Graph& g, const std::vector<KernelGroup>& groups,
-                                             const OpCatalog& catalog, const KernelOptions& options,
-                                             const std::function<void(size_t, size_t)>& progress) {
+Expected<Schedule> DeviceProgram::scheduleFor(Device& device, const Graph& g, const std::vector<KernelGroup>& groups,
+                                           const OpCatalog& catalog, const KernelOptions& options) {
   KernelOptions placed = options;  // sub-buffers where both the target and this device allow them
   if (placed.subBufferAlignment)
     placed.subBufferAlignment = std::lcm(placed.subBufferAlignment, static_cast<size_t>(device.info().memBaseAlignBytes));
-  Expected<Schedule> schedule = scheduleGraph(g, groups, catalog, placed);
+  return scheduleGraph(g, groups, catalog, placed);
+}
+
+Expected<DeviceProgram> DeviceProgram::build(Device& device, const Graph& g, const std::vector<KernelGroup>& groups,
+                                             const OpCatalog& catalog, const KernelOptions& options,
+                                             const std::function<void(size_t, size_t)>& progress) {
+  Expected<Schedule> schedule = scheduleFor(device, g, groups, catalog, options);
   if (!schedule) return schedule.error();
   DeviceProgram p(device, g);
   p.schedule_ = std::move(schedule.value());

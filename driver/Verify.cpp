@@ -329,40 +329,63 @@ class RuleChecker {
     const int maxDraws = wanted * (fusion ? options_.fusionDrawsPerInstance : options_.drawsPerInstance);
     Rng rng(options_.seed ^ std::hash<std::string>{}(rule_.name));
     std::map<std::string, int> discards, refusals;
-    while (v.instances < wanted && v.draws < maxDraws) {
-      ++v.draws;
-      Expected<Instance> inst = generateInstance(rule_, rng, {}, Data::Deferred);
-      if (!inst) {
-        ++discards[inst.error().message];
-        continue;
+    bool stop = false;
+    while (!stop && v.instances < wanted && v.draws < maxDraws) {
+      // A fusion rule stages the instances still wanted (drawn, accepted,
+      // compiled), then builds all their kernels at once, in parallel where
+      // the device has build helpers, and runs them; a rewrite rule checks
+      // each instance as it is drawn.
+      std::vector<Staged> batch;
+      const size_t room = fusion ? static_cast<size_t>(wanted - v.instances) : 1;
+      while (batch.size() < room && v.draws < maxDraws) {
+        ++v.draws;
+        Expected<Instance> inst = generateInstance(rule_, rng, {}, Data::Deferred);
+        if (!inst) {
+          ++discards[inst.error().message];
+          continue;
+        }
+        Staged st(std::move(inst.value()));
+        if (std::optional<Outcome> o = stage(st); o && o->kind != Outcome::Kind::Failed) {
+          if (o->kind == Outcome::Kind::NotForTarget) {
+            v.kind = RuleVerdict::Kind::NotChecked;
+            v.detail = "it never applies to target `" + options_.target->name + "`: " + o->why;
+            v.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+            return v;
+          }
+          if (o->kind == Outcome::Kind::Refused) {
+            ++v.refused;
+            ++refusals[o->why];
+            ++discards["the family refused the group: " + o->why];
+            // A family that has refused every group of the first draws
+            // refuses the rule's groups by their shape (more buffers than a
+            // kernel takes): more draws would only cost time.
+            if (v.instances == 0 && batch.empty() && v.refused >= kRefusalsBeforeGivingUp) {
+              stop = true;
+              break;
+            }
+            continue;
+          }
+          ++discards[o->why];
+          continue;
+        }
+        batch.push_back(std::move(st));
       }
-      Outcome o = check(inst.value(), rng);
-      if (o.kind == Outcome::Kind::Discarded) {
-        ++discards[o.why];
-        continue;
+      if (batch.size() > 1) {
+        codegen::Device::Sources sources;
+        for (const Staged& st : batch) sources.insert(sources.end(), st.sources.begin(), st.sources.end());
+        // A kernel that does not build fails its own instance below, with its log.
+        (void)options_.device->prepare(sources);
       }
-      if (o.kind == Outcome::Kind::NotForTarget) {
-        v.kind = RuleVerdict::Kind::NotChecked;
-        v.detail = "it never applies to target `" + options_.target->name + "`: " + o.why;
-        v.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-        return v;
-      }
-      if (o.kind == Outcome::Kind::Refused) {
-        ++v.refused;
-        ++refusals[o.why];
-        ++discards["the family refused the group: " + o.why];
-        // A family that has refused every group of the first draws refuses
-        // the rule's groups by their shape (more buffers than a kernel
-        // takes): more draws would only cost time.
-        if (v.instances == 0 && v.refused >= kRefusalsBeforeGivingUp) break;
-        continue;
-      }
-      ++v.instances;
-      if (options_.progress) options_.progress(rule_, v.instances, wanted);
-      if (o.kind == Outcome::Kind::Failed) {
-        v.kind = RuleVerdict::Kind::Counterexample;
-        v.counterexample = shrink(Counterexample{std::move(inst.value()), std::move(o.want), std::move(o.got), o.why}, rng);
-        break;
+      for (Staged& st : batch) {
+        Outcome o = finish(st, rng);
+        ++v.instances;
+        if (options_.progress) options_.progress(rule_, v.instances, wanted);
+        if (o.kind == Outcome::Kind::Failed) {
+          v.kind = RuleVerdict::Kind::Counterexample;
+          v.counterexample = shrink(Counterexample{std::move(st.inst), std::move(o.want), std::move(o.got), o.why}, rng);
+          stop = true;
+          break;
+        }
       }
     }
     if (!refusals.empty())
@@ -448,26 +471,64 @@ class RuleChecker {
     return t;
   }
 
-  /// Draws the instance's data once the rule's match and guard accept it.
-  Outcome check(Instance& inst, Rng& rng) const {
+  /// An instance on its way through check(): accepted by the rule, its
+  /// reference outputs computed and, for a fusion rule, compiled with the
+  /// rule; what is left is running what the rule made of it.
+  struct Staged {
+    explicit Staged(Instance i) : inst(std::move(i)) {}
+    Instance inst;
+    std::vector<Tensor> want;
+    std::optional<Outcome> early;        ///< failed before anything ran (a compile error)
+    std::unique_ptr<Compiled> compiled;  ///< fusion rules
+    codegen::KernelOptions kernelOptions;
+    codegen::Device::Sources sources;    ///< the kernels a run of `compiled` builds
+  };
+
+  /// The first half of check(): draws the instance's data once the rule's
+  /// match and guard accept it, runs the interpreter and compiles a fusion
+  /// rule's kernels (not built yet). An outcome when the instance is
+  /// decided here: discarded, refused, not for the target; a failure is
+  /// kept in `st.early` and reported by finish().
+  std::optional<Outcome> stage(Staged& st) const {
+    Instance& inst = st.inst;
     std::string why;
     bool targetOnly = false;
     if (!matchWhole(inst.graph, inst.matched, why, targetOnly))
       return targetOnly ? Outcome{Outcome::Kind::NotForTarget, why, {}, {}} : discarded(why);
     inst.drawData();
-    const OpCatalog& catalog = rules_.catalog;
-    Expected<std::vector<Tensor>> want = runGraph(inst.graph, inst.inputs, &catalog);
+    Expected<std::vector<Tensor>> want = runGraph(inst.graph, inst.inputs, &rules_.catalog);
     if (!want) return discarded("the interpreter refuses the drawn graph: " + want.error().message);
-    std::optional<Outcome> early;  // decided before anything ran: discarded, refused, failed
+    st.want = std::move(want.value());
+    if (rule_.kind != Rule::Kind::Fusion) return std::nullopt;
+    std::optional<Outcome> o = compileFused(st);
+    if (o && o->kind == Outcome::Kind::Failed) {
+      o->want = st.want;
+      st.early = std::move(o);
+      return st.early;
+    }
+    return o;
+  }
+
+  Outcome check(Staged& st, Rng& rng) const {
+    if (std::optional<Outcome> o = stage(st)) return *o;
+    return finish(st, rng);
+  }
+
+  /// The second half of check(): runs the rewritten graph or the fused
+  /// kernels and compares their outputs with the interpreter's.
+  Outcome finish(Staged& st, Rng& rng) const {
+    if (st.early) return *st.early;
+    const Instance& inst = st.inst;
+    const OpCatalog& catalog = rules_.catalog;
+    std::optional<Outcome> early;  // rewrite rules: decided before anything ran
     std::optional<Graph> after;    // rewrite rules: the graph the rule left
-    Expected<std::vector<Tensor>> got =
-        rule_.kind == Rule::Kind::Fusion ? fused(inst, early) : rewritten(inst, early, after);
+    Expected<std::vector<Tensor>> got = rule_.kind == Rule::Kind::Fusion ? runFused(st) : rewritten(inst, early, after);
     if (early) {
-      if (early->kind == Outcome::Kind::Failed) early->want = std::move(want.value());
+      if (early->kind == Outcome::Kind::Failed) early->want = std::move(st.want);
       return *early;
     }
     Outcome o;
-    o.want = std::move(want.value());
+    o.want = std::move(st.want);
     if (!got) {
       o.kind = Outcome::Kind::Failed;
       o.why = got.error().message;
@@ -520,36 +581,41 @@ class RuleChecker {
     return out;
   }
 
-  /// Fusion rules: compiled with the rule's family, run on OpenCL.
-  Expected<std::vector<Tensor>> fused(const Instance& inst, std::optional<Outcome>& o) const {
+  /// Fusion rules, first half: the instance compiled with the rule's
+  /// family, and the kernels a run of it builds. An outcome when no group
+  /// forms (discarded or refused) or compiling fails.
+  std::optional<Outcome> compileFused(Staged& st) const {
+    const Instance& inst = st.inst;
     PipelineOptions options;
     options.rewrite = false;
     options.generate = true;
     Expected<std::unique_ptr<Compiled>> compiled = compile(inst.graph.clone(), *single_, eager_, options);
-    if (!compiled) {
-      o = Outcome{Outcome::Kind::Failed, "compiling with the rule fails: " + compiled.error().message, {}, {}};
-      return compiled.error();
-    }
+    if (!compiled) return Outcome{Outcome::Kind::Failed, "compiling with the rule fails: " + compiled.error().message, {}, {}};
     const Compiled& c = *compiled.value();
     const bool grouped = std::any_of(c.plan.groups.begin(), c.plan.groups.end(),
                                      [&](const Group& g) { return g.rule && g.rule->name == rule_.name; });
-    if (!grouped && inst.matched.size() == 1) {
-      o = discarded("one node: nothing to fuse");
-      return Error{o->why};
-    }
-    if (!grouped && c.graph.numNodes() < inst.graph.numNodes()) {
-      o = discarded("part of the drawn graph folds to constants at compile time");
-      return Error{o->why};
-    }
+    if (!grouped && inst.matched.size() == 1) return discarded("one node: nothing to fuse");
+    if (!grouped && c.graph.numNodes() < inst.graph.numNodes())
+      return discarded("part of the drawn graph folds to constants at compile time");
     if (!grouped) {
       std::string why = "no group formed";
       for (const Candidate& cand : c.plan.candidates)
         if (cand.status != Candidate::Status::Chosen && !cand.why.empty()) why = cand.why;
-      o = Outcome{Outcome::Kind::Refused, why, {}, {}};
-      return Error{why};
+      return Outcome{Outcome::Kind::Refused, why, {}, {}};
     }
-    Expected<codegen::DeviceRun> run = codegen::runOnDevice(*options_.device, c.graph, c.groups, rules_.catalog,
-                                                           inst.inputs, codegen::KernelOptions::forDevice(eager_, options_.device->info()));
+    st.kernelOptions = codegen::KernelOptions::forDevice(eager_, options_.device->info());
+    if (Expected<codegen::Schedule> s = codegen::DeviceProgram::scheduleFor(*options_.device, c.graph, c.groups,
+                                                                          rules_.catalog, st.kernelOptions))
+      for (const codegen::KernelSource& k : s->kernels) st.sources.emplace_back(k.source, k.name);
+    st.compiled = std::move(compiled.value());
+    return std::nullopt;
+  }
+
+  /// Fusion rules, second half: the kernels run on OpenCL.
+  Expected<std::vector<Tensor>> runFused(const Staged& st) const {
+    const Compiled& c = *st.compiled;
+    Expected<codegen::DeviceRun> run =
+        codegen::runOnDevice(*options_.device, c.graph, c.groups, rules_.catalog, st.inst.inputs, st.kernelOptions);
     if (!run) return Error{"the fused kernels fail to run: " + run.error().message};
     return std::move(run->outputs);
   }
@@ -567,9 +633,10 @@ class RuleChecker {
         Expected<Instance> inst = generateInstance(rule_, rng, limits, Data::Deferred);
         if (!inst || inst->size() >= found.instance.size()) continue;
         --checks;
-        Outcome o = check(inst.value(), rng);
+        Staged st(std::move(inst.value()));
+        Outcome o = check(st, rng);
         if (o.kind != Outcome::Kind::Failed) continue;
-        found = Counterexample{std::move(inst.value()), std::move(o.want), std::move(o.got), o.why};
+        found = Counterexample{std::move(st.inst), std::move(o.want), std::move(o.got), o.why};
       }
       if (found.instance.size() <= 2 * static_cast<int64_t>(found.instance.matched.size()) + 8) break;
     }

@@ -161,6 +161,10 @@ class DeviceProgram {
   static Expected<DeviceProgram> build(Device& device, const Graph& g, const std::vector<KernelGroup>& groups,
                                        const OpCatalog& catalog, const KernelOptions& options = {},
                                        const std::function<void(size_t, size_t)>& progress = {});
+  /// The schedule build() makes on `device`: its kernels are the sources
+  /// build() compiles (for Device::prepare ahead of several builds).
+  static Expected<Schedule> scheduleFor(Device& device, const Graph& g, const std::vector<KernelGroup>& groups,
+                                     const OpCatalog& catalog, const KernelOptions& options = {});
   /// One run on `inputs` (one per graph input).
   Expected<DeviceRun> run(const std::vector<Tensor>& inputs);
 
