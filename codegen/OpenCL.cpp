@@ -221,6 +221,20 @@ std::vector<std::string>& buildHelper() {
 
 void Device::setBuildHelper(std::vector<std::string> argv) { buildHelper() = std::move(argv); }
 
+Status Device::buildProgramFiles(const std::string& deviceName, const std::vector<std::string>& files) {
+  Expected<std::unique_ptr<Device>> d = open(deviceName);
+  if (!d) return d.error();
+  std::optional<Error> first;
+  for (const std::string& file : files) {
+    Expected<std::string> text = readInputFile(file, int64_t{64} << 20);
+    // Already canonical: its key is the one the process that asked uses.
+    Status st = text ? (*d)->prepare({{text.value(), std::string(kCanonicalEntry)}}) : Status(text.error());
+    if (!st && !first) first = Error{file + ": " + st.error().message};
+  }
+  if (first) return *first;
+  return Status::success();
+}
+
 Status Device::prepare(const Sources& kernels, const std::function<void(size_t, size_t)>& progress) {
   struct Wanted {
     std::string key, canonical;

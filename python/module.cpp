@@ -420,6 +420,17 @@ PYBIND11_MODULE(_fusec, m) {
   m.def("compile", &compile, py::arg("model"), py::arg("packs"), py::arg("target"), py::arg("dims"), py::arg("fuse"),
         py::arg("rewrite"));
 
+  // Parallel kernel builds (Device::prepare): `helper` is the argv that runs
+  // fusec/_build_kernels.py; build_kernel_files is what that script does.
+  m.def("set_build_helper", [](const std::vector<std::string>& helper) { codegen::Device::setBuildHelper(helper); });
+  // The error's message, empty on success (the helper imports this module
+  // alone, without the package's error classes).
+  m.def("build_kernel_files", [](const std::string& device, const std::vector<std::string>& files) {
+    py::gil_scoped_release release;
+    Status st = codegen::Device::buildProgramFiles(device, files);
+    return st ? std::string() : st.error().message;
+  });
+
   m.def("spirv", [](const std::string& source, const std::string& kernel) {
     Expected<codegen::SpirvModule> spv = [&] {
       py::gil_scoped_release release;

@@ -6,7 +6,6 @@
 #include <iostream>
 
 #include "Commands.h"
-#include "fusec/codegen/Canonical.h"
 #include "fusec/codegen/DiskCache.h"
 #include "fusec/codegen/OpenCL.h"
 #include "fusec/engine/Files.h"
@@ -55,26 +54,11 @@ CommandRunner addBuildKernelsCommand(CLI::App& sub) {
   sub.add_option("--device", *device, "the OpenCL device, by name")->required();
   sub.add_option("files", *files, "canonical kernel programs")->required();
   return [device, files] {
-    Expected<std::unique_ptr<codegen::Device>> d = codegen::Device::open(*device);
-    if (!d) {
-      std::cerr << "error: " << d.error().message << "\n";
+    if (Status st = codegen::Device::buildProgramFiles(*device, *files); !st) {
+      std::cerr << "error: " << st.error().message << "\n";
       return 1;
     }
-    int status = 0;
-    for (const std::string& file : *files) {
-      Expected<std::string> text = readInputFile(file, int64_t{64} << 20);
-      if (!text) {
-        std::cerr << "error: " << text.error().message << "\n";
-        status = 1;
-        continue;
-      }
-      // Already canonical: its key is the one the process that asked uses.
-      if (Status st = (*d)->prepare({{text.value(), std::string(codegen::kCanonicalEntry)}}); !st) {
-        std::cerr << "error: " << file << ": " << st.error().message << "\n";
-        status = 1;
-      }
-    }
-    return status;
+    return 0;
   };
 }
 

@@ -42,6 +42,13 @@ Model = _fusec.Model
 Packs = _fusec.Packs
 Target = _fusec.Target
 
+# Kernel builds spread over the cores, as the CLI's: helper processes run
+# _build_kernels.py beside this file with this interpreter, isolated (-I:
+# nothing from the working folder or PYTHONPATH is imported).
+if sys.executable:
+    _fusec.set_build_helper([sys.executable, "-I", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                                "_build_kernels.py")])
+
 PathLike = Union[str, "os.PathLike[str]"]
 ModelLike = Union[PathLike, bytes, Any, "Model"]  # Any: an onnx.ModelProto
 PacksLike = Union["Packs", Sequence[PathLike], None]

@@ -376,3 +376,21 @@ def test_compile_builds_with_progress_and_a_second_process_starts_warm(resblock_
     out = subprocess.run([FUSEC, "run", resblock_path, "--dim", "1"], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert re.search(r"\((\d+) distinct programs, \1 of them from the cache\)", out.stdout), out.stdout
+
+
+def test_build_helper_compiles_programs_into_the_cache(tmp_path):
+    # What Device::prepare starts per further core in a Python process: the
+    # helper beside the package, run isolated by this interpreter, compiles
+    # canonical programs into the kernel cache; a program that does not
+    # build is an error naming its file.
+    helper = os.path.join(os.path.dirname(os.path.abspath(fusec.__file__)), "_build_kernels.py")
+    env = dict(os.environ, FUSEC_CACHE_DIR=str(tmp_path / "cache"))
+    good = tmp_path / "good.cl"
+    good.write_text("__kernel void fusec_kernel(__global float* x) { x[get_global_id(0)] *= 2.0f; }\n")
+    out = subprocess.run([sys.executable, "-I", helper, "--device", "", str(good)], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert list((tmp_path / "cache").rglob("*.bin"))
+    bad = tmp_path / "bad.cl"
+    bad.write_text("__kernel void fusec_kernel(__global float* x) { x[get_global_id(0)] *= ; }\n")
+    out = subprocess.run([sys.executable, "-I", helper, "--device", "", str(bad)], env=env, capture_output=True, text=True)
+    assert out.returncode == 1 and "bad.cl" in out.stderr, out.stderr

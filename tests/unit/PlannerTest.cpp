@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 
 #include "TestUtil.h"
@@ -49,7 +50,8 @@ TEST_CASE("greedy planning is within reach of the exact optimum on small graphs"
   REQUIRE(target.ok());
   for (const char* model : {"resblock", "encoder_layer"}) {
     INFO(std::string(model));
-    Expected<Graph> g = importOnnxFile(std::string(FUSEC_SOURCE_DIR) + "/examples/models/" + model + ".onnxtxt");
+    Expected<Graph> g =
+        importOnnxFile((std::filesystem::path(FUSEC_SOURCE_DIR) / "examples/models" / model).string() + ".onnxtxt");
     REQUIRE(g.ok());
     REQUIRE(runRewritePipeline(g.value(), *core, &target.value()).ok());
     Plan plan = planFusion(g.value(), *core, target.value(), codegen::kernelFamilies());

@@ -83,6 +83,11 @@ class Device {
   /// file a canonical program), compile each into the kernel cache and exit
   /// 0: `fusec build-kernels` (tools/main.cpp). Unset: no helpers.
   static void setBuildHelper(std::vector<std::string> argv);
+  /// What a build helper does: opens the device whose name contains
+  /// `deviceName` and compiles each file (a canonical program, at most
+  /// 64 MiB) into the kernel cache. Every file is tried; the error names
+  /// the first that failed.
+  static Status buildProgramFiles(const std::string& deviceName, const std::vector<std::string>& files);
 
   Expected<Buffer> upload(const Tensor& t);
   Expected<Buffer> allocate(size_t bytes);
