@@ -123,9 +123,12 @@ struct LeafRecipe {
   bool holdHint = false;      ///< the guard compares it with a number: mostly hold one
   bool simpleValues = false;
 
+  /// The element type draw() returns.
+  DType dataType() const { return kind == DataKind::Bool ? DType::Bool : dtype; }
+
   Tensor draw() const {
     LeafRng rng(seed);
-    if (dtype == DType::Bool || kind == DataKind::Bool) {
+    if (dataType() == DType::Bool) {
       Tensor t(DType::Bool, shape);
       for (int64_t i = 0; i < t.numel(); ++i) t.data<bool>()[i] = chance(rng, 0.5);
       return t;
@@ -350,7 +353,7 @@ class Generator {
     const bool constant = s.constant || s.fixed || (s.binding >= 0 && constants_.count(s.binding)) || chance(rng_, 0.25);
     std::optional<LeafRecipe> r;
     if (!s.fixed) r = recipe(s);
-    const DType dtype = s.fixed ? s.fixed->dtype() : (r->dtype == DType::Bool || r->kind == DataKind::Bool) ? DType::Bool : r->dtype;
+    const DType dtype = s.fixed ? s.fixed->dtype() : r->dataType();
     const Shape shape = s.fixed ? s.fixed->shape() : r->shape;
     // Data nothing reads before the check (neither the guard nor type
     // inference, which sees constants up to kInferenceDataBytes) waits.
@@ -359,15 +362,17 @@ class Generator {
                                          static_cast<int64_t>(kInferenceDataBytes));
     ValueId v;
     if (constant && defer) {
-      auto placeholder = std::make_shared<Tensor>(dtype, shape);
-      v = g_.addConstant(name, std::shared_ptr<const Tensor>(placeholder));
-      pending_.push_back({0, std::move(placeholder), [r = *r] { return r.draw(); }});
+      // The graph's constant is this tensor, zeros of the leaf's type and
+      // shape (all that matching and typing read) until drawData() fills it.
+      auto data = std::make_shared<Tensor>(dtype, shape);
+      v = g_.addConstant(name, std::shared_ptr<const Tensor>(data));
+      pending_.push_back({0, std::move(data), [r = *r] { return r.draw(); }});
     } else if (constant) {
       v = g_.addConstant(name, s.fixed ? *s.fixed : r->draw());
     } else {
       v = g_.addInput(name, TensorType::of(dtype, shape));
       if (defer) pending_.push_back({inputs_.size(), nullptr, [r = *r] { return r.draw(); }});
-      inputs_.push_back(defer ? Tensor() : s.fixed ? *s.fixed : r->draw());
+      inputs_.push_back(defer ? Tensor() : s.fixed ? *s.fixed : r->draw());  // a deferred input: drawData() fills it
     }
     if (s.binding >= 0) values_[static_cast<size_t>(s.binding)] = v;
     return v;
