@@ -303,6 +303,7 @@ class RuleChecker {
       // kernel, not of the cost model's choice.
       eager_ = *options.target;
       eager_.launchOverhead = 1.0;
+      if (options.device) kernelOptions_ = codegen::KernelOptions::forDevice(eager_, options.device->info());
     }
   }
 
@@ -480,7 +481,6 @@ class RuleChecker {
     std::vector<Tensor> want;
     std::optional<Outcome> early;        ///< failed before anything ran (a compile error)
     std::unique_ptr<Compiled> compiled;  ///< fusion rules
-    codegen::KernelOptions kernelOptions;
     codegen::Device::Sources sources;    ///< the kernels a run of `compiled` builds
   };
 
@@ -603,9 +603,8 @@ class RuleChecker {
         if (cand.status != Candidate::Status::Chosen && !cand.why.empty()) why = cand.why;
       return Outcome{Outcome::Kind::Refused, why, {}, {}};
     }
-    st.kernelOptions = codegen::KernelOptions::forDevice(eager_, options_.device->info());
     if (Expected<codegen::Schedule> s = codegen::DeviceProgram::scheduleFor(*options_.device, c.graph, c.groups,
-                                                                          rules_.catalog, st.kernelOptions))
+                                                                          rules_.catalog, kernelOptions_))
       for (const codegen::KernelSource& k : s->kernels) st.sources.emplace_back(k.source, k.name);
     st.compiled = std::move(compiled.value());
     return std::nullopt;
@@ -615,7 +614,7 @@ class RuleChecker {
   Expected<std::vector<Tensor>> runFused(const Staged& st) const {
     const Compiled& c = *st.compiled;
     Expected<codegen::DeviceRun> run =
-        codegen::runOnDevice(*options_.device, c.graph, c.groups, rules_.catalog, st.inst.inputs, st.kernelOptions);
+        codegen::runOnDevice(*options_.device, c.graph, c.groups, rules_.catalog, st.inst.inputs, kernelOptions_);
     if (!run) return Error{"the fused kernels fail to run: " + run.error().message};
     return std::move(run->outputs);
   }
@@ -650,6 +649,7 @@ class RuleChecker {
   Matcher matcher_;
   Rule unguarded_;
   Target eager_;
+  codegen::KernelOptions kernelOptions_;  ///< fusion rules' kernels on the device
 };
 
 }  // namespace
