@@ -76,8 +76,8 @@ double bestTime(codegen::Device& device, Expected<codegen::KernelSource> k,
   for (const std::vector<ValueId>* values : {&k->inputs, &k->outputs})
     for (ValueId x : *values) args.push_back(codegen::KernelArg::of(buffers.at(x)));
   std::vector<codegen::Buffer> derived;  // the constants the kernel derives (a Winograd conv's weights)
-  for (const std::shared_ptr<const Tensor>& t : k->derived) {
-    Expected<codegen::Buffer> b = device.upload(*t);
+  for (const std::shared_ptr<const codegen::DerivedConstant>& t : k->derived) {
+    Expected<codegen::Buffer> b = device.upload(*t->tensor());
     if (!b) {
       std::fprintf(stderr, "%s\n", b.error().message.c_str());
       return -1.0;

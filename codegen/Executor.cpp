@@ -320,10 +320,10 @@ Expected<Schedule> scheduleGraph(const Graph& g, const std::vector<KernelGroup>&
     std::vector<size_t> args;
     for (ValueId v : k.inputs) args.push_back(bufferOf.at(resolve(v)));
     for (ValueId v : k.outputs) args.push_back(bufferOf.at(v));
-    for (const std::shared_ptr<const Tensor>& t : k.derived) {
+    for (const std::shared_ptr<const DerivedConstant>& t : k.derived) {
       s.memory.constants += t->byteSize();
       args.push_back(s.buffers.size());
-      s.buffers.push_back({ScheduledBuffer::Kind::Constant, std::max<size_t>(t->byteSize(), 1), kNoValue, 0, 0, t});
+      s.buffers.push_back({ScheduledBuffer::Kind::Constant, std::max<size_t>(t->byteSize(), 1), kNoValue, 0, 0, t->tensor()});
     }
     s.arguments.push_back(std::move(args));
   }

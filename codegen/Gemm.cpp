@@ -1606,23 +1606,25 @@ std::optional<Expected<KernelSource>> emitWinograd(const Graph& g, const std::ve
   if (ek->lanes != 16) return std::nullopt;
   KernelSource& k = ek->k;
 
-  // U[4i + j][m][c] = (G g[m][c] G^T)[i][j].
-  static constexpr double G[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
-  auto u = std::make_shared<Tensor>(DType::Float32, Shape{16, M, C});
-  const float* wt = g.value(w).constant->data<float>();
-  float* ut = u->data<float>();
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t c = 0; c < C; ++c) {
-      const float* f = wt + (m * C + c) * 9;
-      for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < 4; ++j) {
-          double sum = 0;
-          for (int a = 0; a < 3; ++a)
-            for (int b = 0; b < 3; ++b) sum += G[i][a] * f[a * 3 + b] * G[j][b];
-          ut[((i * 4 + j) * M + m) * C + c] = static_cast<float>(sum);
-        }
-    }
-  k.derived.push_back(std::move(u));
+  // U[4i + j][m][c] = (G g[m][c] G^T)[i][j], computed when the kernel's
+  // buffers are made (planning emits this kernel several times).
+  k.derived.push_back(std::make_shared<DerivedConstant>(
+      DType::Float32, Shape{16, M, C}, [weights = g.value(w).constant, M, C](Tensor& u) {
+        static constexpr double G[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+        const float* wt = weights->data<float>();
+        float* ut = u.data<float>();
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t c = 0; c < C; ++c) {
+            const float* f = wt + (m * C + c) * 9;
+            double gf[4][3];  // G g
+            for (int i = 0; i < 4; ++i)
+              for (int b = 0; b < 3; ++b) gf[i][b] = G[i][0] * f[b] + G[i][1] * f[3 + b] + G[i][2] * f[6 + b];
+            for (int i = 0; i < 4; ++i)
+              for (int j = 0; j < 4; ++j)
+                ut[((i * 4 + j) * M + m) * C + c] =
+                    static_cast<float>(gf[i][0] * G[j][0] + gf[i][1] * G[j][1] + gf[i][2] * G[j][2]);
+          }
+      }));
 
   // Output channels split over work-items only where the tiles make fewer
   // than 2 per core, and at least 16 each: ResNet-18's 28x28 conv (14

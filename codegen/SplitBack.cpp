@@ -68,8 +68,8 @@ Expected<std::vector<Buffer>> sampleBuffers(Device& device, const Graph& g, cons
     if (!b) return b.error();
     buffers.push_back(std::move(b.value()));
   }
-  for (const std::shared_ptr<const Tensor>& d : kernel.derived) {
-    Expected<Buffer> b = device.upload(*d);
+  for (const std::shared_ptr<const DerivedConstant>& d : kernel.derived) {
+    Expected<Buffer> b = device.upload(*d->tensor());
     if (!b) return b.error();
     buffers.push_back(std::move(b.value()));
   }

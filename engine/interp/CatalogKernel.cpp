@@ -24,24 +24,47 @@ class ScalarProgram {
   ScalarProgram(const ScalarExpr& e, const std::vector<std::vector<uint32_t>>& slots, const std::vector<double>& attrs)
       : slots_(slots), attrs_(attrs) {
     result_ = compile(e);
+    // Constants' columns point into registers_, which compile() grew: set them now.
+    for (size_t i = 0; i < code_.size(); ++i)
+      if (!code_[i].fn && code_[i].operand < 0) columns_[i] = registers_.data() + i * kBlock;
   }
 
-  double run(const double* operands) const {
-    double* r = regs_.data();
-    double* args = args_.data();
+  /// Runs the program over `n` (at most kBlock) elements: `operands[j]`
+  /// is operand slot j's column, `out` receives the results.
+  void run(const double* const* operands, size_t n, double* out) const {
     for (size_t i = 0; i < code_.size(); ++i) {
       const Instr& in = code_[i];
       if (in.operand >= 0) {
-        r[i] = operands[in.operand];
-      } else if (!in.fn) {
-        r[i] = in.constant;
+        columns_[i] = operands[in.operand];
+        continue;
+      }
+      if (!in.fn) continue;  // a constant's column, filled when compiled
+      double* r = registers_.data() + i * kBlock;
+      columns_[i] = r;
+      if (in.args.size() == 1) {
+        const double* a = columns_[in.args[0]];
+        for (size_t e = 0; e < n; ++e) r[e] = in.fn(&a[e], 1);
+      } else if (in.args.size() == 2) {
+        const double *a = columns_[in.args[0]], *b = columns_[in.args[1]];
+        double args[2];
+        for (size_t e = 0; e < n; ++e) {
+          args[0] = a[e];
+          args[1] = b[e];
+          r[e] = in.fn(args, 2);
+        }
       } else {
-        for (size_t k = 0; k < in.args.size(); ++k) args[k] = r[in.args[k]];
-        r[i] = in.fn(args, in.args.size());
+        double* args = args_.data();
+        for (size_t e = 0; e < n; ++e) {
+          for (size_t k = 0; k < in.args.size(); ++k) args[k] = columns_[in.args[k]][e];
+          r[e] = in.fn(args, in.args.size());
+        }
       }
     }
-    return r[result_];
+    std::copy(columns_[result_], columns_[result_] + n, out);
   }
+
+  /// Elements a run() computes at most.
+  static constexpr size_t kBlock = 512;
 
  private:
   struct Instr {
@@ -53,7 +76,12 @@ class ScalarProgram {
 
   uint32_t emit(Instr in) {
     code_.push_back(std::move(in));
-    regs_.push_back(0);
+    registers_.resize(code_.size() * kBlock);
+    columns_.push_back(nullptr);
+    if (!code_.back().fn && code_.back().operand < 0) {  // a constant: its column once
+      double* r = registers_.data() + (code_.size() - 1) * kBlock;
+      std::fill(r, r + kBlock, code_.back().constant);
+    }
     return static_cast<uint32_t>(code_.size() - 1);
   }
   uint32_t constant(double v) {
@@ -106,7 +134,11 @@ class ScalarProgram {
   const std::vector<std::vector<uint32_t>>& slots_;
   const std::vector<double>& attrs_;
   std::vector<Instr> code_;
-  mutable std::vector<double> regs_, args_;
+  /// A column of kBlock doubles per instruction: constants' filled once,
+  /// results' per block; columns_ points at each instruction's values
+  /// (an operand's straight at its input column).
+  mutable std::vector<double> registers_, args_;
+  mutable std::vector<const double*> columns_;
   uint32_t result_ = 0;
 };
 
@@ -166,12 +198,23 @@ void runFromCatalog(KernelContext& ctx, const OpDef& op) {
   const Shape shape = broadcastShapes(ctx, shapes);
   if (op.kind == OpKind::Elementwise && shape != present[0]->shape())
     ctx.fail("operand shapes differ for an elementwise op");
-  // Operands as doubles, read through broadcast strides.
+  // Operands read through broadcast strides: float32 and float64 where
+  // they are, other types converted to doubles first.
   const size_t k = present.size();
-  std::vector<Tensor> values;
+  std::vector<Tensor> converted(k);
+  std::vector<const float*> floats(k, nullptr);
+  std::vector<const double*> doubles(k, nullptr);
   std::vector<Shape> strides;
-  for (const Tensor* t : present) {
-    values.push_back(t->dtype() == DType::Float64 ? *t : t->castTo(DType::Float64));
+  for (size_t j = 0; j < k; ++j) {
+    const Tensor* t = present[j];
+    if (t->dtype() == DType::Float32) {
+      floats[j] = t->data<float>();
+    } else if (t->dtype() == DType::Float64) {
+      doubles[j] = t->data<double>();
+    } else {
+      converted[j] = t->castTo(DType::Float64);
+      doubles[j] = converted[j].data<double>();
+    }
     strides.push_back(broadcastStrides(t->shape(), shape));
   }
   const DType in = present[0]->dtype();
@@ -179,23 +222,75 @@ void runFromCatalog(KernelContext& ctx, const OpDef& op) {
                     : op.resultType == ResultType::Float ? DType::Float32
                     : op.resultType == ResultType::Int64 ? DType::Int64
                                                          : in;
-  Tensor result(DType::Float64, shape);
-  double* dst = result.data<double>();
-  const int64_t n = shapeNumel(shape), rank = static_cast<int64_t>(shape.size());
-  std::vector<int64_t> index(static_cast<size_t>(rank), 0), offset(k, 0);
-  std::vector<double> args(k);
-  for (int64_t i = 0; i < n; ++i) {
-    for (size_t j = 0; j < k; ++j) args[j] = values[j].data<double>()[offset[j]];
-    dst[i] = program.run(args.data());
-    // Next coordinate (row-major), moving each operand's offset along.
-    for (int64_t d = rank - 1; d >= 0; --d) {
-      const auto du = static_cast<size_t>(d);
-      for (size_t j = 0; j < k; ++j) offset[j] += strides[j][du];
-      if (++index[du] < shape[du]) break;
-      for (size_t j = 0; j < k; ++j) offset[j] -= strides[j][du] * shape[du];
-      index[du] = 0;
+  const int64_t n = shapeNumel(shape);
+  // A float32 result is rounded a block at a time (as castTo would), with
+  // no result in doubles.
+  const bool toFloat = out == DType::Float32;
+  Tensor result(toFloat ? DType::Float32 : DType::Float64, shape);
+  std::vector<double> block(toFloat ? ScalarProgram::kBlock : 0);
+  // Dims merged where every operand walks them as one (a weight [M, C, 3, 3]
+  // times a per-channel [M, 1, 1, 1] is [M, 9C] by [M, 1]): the innermost
+  // run is then long, and the operands' values are gathered a row segment
+  // at a time into the columns of a block.
+  Shape dims;
+  std::vector<Shape> steps(k);
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    bool merge = !dims.empty();
+    for (size_t j = 0; j < k && merge; ++j) merge = steps[j].back() == strides[j][d] * shape[d];
+    if (merge) {
+      dims.back() *= shape[d];
+      for (size_t j = 0; j < k; ++j) steps[j].back() = strides[j][d];
+    } else {
+      dims.push_back(shape[d]);
+      for (size_t j = 0; j < k; ++j) steps[j].push_back(strides[j][d]);
     }
   }
+  if (dims.empty()) {
+    dims.push_back(1);
+    for (size_t j = 0; j < k; ++j) steps[j].push_back(0);
+  }
+  const size_t rank = dims.size(), last = rank - 1;
+  constexpr size_t B = ScalarProgram::kBlock;
+  std::vector<double> columns(k * B);
+  std::vector<const double*> operandColumns(k);
+  for (size_t j = 0; j < k; ++j) operandColumns[j] = columns.data() + j * B;
+  std::vector<int64_t> index(rank, 0), offset(k, 0);  // the row's outer index and each operand's offset at the row's start
+  int64_t along = 0;                                  // position in the current row
+  for (int64_t done = 0; done < n;) {
+    size_t filled = 0;
+    while (filled < B && done + static_cast<int64_t>(filled) < n) {
+      const int64_t take = std::min<int64_t>(dims[last] - along, static_cast<int64_t>(B - filled));
+      for (size_t j = 0; j < k; ++j) {
+        const int64_t step = steps[j][last], at = offset[j] + along * step;
+        double* col = columns.data() + j * B + filled;
+        if (floats[j])
+          for (int64_t e = 0; e < take; ++e) col[e] = floats[j][at + e * step];
+        else
+          for (int64_t e = 0; e < take; ++e) col[e] = doubles[j][at + e * step];
+      }
+      filled += static_cast<size_t>(take);
+      along += take;
+      if (along < dims[last]) continue;
+      along = 0;  // next row (row-major over the outer dims)
+      for (size_t d = last; d-- > 0;) {
+        for (size_t j = 0; j < k; ++j) offset[j] += steps[j][d];
+        if (++index[d] < dims[d]) break;
+        for (size_t j = 0; j < k; ++j) offset[j] -= steps[j][d] * dims[d];
+        index[d] = 0;
+      }
+    }
+    if (toFloat) {
+      program.run(operandColumns.data(), filled, block.data());
+      float* to = result.data<float>() + done;
+      for (size_t e = 0; e < filled; ++e) to[e] = static_cast<float>(block[e]);
+    } else {
+      program.run(operandColumns.data(), filled, result.data<double>() + done);
+    }
+    done += static_cast<int64_t>(filled);
+  }
+  if (toFloat) return ctx.setOutput(0, std::move(result));
+  const double* dst = result.data<double>();
   if (out == DType::Float64) return ctx.setOutput(0, std::move(result));
   if (out == DType::Bool || !isFloatingPoint(out)) {
     // Integers compute exactly in doubles (at most 32 bits) and wrap into

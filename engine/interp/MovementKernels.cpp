@@ -18,6 +18,66 @@ std::vector<int64_t> intOperand(const KernelContext& ctx, size_t i) {
   return ctx.in(i).toInt64s();
 }
 
+namespace {
+
+/// out[o] = in[i] over the output in row-major order, with the input read
+/// through `strides` (the input's strides permuted). Where the output's
+/// last axis is not the input's contiguous one, the two axes are walked in
+/// square tiles, so both sides stay in cache (a 768 x 3072 weight
+/// transposed element by element misses on every read).
+template <class T>
+void permuteInto(T* out, const T* in, const Shape& shape, const Shape& strides) {
+  const size_t rank = shape.size();
+  if (rank == 0) {
+    out[0] = in[0];
+    return;
+  }
+  const size_t last = rank - 1;
+  // The output axis that walks the input contiguously (none for a size-1
+  // or broadcast input axis: then any order is as good).
+  size_t unit = last;
+  for (size_t a = 0; a < rank; ++a)
+    if (strides[a] == 1 && shape[a] > 1) unit = a;
+  const Shape outStrides = stridesOf(shape);
+  constexpr int64_t kTile = 32;
+  const int64_t nl = shape[last], nu = unit == last ? 1 : shape[unit];
+  // Every index of the other axes (an odometer), then the tiles.
+  std::vector<int64_t> idx(rank, 0);
+  int64_t inBase = 0, outBase = 0;
+  while (true) {
+    if (unit == last) {
+      const T* src = in + inBase;
+      T* dst = out + outBase;
+      const int64_t s = strides[last];
+      for (int64_t j = 0; j < nl; ++j) dst[j] = src[j * s];
+    } else {
+      const int64_t su = outStrides[unit], sl = strides[last];
+      for (int64_t u0 = 0; u0 < nu; u0 += kTile)
+        for (int64_t l0 = 0; l0 < nl; l0 += kTile) {
+          const int64_t ue = std::min(nu, u0 + kTile), le = std::min(nl, l0 + kTile);
+          for (int64_t u = u0; u < ue; ++u)
+            for (int64_t l = l0; l < le; ++l) out[outBase + u * su + l] = in[inBase + u + l * sl];
+        }
+    }
+    // Next index of the axes other than `last` and `unit`.
+    size_t d = last;
+    while (d-- > 0) {
+      if (d == unit) continue;
+      if (++idx[d] < shape[d]) {
+        inBase += strides[d];
+        outBase += outStrides[d];
+        break;
+      }
+      inBase -= strides[d] * (shape[d] - 1);
+      outBase -= outStrides[d] * (shape[d] - 1);
+      idx[d] = 0;
+    }
+    if (d == SIZE_MAX) return;
+  }
+}
+
+}  // namespace
+
 Tensor transposeTensor(const Tensor& x, const std::vector<int64_t>& perm) {
   Shape outShape;
   for (int64_t p : perm) outShape.push_back(x.dim(p));
@@ -25,11 +85,20 @@ Tensor transposeTensor(const Tensor& x, const std::vector<int64_t>& perm) {
   Shape strides;
   for (int64_t p : perm) strides.push_back(inStrides[static_cast<size_t>(p)]);
   Tensor out(x.dtype(), outShape);
-  const size_t es = dtypeSize(x.dtype());
-  std::array<Shape, 1> st = {strides};
-  forEachBroadcast<1>(outShape, st, [&](int64_t i, const std::array<int64_t, 1>& off) {
-    std::memcpy(out.raw() + i * es, x.raw() + off[0] * es, es);
-  });
+  if (out.numel() == 0) return out;
+  switch (dtypeSize(x.dtype())) {
+    case 1: permuteInto(reinterpret_cast<uint8_t*>(out.raw()), reinterpret_cast<const uint8_t*>(x.raw()), outShape, strides); break;
+    case 2: permuteInto(reinterpret_cast<uint16_t*>(out.raw()), reinterpret_cast<const uint16_t*>(x.raw()), outShape, strides); break;
+    case 4: permuteInto(reinterpret_cast<uint32_t*>(out.raw()), reinterpret_cast<const uint32_t*>(x.raw()), outShape, strides); break;
+    case 8: permuteInto(reinterpret_cast<uint64_t*>(out.raw()), reinterpret_cast<const uint64_t*>(x.raw()), outShape, strides); break;
+    default: {
+      const size_t es = dtypeSize(x.dtype());
+      std::array<Shape, 1> st = {strides};
+      forEachBroadcast<1>(outShape, st, [&](int64_t i, const std::array<int64_t, 1>& off) {
+        std::memcpy(out.raw() + i * es, x.raw() + off[0] * es, es);
+      });
+    }
+  }
   return out;
 }
 

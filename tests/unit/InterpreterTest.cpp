@@ -2,7 +2,10 @@
 /// negative axes, empty tensors, opset-dependent forms, and errors.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <random>
 
 #include "TestUtil.h"
 
@@ -395,4 +398,115 @@ TEST_CASE("a NaN among the reduced elements is the max and the min, as numpy's a
   CHECK(mx.data<float>()[3] == 5);
   CHECK(mn.data<float>()[3] == -INFINITY);
   CHECK(gp.data<float>()[3] == 5);
+}
+
+namespace {
+std::string dimsText(const Shape& s) {
+  std::string t = "[";
+  for (size_t i = 0; i < s.size(); ++i) t += (i ? "," : "") + std::to_string(s[i]);
+  return t + "]";
+}
+/// The row-major index of `at` in `shape`, each dim of size 1 read at 0
+/// (numpy broadcasting, `at` right-aligned to the longer shape).
+int64_t broadcastIndex(const Shape& shape, const Shape& at) {
+  int64_t i = 0;
+  const size_t off = at.size() - shape.size();
+  for (size_t d = 0; d < shape.size(); ++d) i = i * shape[d] + (shape[d] == 1 ? 0 : at[off + d]);
+  return i;
+}
+}  // namespace
+
+TEST_CASE("elementwise ops and Transpose over large, partly broadcast tensors match an element-by-element reference") {
+  // Shapes of rank 1 to 5 with dims of 1 (broadcast), small dims and one
+  // long enough that results span several of the interpreter's blocks;
+  // operands drop leading dims or set dims to 1 at random.
+  std::mt19937 rng(7);
+  auto dim = [&](bool lng) { return lng ? int64_t(300 + rng() % 400) : int64_t(1 + rng() % 5); };
+  for (int trial = 0; trial < 40; ++trial) {
+    const size_t rank = 1 + rng() % 5;
+    Shape out;
+    for (size_t d = 0; d < rank; ++d) out.push_back(dim(d == rng() % rank));
+    auto operandShape = [&] {
+      Shape s(out.begin() + static_cast<int64_t>(rng() % rank), out.end());  // maybe fewer leading dims
+      for (int64_t& d : s)
+        if (rng() % 3 == 0) d = 1;
+      return s;
+    };
+    const Shape a = operandShape(), b = operandShape(), c = operandShape();
+    std::vector<Tensor> in;
+    for (const Shape& s : {a, b, c}) {
+      Tensor t(DType::Float32, s);
+      for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(static_cast<int>(rng() % 2001) - 1000) / 7.f;
+      in.push_back(t);
+    }
+    // The result shape: the operands' shapes broadcast together (it may
+    // have fewer dims than `out`, or 1 where all three have 1).
+    const size_t r = std::max({a.size(), b.size(), c.size()});
+    Shape res(r, 1);
+    for (const Shape& s : {a, b, c})
+      for (size_t d = 0; d < s.size(); ++d) res[r - s.size() + d] = std::max(res[r - s.size() + d], s[d]);
+    CAPTURE(dimsText(a));
+    CAPTURE(dimsText(b));
+    CAPTURE(dimsText(c));
+    Graph g = parse(model("g (float" + dimsText(a) + " a, float" + dimsText(b) + " b, float" + dimsText(c) + " c) => (float" +
+                              dimsText(res) + " y, double" + dimsText(res) + " w)",
+                          "p = Mul (a, b)\n y = Add (p, c)\n pd = Cast <to = 11> (p)\n cd = Cast <to = 11> (c)\n w = Sub (pd, cd)"));
+    std::vector<Tensor> got = test::run(g, in);
+    REQUIRE(got[0].shape() == res);
+    Shape at(r, 0);
+    bool same = true;
+    for (int64_t i = 0; i < shapeNumel(res) && same; ++i) {
+      const float x = in[0].data<float>()[broadcastIndex(a, at)], y = in[1].data<float>()[broadcastIndex(b, at)],
+                  z = in[2].data<float>()[broadcastIndex(c, at)];
+      const float p = static_cast<float>(double(x) * y);
+      same = got[0].data<float>()[i] == static_cast<float>(double(p) + z) && got[1].data<double>()[i] == double(p) - double(z);
+      for (size_t d = r; d-- > 0;)
+        if (++at[d] < res[d]) break;
+        else at[d] = 0;
+    }
+    CHECK(same);
+  }
+  // Transpose: every permutation of random rank-1 to rank-5 shapes, for
+  // element sizes 1, 2, 4 and 8.
+  for (int trial = 0; trial < 40; ++trial) {
+    const size_t rank = 1 + rng() % 5;
+    Shape s;
+    for (size_t d = 0; d < rank; ++d) s.push_back(dim(rng() % 4 == 0));
+    std::vector<int64_t> perm(rank);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    Shape ts;
+    for (int64_t p : perm) ts.push_back(s[static_cast<size_t>(p)]);
+    std::string permText;
+    for (int64_t p : perm) permText += (permText.empty() ? "" : ", ") + std::to_string(p);
+    for (const char* type : {"uint8", "float16", "int32", "int64"}) {
+      CAPTURE(dimsText(s));
+      CAPTURE(permText);
+      CAPTURE(type);
+      Graph g = parse(model(std::string("g (int64") + dimsText(s) + " x) => (" + type + dimsText(ts) + " y)",
+                            "c = Cast <to = " +
+                                std::to_string(std::string(type) == "uint8" ? 2 : std::string(type) == "float16" ? 10
+                                                                                : std::string(type) == "int32" ? 6
+                                                                                                               : 7) +
+                                "> (x)\n y = Transpose <perm = [" + permText + "]> (c)"));
+      Tensor x(DType::Int64, s);
+      for (int64_t i = 0; i < x.numel(); ++i) x.data<int64_t>()[i] = i % 251;
+      const Tensor y = test::run(g, {x}).at(0).castTo(DType::Int64);
+      REQUIRE(y.shape() == ts);
+      // y at index t (in the transposed shape) is x at the index whose dim
+      // perm[d] is t[d].
+      Shape t(rank, 0), src(rank, 0);
+      const Shape xs = stridesOf(s);
+      bool same = true;
+      for (int64_t i = 0; i < y.numel() && same; ++i) {
+        int64_t from = 0;
+        for (size_t d = 0; d < rank; ++d) from += t[d] * xs[static_cast<size_t>(perm[d])];
+        same = y.data<int64_t>()[i] == from % 251;
+        for (size_t d = rank; d-- > 0;)
+          if (++t[d] < ts[d]) break;
+          else t[d] = 0;
+      }
+      CHECK(same);
+    }
+  }
 }

@@ -8,7 +8,9 @@
 /// by zero is 0).
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,39 @@
 #include "fusec/engine/OpCatalog.h"
 
 namespace fusec::codegen {
+
+/// A constant the code generator derives from the graph's (a conv's
+/// weights in another basis), computed when its values are first read:
+/// planning emits a kernel several times and needs only its size, so the
+/// arithmetic is done once, for the kernel that runs. Safe to read from
+/// several threads.
+class DerivedConstant {
+ public:
+  /// `fill` writes the values into a zeroed tensor of `dtype` and `shape`;
+  /// it keeps what it reads alive itself (capture shared pointers).
+  DerivedConstant(DType dtype, Shape shape, std::function<void(Tensor&)> fill)
+      : dtype_(dtype), shape_(std::move(shape)), fill_(std::move(fill)) {}
+
+  size_t byteSize() const { return static_cast<size_t>(shapeNumel(shape_)) * dtypeSize(dtype_); }
+
+  /// The values, computed on the first call.
+  const std::shared_ptr<const Tensor>& tensor() const {
+    std::call_once(once_, [this] {
+      auto t = std::make_shared<Tensor>(dtype_, shape_);
+      fill_(*t);
+      fill_ = nullptr;  // release what it captured
+      tensor_ = std::move(t);
+    });
+    return tensor_;
+  }
+
+ private:
+  DType dtype_;
+  Shape shape_;
+  mutable std::function<void(Tensor&)> fill_;
+  mutable std::once_flag once_;
+  mutable std::shared_ptr<const Tensor> tensor_;
+};
 
 struct KernelSource {
   std::string name;             ///< the OpenCL kernel's name
@@ -25,7 +60,7 @@ struct KernelSource {
   /// Constants the code generator derives from the graph's (a conv's
   /// weights in another basis): buffer arguments after the outputs,
   /// uploaded with the graph's constants.
-  std::vector<std::shared_ptr<const Tensor>> derived;
+  std::vector<std::shared_ptr<const DerivedConstant>> derived;
   size_t globalSize = 0;        ///< work-items: elements of the output
   size_t localSize = 0;         ///< work-group size; 0 leaves it to the runtime
   size_t localMemBytes = 0;     ///< local memory a work-group declares
