@@ -1,7 +1,9 @@
 /// Bounded reads of user-named files; see Files.h.
 #include "fusec/engine/Files.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <limits>
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
@@ -32,48 +34,56 @@ Expected<std::pair<int, int64_t>> openRegular(const std::string& path) {
   return std::pair{fd, static_cast<int64_t>(st.st_size)};
 }
 
-/// `length` bytes at `offset` of the open file `fd`, or an error.
-Expected<std::string> readAt(int fd, const std::string& path, int64_t offset, int64_t length) {
+}  // namespace
+
+Expected<InputFile> InputFile::open(const std::string& path, int64_t maxBytes) {
+  Expected<std::pair<int, int64_t>> opened = openRegular(path);
+  if (!opened) return opened.error();
+  InputFile file(opened->first, opened->second, path);
+  if (file.size_ > maxBytes)
+    return Error{path + ": " + std::to_string(file.size_) + " bytes, more than the " + std::to_string(maxBytes) +
+                 " this kind of file may have"};
+  return file;
+}
+
+InputFile::~InputFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+int64_t InputFile::readSome(void* buffer, int64_t length, int64_t offset) const {
+  if (offset < 0 || length < 0) return -1;
+  if (offset >= size_) return 0;
+  const auto want = static_cast<size_t>(std::min(length, size_ - offset));
+  ssize_t n = 0;
+  do n = ::pread(fd_, buffer, want, static_cast<off_t>(offset));
+  while (n < 0 && errno == EINTR);
+  return n;
+}
+
+Expected<std::string> InputFile::read(int64_t offset, int64_t length) const {
+  int64_t end = 0;
+  if (offset < 0 || length < 0 || __builtin_add_overflow(offset, length, &end) || end > size_)
+    return Error{path_ + ": " + std::to_string(length) + " bytes at offset " + std::to_string(offset) +
+                 " run past the end of the file (" + std::to_string(size_) + " bytes)"};
   std::string bytes(static_cast<size_t>(length), '\0');
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::pread(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + static_cast<int64_t>(done)));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return Error{path + ": cannot read the whole file"};
-    done += static_cast<size_t>(n);
+  for (int64_t done = 0; done < length;) {
+    const int64_t n = readSome(bytes.data() + done, length - done, offset + done);
+    if (n <= 0) return Error{path_ + ": cannot read the whole file"};
+    done += n;
   }
   return bytes;
 }
 
-}  // namespace
-
 Expected<std::string> readInputFile(const std::string& path, int64_t maxBytes) {
-  Expected<std::pair<int, int64_t>> opened = openRegular(path);
-  if (!opened) return opened.error();
-  const auto [fd, size] = opened.value();
-  if (size > maxBytes) {
-    ::close(fd);
-    return Error{path + ": " + std::to_string(size) + " bytes, more than the " + std::to_string(maxBytes) +
-                 " this kind of file may have"};
-  }
-  Expected<std::string> bytes = readAt(fd, path, 0, size);
-  ::close(fd);
-  return bytes;
+  Expected<InputFile> file = InputFile::open(path, maxBytes);
+  if (!file) return file.error();
+  return file->read(0, file->size());
 }
 
 Expected<std::string> readInputFileRange(const std::string& path, int64_t offset, int64_t length) {
-  Expected<std::pair<int, int64_t>> opened = openRegular(path);
-  if (!opened) return opened.error();
-  const auto [fd, size] = opened.value();
-  int64_t end = 0;
-  if (offset < 0 || length < 0 || __builtin_add_overflow(offset, length, &end) || end > size) {
-    ::close(fd);
-    return Error{path + ": " + std::to_string(length) + " bytes at offset " + std::to_string(offset) +
-                 " run past the end of the file (" + std::to_string(size) + " bytes)"};
-  }
-  Expected<std::string> bytes = readAt(fd, path, offset, length);
-  ::close(fd);
-  return bytes;
+  Expected<InputFile> file = InputFile::open(path, std::numeric_limits<int64_t>::max());
+  if (!file) return file.error();
+  return file->read(offset, length);
 }
 
 namespace {

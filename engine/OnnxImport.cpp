@@ -8,6 +8,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <onnx/checker.h>
 #include <onnx/defs/parser.h>
 #include <onnx/defs/schema.h>
@@ -119,7 +120,7 @@ Tensor tensorFromProto(const onnx::TensorProto& proto, const std::string* extern
   };
   if (proto.has_raw_data() ? proto.raw_data().size() != n * esize : fieldSize() != n)
     throw mismatch(proto.has_raw_data() ? proto.raw_data().size() / esize : fieldSize());
-  Tensor t(dtype, shape);
+  Tensor t = Tensor::uninitialized(dtype, shape);  // every element is stored below
   if (proto.has_raw_data()) {
     if (n) std::memcpy(t.raw(), proto.raw_data().data(), proto.raw_data().size());
     // A bool is one byte; any byte but 0 is true, stored as 1 (the kernels
@@ -513,6 +514,42 @@ Status inferShapesIsolated(onnx::ModelProto& model) {
 
 }  // namespace
 
+namespace {
+
+/// Import after parsing: names made printable, external data read in, the
+/// checker, shape inference, the graph.
+Expected<Graph> importParsed(onnx::ModelProto& model, const std::string& where, const ImportOptions& options);
+
+/// Whether `head`, the first bytes of a file, already shows it is not
+/// ONNX text as looksLikeText decides (a control byte among the first
+/// 256 and no `<` opening it): the file can then be parsed as a protobuf
+/// as it is read.
+bool certainlyBinary(std::string_view head) {
+  const size_t i = head.find_first_not_of(" \t\r\n");
+  if (i == std::string_view::npos || head[i] == '<') return false;
+  for (char c : head.substr(0, 256))
+    if (static_cast<unsigned char>(c) < 0x09) return true;
+  return false;
+}
+
+/// A file's bytes for protobuf's parser, read in blocks, never past the
+/// size the file had when opened.
+class FileBytes : public google::protobuf::io::CopyingInputStream {
+ public:
+  explicit FileBytes(const InputFile& file) : file_(file) {}
+  int Read(void* buffer, int size) override {
+    const int64_t n = file_.readSome(buffer, size, offset_);
+    if (n > 0) offset_ += n;
+    return static_cast<int>(n);
+  }
+
+ private:
+  const InputFile& file_;
+  int64_t offset_ = 0;
+};
+
+}  // namespace
+
 Expected<Graph> importOnnxBuffer(std::string_view bytes, std::string_view sourceName,
                                  const ImportOptions& options) {
   const std::string where(sourceName);
@@ -540,6 +577,12 @@ Expected<Graph> importOnnxBuffer(std::string_view bytes, std::string_view source
   } else if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
     return Error{where + ": not a valid ONNX model (the protobuf is truncated or corrupt)"};
   }
+  return importParsed(model, where, options);
+}
+
+namespace {
+
+Expected<Graph> importParsed(onnx::ModelProto& model, const std::string& where, const ImportOptions& options) {
   if (!model.has_graph()) return Error{where + ": model has no graph"};
   if (Status st = makeNamesPrintable(*model.mutable_graph()); !st) return Error{where + ": " + st.error().message};
   for (auto& op : *model.mutable_opset_import())
@@ -587,15 +630,31 @@ Expected<Graph> importOnnxBuffer(std::string_view bytes, std::string_view source
   }
 }
 
+}  // namespace
+
 Expected<Graph> importOnnxFile(const std::string& path, const ImportOptions& options) {
-  Expected<std::string> bytes = readInputFile(path, kMaxModelFileBytes);
-  if (!bytes) return bytes.error();
+  Expected<InputFile> file = InputFile::open(path, kMaxModelFileBytes);
+  if (!file) return file.error();
   ImportOptions withDir = options;
   if (withDir.externalDataDir.empty()) {
     const std::filesystem::path parent = std::filesystem::path(path).parent_path();
     withDir.externalDataDir = parent.empty() ? "." : parent.string();
   }
-  return importOnnxBuffer(bytes.value(), path, withDir);
+  // A binary model is parsed as it is read: the weights are copied once,
+  // into the protobuf, not first into a buffer the size of the file.
+  Expected<std::string> head = file->read(0, std::min<int64_t>(file->size(), 4096));
+  if (!head) return head.error();
+  if (!certainlyBinary(head.value())) {
+    Expected<std::string> bytes = file->read(0, file->size());
+    if (!bytes) return bytes.error();
+    return importOnnxBuffer(bytes.value(), path, withDir);
+  }
+  onnx::ModelProto model;
+  FileBytes stream(file.value());
+  google::protobuf::io::CopyingInputStreamAdaptor adaptor(&stream, 1 << 20);
+  if (!model.ParseFromZeroCopyStream(&adaptor))
+    return Error{path + ": not a valid ONNX model (the protobuf is truncated or corrupt)"};
+  return importParsed(model, path, withDir);
 }
 
 bool isStandardOnnxOp(std::string_view name) {

@@ -82,7 +82,8 @@ int64_t maxTensorBytes() {
   return limit;
 }
 
-Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
+
+Tensor::Tensor(DType dtype, Shape shape, Uninitialized) : dtype_(dtype), shape_(std::move(shape)) {
   const std::optional<int64_t> bytes = checkedBytes(shape_, dtype_);
   if (!bytes)
     throw UserError{"a tensor of shape " + shapeToString(shape_) + " has a negative dim or a size past 64 bits"};
@@ -91,6 +92,12 @@ Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape
                     " bytes, above the limit of " + std::to_string(maxTensorBytes()) + " (FUSEC_MAX_TENSOR_BYTES)"};
   bytes_.resize(static_cast<size_t>(*bytes));
 }
+
+Tensor::Tensor(DType dtype, Shape shape) : Tensor(dtype, std::move(shape), Uninitialized{}) {
+  std::memset(bytes_.data(), 0, bytes_.size());
+}
+
+Tensor Tensor::uninitialized(DType dtype, Shape shape) { return Tensor(dtype, std::move(shape), Uninitialized{}); }
 
 Tensor Tensor::bitcast(DType dtype) const {
   assert(dtypeSize(dtype) == dtypeSize(dtype_) && "bitcast needs equal element sizes");
@@ -225,7 +232,7 @@ Tensor Tensor::castTo(DType to) const {
   // 16-bit floats convert through float32.
   const bool fromHalf = dtype_ == DType::Float16 || dtype_ == DType::BFloat16;
   if (fromHalf) {
-    Tensor f(DType::Float32, shape_);
+    Tensor f = uninitialized(DType::Float32, shape_);
     const auto* src = reinterpret_cast<const uint16_t*>(raw());
     for (int64_t i = 0; i < n; ++i)
       f.data<float>()[i] = dtype_ == DType::Float16 ? halfToFloat(src[i]) : bfloat16ToFloat(src[i]);
@@ -233,13 +240,13 @@ Tensor Tensor::castTo(DType to) const {
   }
   if (to == DType::Float16 || to == DType::BFloat16) {
     Tensor f = dtype_ == DType::Float32 ? *this : castTo(DType::Float32);
-    Tensor out(to, shape_);
+    Tensor out = uninitialized(to, shape_);
     auto* dst = reinterpret_cast<uint16_t*>(out.raw());
     for (int64_t i = 0; i < n; ++i)
       dst[i] = to == DType::Float16 ? floatToHalf(f.data<float>()[i]) : floatToBfloat16(f.data<float>()[i]);
     return out;
   }
-  Tensor out(to, shape_);
+  Tensor out = uninitialized(to, shape_);
   visitNumeric(dtype_, raw(), [&](auto* src) {
     using From = std::remove_cv_t<std::remove_pointer_t<decltype(src)>>;
     bool known = visitNumericDType<true>(to, [&](auto tag) {

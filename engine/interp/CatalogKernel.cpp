@@ -226,7 +226,7 @@ void runFromCatalog(KernelContext& ctx, const OpDef& op) {
   // A float32 result is rounded a block at a time (as castTo would), with
   // no result in doubles.
   const bool toFloat = out == DType::Float32;
-  Tensor result(toFloat ? DType::Float32 : DType::Float64, shape);
+  Tensor result = Tensor::uninitialized(toFloat ? DType::Float32 : DType::Float64, shape);  // every element is written
   std::vector<double> block(toFloat ? ScalarProgram::kBlock : 0);
   // Dims merged where every operand walks them as one (a weight [M, C, 3, 3]
   // times a per-channel [M, 1, 1, 1] is [M, 9C] by [M, 1]): the innermost

@@ -84,7 +84,7 @@ Tensor transposeTensor(const Tensor& x, const std::vector<int64_t>& perm) {
   Shape inStrides = stridesOf(x.shape());
   Shape strides;
   for (int64_t p : perm) strides.push_back(inStrides[static_cast<size_t>(p)]);
-  Tensor out(x.dtype(), outShape);
+  Tensor out = Tensor::uninitialized(x.dtype(), outShape);  // every element is written below
   if (out.numel() == 0) return out;
   switch (dtypeSize(x.dtype())) {
     case 1: permuteInto(reinterpret_cast<uint8_t*>(out.raw()), reinterpret_cast<const uint8_t*>(x.raw()), outShape, strides); break;

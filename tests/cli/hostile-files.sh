@@ -39,3 +39,17 @@ echo "ok: ${#entries[@]} corrupted cache entries rebuilt, outputs checked"
 (cd "$work/cwd" && HOME="$work/home" FUSEC_CACHE_DIR="" "$fusec" run "$model" > /dev/null) || fail "run with an empty cache dir exited $?"
 [ -z "$(ls -A "$work/cwd")" ] || fail "files were written into the current folder: $(ls "$work/cwd")"
 echo "ok: an empty FUSEC_CACHE_DIR writes nothing into the current folder"
+
+# 4. A binary model is parsed as it is read: cut short anywhere, it is
+# refused in one line (never a crash, never a model made of what was read).
+"$fusec" convert "$model" -o "$work/model.onnx" > /dev/null || fail "convert exited $?"
+"$fusec" compile "$work/model.onnx" > /dev/null || fail "compile of the binary model exited $?"
+size=$(stat -c %s "$work/model.onnx")
+for cut in 1 2 7 $((size / 3)) $((size / 2)) $((size - 5)) $((size - 1)); do
+  head -c "$cut" "$work/model.onnx" > "$work/cut.onnx"
+  out=$("$fusec" compile "$work/cut.onnx" 2>&1)
+  rc=$?
+  [ $rc -eq 1 ] || fail "a model cut to $cut of $size bytes: exit $rc: $out"
+  [ "$(wc -l <<<"$out")" -eq 1 ] && grep -q "^error: " <<<"$out" || fail "a model cut to $cut bytes: not one error line: $out"
+done
+echo "ok: a binary model cut short at 7 places is refused in one line"

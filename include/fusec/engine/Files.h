@@ -16,6 +16,34 @@ inline constexpr int64_t kMaxModelFileBytes = int64_t{2} << 30;   ///< protobuf'
 inline constexpr int64_t kMaxPackFileBytes = int64_t{16} << 20;   ///< a .fuse pack
 inline constexpr int64_t kMaxProfileFileBytes = int64_t{1} << 20; ///< a target profile
 
+/// A regular file (or a link to one) open for reading, for readers that
+/// take it in pieces (a model's protobuf parsed as it is read, with no copy
+/// of the whole file first). Closed when destroyed.
+class InputFile {
+ public:
+  /// `path` if it is a regular file of at most `maxBytes` bytes; otherwise
+  /// an error naming the path and the reason.
+  static Expected<InputFile> open(const std::string& path, int64_t maxBytes);
+  InputFile(InputFile&& other) noexcept : fd_(other.fd_), size_(other.size_), path_(std::move(other.path_)) { other.fd_ = -1; }
+  InputFile& operator=(InputFile&&) = delete;
+  ~InputFile();
+
+  /// Its size when opened: readers never read past it, even if it grows.
+  int64_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+  /// Up to `length` bytes at `offset` into `buffer` (fewer at the end of
+  /// the file, 0 past it); -1 on a read error.
+  int64_t readSome(void* buffer, int64_t length, int64_t offset) const;
+  /// `length` bytes at `offset`, or an error when the file has fewer.
+  Expected<std::string> read(int64_t offset, int64_t length) const;
+
+ private:
+  InputFile(int fd, int64_t size, std::string path) : fd_(fd), size_(size), path_(std::move(path)) {}
+  int fd_ = -1;
+  int64_t size_ = 0;
+  std::string path_;
+};
+
 /// The contents of `path`, a regular file (or a link to one) of at most
 /// `maxBytes` bytes; otherwise an error naming the path and the reason.
 Expected<std::string> readInputFile(const std::string& path, int64_t maxBytes);

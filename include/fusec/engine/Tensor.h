@@ -5,7 +5,11 @@
 #include <cstdint>
 #include <cassert>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <optional>
+#include <type_traits>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -47,6 +51,30 @@ Shape stridesOf(const Shape& shape);
 /// `[2, 3, 4]`
 std::string shapeToString(const Shape& shape);
 
+namespace detail {
+/// Tensor storage: elements are left as they are unless a value is given,
+/// so a tensor about to be overwritten (a copy, a conversion, a kernel's
+/// result) is not zeroed first.
+template <class T>
+struct DefaultInitAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = DefaultInitAllocator<U>;
+  };
+  DefaultInitAllocator() = default;
+  template <class U>
+  DefaultInitAllocator(const DefaultInitAllocator<U>&) noexcept {}
+  template <class U>
+  void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+}  // namespace detail
+
 /// A dense row-major tensor with value semantics. String tensors are not
 /// supported (their dtype size is 0).
 class Tensor {
@@ -54,6 +82,9 @@ class Tensor {
   Tensor() = default;
   /// Zero-filled tensor.
   Tensor(DType dtype, Shape shape);
+  /// A tensor whose elements the caller writes, every one, before any is
+  /// read (a copy, a conversion, a kernel's result): not zeroed first.
+  static Tensor uninitialized(DType dtype, Shape shape);
 
   template <class T>
   static Tensor fromVector(Shape shape, const std::vector<T>& values) {
@@ -110,7 +141,10 @@ class Tensor {
  private:
   DType dtype_ = DType::Undefined;
   Shape shape_;
-  std::vector<std::byte> bytes_;
+  std::vector<std::byte, detail::DefaultInitAllocator<std::byte>> bytes_;
+
+  struct Uninitialized {};
+  Tensor(DType dtype, Shape shape, Uninitialized);
 };
 
 }  // namespace fusec
