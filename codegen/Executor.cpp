@@ -323,7 +323,7 @@ Expected<Schedule> scheduleGraph(const Graph& g, const std::vector<KernelGroup>&
     for (const std::shared_ptr<const DerivedConstant>& t : k.derived) {
       s.memory.constants += t->byteSize();
       args.push_back(s.buffers.size());
-      s.buffers.push_back({ScheduledBuffer::Kind::Constant, std::max<size_t>(t->byteSize(), 1), kNoValue, 0, 0, t->tensor()});
+      s.buffers.push_back({ScheduledBuffer::Kind::Constant, std::max<size_t>(t->byteSize(), 1), kNoValue, 0, 0, t});
     }
     s.arguments.push_back(std::move(args));
   }
@@ -363,15 +363,35 @@ Expected<DeviceProgram> DeviceProgram::build(Device& device, const Graph& g, con
     if (!b) return b.error();
     p.buffers_.push_back(std::move(b.value()));
   }
+  Expected<std::vector<void*>> handles = kernelHandles(device, p.schedule_, progress);
+  if (!handles) return handles.error();
+  p.handles_ = std::move(handles.value());
+  return p;
+}
+
+Expected<std::vector<void*>> DeviceProgram::kernelHandles(Device& device, const Schedule& schedule,
+                                                          const std::function<void(size_t, size_t)>& progress) {
   Device::Sources sources;
-  for (const KernelSource& k : p.schedule_.kernels) sources.emplace_back(k.source, k.name);
+  for (const KernelSource& k : schedule.kernels) sources.emplace_back(k.source, k.name);
   if (Status st = device.prepare(sources, progress); !st) return st.error();
-  for (const KernelSource& k : p.schedule_.kernels) {
+  std::vector<void*> handles;
+  for (const KernelSource& k : schedule.kernels) {
     Expected<void*> kernel = device.kernel(k.source, k.name);
     if (!kernel) return kernel.error();
-    p.handles_.push_back(kernel.value());
+    handles.push_back(kernel.value());
   }
-  return p;
+  return handles;
+}
+
+Expected<DeviceProgram::Prepared> DeviceProgram::prepareKernels(Device& device, const Graph& g,
+                                                                const std::vector<KernelGroup>& groups,
+                                                                const OpCatalog& catalog, const KernelOptions& options,
+                                                                const std::function<void(size_t, size_t)>& progress) {
+  Expected<Schedule> schedule = scheduleFor(device, g, groups, catalog, options);
+  if (!schedule) return schedule.error();
+  Expected<std::vector<void*>> handles = kernelHandles(device, schedule.value(), progress);
+  if (!handles) return handles.error();
+  return Prepared{handles->size(), std::set<void*>(handles->begin(), handles->end()).size()};
 }
 
 size_t DeviceProgram::programs() const { return std::set<void*>(handles_.begin(), handles_.end()).size(); }

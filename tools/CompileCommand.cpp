@@ -149,7 +149,7 @@ bool buildKernels(const CompileOptions& o, const Session& s, driver::Compiled& c
     std::cerr << "error: " << o.model << ": timing fusions: " << timed.error().message << "\n";
     return false;
   }
-  Expected<codegen::DeviceProgram> program = codegen::DeviceProgram::build(
+  Expected<codegen::DeviceProgram::Prepared> program = codegen::DeviceProgram::prepareKernels(
       **device, c.graph, c.groups, s.rules->catalog, codegen::KernelOptions::forDevice(s.target, (*device)->info()),
       [&](size_t done, size_t total) { progress.show("build: kernels", done, total); });
   progress.clear();
@@ -163,7 +163,7 @@ bool buildKernels(const CompileOptions& o, const Session& s, driver::Compiled& c
              "build: {} kernels from {} distinct programs, {} programs compiled and {} from the cache (with the "
              "fusions' members) on {} in {:.1f} s; {} fusion(s) timed against their members, {} to split back when "
              "run\n",
-             program->kernels().size(), program->programs(), (*device)->programsBuilt(), (*device)->cacheHits(),
+             program->kernels, program->programs, (*device)->programsBuilt(), (*device)->cacheHits(),
              (*device)->info().name,
              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), timed->size(), lost);
   return true;

@@ -90,12 +90,13 @@ struct ScheduledBuffer {
   size_t bytes = 0;
   ValueId value = kNoValue;  ///< the constant or input; for a slot, the first value placed in it
   size_t parent = 0, offset = 0;  ///< a part's or view's buffer and where in it it starts
-  /// A derived constant's values (KernelSource::derived; `value` is
-  /// kNoValue); a graph constant's are `value`'s.
-  std::shared_ptr<const Tensor> data;
+  /// A derived constant (KernelSource::derived; `value` is kNoValue),
+  /// computed when its values are first read; a graph constant's values
+  /// are `value`'s.
+  std::shared_ptr<const DerivedConstant> derived;
 
   /// A constant buffer's values.
-  const Tensor& constant(const Graph& g) const { return data ? *data : *g.value(value).constant; }
+  const Tensor& constant(const Graph& g) const { return derived ? *derived->tensor() : *g.value(value).constant; }
 };
 
 /// The groups of a graph that launch nothing, because their result's bytes
@@ -165,6 +166,16 @@ class DeviceProgram {
   /// build() compiles (for Device::prepare ahead of several builds).
   static Expected<Schedule> scheduleFor(Device& device, const Graph& g, const std::vector<KernelGroup>& groups,
                                      const OpCatalog& catalog, const KernelOptions& options = {});
+  /// Builds every kernel build() would (or reads it from the cache) without
+  /// making a buffer or uploading a constant: kernels ready for a later
+  /// run (`fusec compile`). Returns the kernels and the distinct programs
+  /// behind them.
+  struct Prepared {
+    size_t kernels = 0, programs = 0;
+  };
+  static Expected<Prepared> prepareKernels(Device& device, const Graph& g, const std::vector<KernelGroup>& groups,
+                                           const OpCatalog& catalog, const KernelOptions& options = {},
+                                           const std::function<void(size_t, size_t)>& progress = {});
   /// One run on `inputs` (one per graph input).
   Expected<DeviceRun> run(const std::vector<Tensor>& inputs);
 
@@ -177,6 +188,10 @@ class DeviceProgram {
 
  private:
   DeviceProgram(Device& device, const Graph& g) : device_(&device), g_(&g) {}
+  /// The built kernel of each of the schedule's kernels, all programs
+  /// built (or read from the cache) together first.
+  static Expected<std::vector<void*>> kernelHandles(Device& device, const Schedule& schedule,
+                                                    const std::function<void(size_t, size_t)>& progress);
 
   Device* device_;
   const Graph* g_;
