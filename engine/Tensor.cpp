@@ -94,7 +94,7 @@ Tensor::Tensor(DType dtype, Shape shape, Uninitialized) : dtype_(dtype), shape_(
 }
 
 Tensor::Tensor(DType dtype, Shape shape) : Tensor(dtype, std::move(shape), Uninitialized{}) {
-  std::memset(bytes_.data(), 0, bytes_.size());
+  if (!bytes_.empty()) std::memset(bytes_.data(), 0, bytes_.size());  // an empty vector's data() may be null
 }
 
 Tensor Tensor::uninitialized(DType dtype, Shape shape) { return Tensor(dtype, std::move(shape), Uninitialized{}); }
