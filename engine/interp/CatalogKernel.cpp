@@ -26,7 +26,7 @@ class ScalarProgram {
     result_ = compile(e);
     // Constants' columns point into registers_, which compile() grew: set them now.
     for (size_t i = 0; i < code_.size(); ++i)
-      if (!code_[i].fn && code_[i].operand < 0) columns_[i] = registers_.data() + i * kBlock;
+      if (!code_[i].fn && code_[i].operand < 0) columns_[i] = registers_.data() + code_[i].slot * kBlock;
   }
 
   /// Runs the program over `n` (at most kBlock) elements: `operands[j]`
@@ -39,7 +39,7 @@ class ScalarProgram {
         continue;
       }
       if (!in.fn) continue;  // a constant's column, filled when compiled
-      double* r = registers_.data() + i * kBlock;
+      double* r = registers_.data() + in.slot * kBlock;
       columns_[i] = r;
       if (in.args.size() == 1) {
         const double* a = columns_[in.args[0]];
@@ -69,19 +69,19 @@ class ScalarProgram {
  private:
   struct Instr {
     int operand = -1;  ///< load operand slot
+    size_t slot = 0;   ///< its column in registers_ (a constant's or a result's; a load has none)
     double constant = 0;
     double (*fn)(const double*, size_t) = nullptr;
     std::vector<uint32_t> args;
   };
 
   uint32_t emit(Instr in) {
-    code_.push_back(std::move(in));
-    registers_.resize(code_.size() * kBlock);
-    columns_.push_back(nullptr);
-    if (!code_.back().fn && code_.back().operand < 0) {  // a constant: its column once
-      double* r = registers_.data() + (code_.size() - 1) * kBlock;
-      std::fill(r, r + kBlock, code_.back().constant);
+    if (in.operand < 0) {  // a load reads its operand's column; others have their own
+      in.slot = registers_.size() / kBlock;
+      registers_.resize(registers_.size() + kBlock, in.constant);  // a constant's column filled once
     }
+    code_.push_back(std::move(in));
+    columns_.push_back(nullptr);
     return static_cast<uint32_t>(code_.size() - 1);
   }
   uint32_t constant(double v) {
@@ -134,9 +134,9 @@ class ScalarProgram {
   const std::vector<std::vector<uint32_t>>& slots_;
   const std::vector<double>& attrs_;
   std::vector<Instr> code_;
-  /// A column of kBlock doubles per instruction: constants' filled once,
-  /// results' per block; columns_ points at each instruction's values
-  /// (an operand's straight at its input column).
+  /// A column of kBlock doubles per constant and per result: constants'
+  /// filled once, results' per block; columns_ points at each
+  /// instruction's values (a load's straight at its operand's column).
   mutable std::vector<double> registers_, args_;
   mutable std::vector<const double*> columns_;
   uint32_t result_ = 0;
@@ -251,7 +251,9 @@ void runFromCatalog(KernelContext& ctx, const OpDef& op) {
     for (size_t j = 0; j < k; ++j) steps[j].push_back(0);
   }
   const size_t rank = dims.size(), last = rank - 1;
-  constexpr size_t B = ScalarProgram::kBlock;
+  // Blocks hold a column per operand: shorter for a variadic op with
+  // thousands of operands, so the columns stay within ~8 MB.
+  const size_t B = std::clamp<size_t>((size_t{1} << 20) / k, 1, ScalarProgram::kBlock);
   std::vector<double> columns(k * B);
   std::vector<const double*> operandColumns(k);
   for (size_t j = 0; j < k; ++j) operandColumns[j] = columns.data() + j * B;
