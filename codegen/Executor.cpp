@@ -391,10 +391,14 @@ Expected<DeviceProgram::Prepared> DeviceProgram::prepareKernels(Device& device, 
   if (!schedule) return schedule.error();
   Expected<std::vector<void*>> handles = kernelHandles(device, schedule.value(), progress);
   if (!handles) return handles.error();
-  return Prepared{handles->size(), std::set<void*>(handles->begin(), handles->end()).size()};
+  return Prepared{handles->size(), distinctPrograms(handles.value())};
 }
 
-size_t DeviceProgram::programs() const { return std::set<void*>(handles_.begin(), handles_.end()).size(); }
+size_t DeviceProgram::distinctPrograms(const std::vector<void*>& handles) {
+  return std::set<void*>(handles.begin(), handles.end()).size();
+}
+
+size_t DeviceProgram::programs() const { return distinctPrograms(handles_); }
 
 Expected<DeviceRun> DeviceProgram::run(const std::vector<Tensor>& inputs) {
   const auto start = std::chrono::steady_clock::now();

@@ -242,14 +242,21 @@ std::string oneLine(const std::string& s) {
   return printable(out);
 }
 
-bool looksLikeText(std::string_view bytes) {
-  size_t i = bytes.find_first_not_of(" \t\r\n");
-  if (i == std::string_view::npos) return false;
-  if (bytes[i] == '<') return true;
+/// Whether `head`, the first bytes of a model, already decides that it is
+/// ONNX text (true) or a binary protobuf (false); nullopt when only the
+/// rest can tell.
+std::optional<bool> textFromHead(std::string_view head) {
+  size_t i = head.find_first_not_of(" \t\r\n");
+  if (i == std::string_view::npos) return std::nullopt;
+  if (head[i] == '<') return true;
   // Text models are printable; binary protobufs almost never are.
-  for (char c : bytes.substr(0, 256))
+  for (char c : head.substr(0, 256))
     if (static_cast<unsigned char>(c) < 0x09) return false;
-  return bytes.find("=>") != std::string_view::npos;
+  return std::nullopt;
+}
+
+bool looksLikeText(std::string_view bytes) {
+  return textFromHead(bytes).value_or(bytes.find("=>") != std::string_view::npos);
 }
 
 TensorType valueType(const onnx::ValueInfoProto& vi) {
@@ -512,25 +519,9 @@ Status inferShapesIsolated(onnx::ModelProto& model) {
   return Status::success();
 }
 
-}  // namespace
-
-namespace {
-
 /// Import after parsing: names made printable, external data read in, the
 /// checker, shape inference, the graph.
 Expected<Graph> importParsed(onnx::ModelProto& model, const std::string& where, const ImportOptions& options);
-
-/// Whether `head`, the first bytes of a file, already shows it is not
-/// ONNX text as looksLikeText decides (a control byte among the first
-/// 256 and no `<` opening it): the file can then be parsed as a protobuf
-/// as it is read.
-bool certainlyBinary(std::string_view head) {
-  const size_t i = head.find_first_not_of(" \t\r\n");
-  if (i == std::string_view::npos || head[i] == '<') return false;
-  for (char c : head.substr(0, 256))
-    if (static_cast<unsigned char>(c) < 0x09) return true;
-  return false;
-}
 
 /// A file's bytes for protobuf's parser, read in blocks, never past the
 /// size the file had when opened.
@@ -644,7 +635,7 @@ Expected<Graph> importOnnxFile(const std::string& path, const ImportOptions& opt
   // into the protobuf, not first into a buffer the size of the file.
   Expected<std::string> head = file->read(0, std::min<int64_t>(file->size(), 4096));
   if (!head) return head.error();
-  if (!certainlyBinary(head.value())) {
+  if (const std::optional<bool> text = textFromHead(head.value()); !text || *text) {  // text, or undecided
     Expected<std::string> bytes = file->read(0, file->size());
     if (!bytes) return bytes.error();
     return importOnnxBuffer(bytes.value(), path, withDir);

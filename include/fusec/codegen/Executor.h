@@ -192,6 +192,8 @@ class DeviceProgram {
   /// built (or read from the cache) together first.
   static Expected<std::vector<void*>> kernelHandles(Device& device, const Schedule& schedule,
                                                     const std::function<void(size_t, size_t)>& progress);
+  /// Programs behind kernel handles: groups that compute the same thing share one.
+  static size_t distinctPrograms(const std::vector<void*>& handles);
 
   Device* device_;
   const Graph* g_;
