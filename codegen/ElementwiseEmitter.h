@@ -975,7 +975,8 @@ class Emitter {
       }
       const std::string var = "v" + std::to_string(v);
       const DType stored = g_.value(v).type.dtype;
-      if (t == DType::Bool) e = "(uchar)((" + e + ") ? 1 : 0)";
+      // (OpenCL C takes no float as a condition: compare with zero; NaN is true.)
+      if (t == DType::Bool) e = "(uchar)((" + e + ") != 0 ? 1 : 0)";
       else e = "(" + valueType(t) + ")(" + e + ")";
       // A 16-bit float result holds a value of its type also where the
       // group's next member reads it from a register.

@@ -47,7 +47,7 @@ Expected<std::vector<std::string>> specializeInputs(Graph& g, const std::vector<
     auto value = std::make_shared<const Tensor>(t);
     v.fixedValue = value;
     const ValueId copy = g.addConstant(v.name + "_fixed", value);
-    g.replaceAllUsesWith(in, copy);
+    g.replaceKeepingInterface(in, copy);
     fixed.push_back(v.name);
   }
   if (fixed.empty()) return fixed;

@@ -1,11 +1,16 @@
 /// Z3 proofs of rewrite rules; see Prove.h.
 #include "fusec/driver/Prove.h"
 
+#include <fmt/format.h>
+
 #include <z3++.h>
 
 #include <cmath>
 #include <map>
 #include <optional>
+#include <set>
+
+#include "fusec/engine/TypeInference.h"
 
 namespace fusec::driver {
 namespace {
@@ -66,6 +71,25 @@ class Encoder {
           p().bindings[static_cast<size_t>(v.args[0].binding)].producer < 0)
         leaves_.insert_or_assign(v.args[0].binding, number(k.number));
     }
+  }
+
+  /// Each pattern input read as a bool is 0 or 1. After goals().
+  z3::expr booleans() {
+    z3::expr all = z_.bool_val(true);
+    for (int b : boolLeaves_)
+      if (auto it = leaves_.find(b); it != leaves_.end()) all = all && (it->second == 0 || it->second == 1);
+    return all;
+  }
+
+  /// Values of the pattern's inputs in a model where the sides differ.
+  std::map<std::string, double> witness(const z3::model& m) {
+    std::map<std::string, double> out;
+    for (const auto& [b, e] : leaves_) {
+      if (e.is_numeral()) continue;  // fixed by the guard
+      z3::expr v = m.eval(e, true);
+      if (v.is_numeral()) out[p().bindings[static_cast<size_t>(b)].name] = std::strtod(v.get_decimal_string(17).c_str(), nullptr);
+    }
+    return out;
   }
 
  private:
@@ -196,8 +220,14 @@ class Encoder {
 
   const OpDef& withSemantics(const OpDef* op) {
     if (!op->semantics) throw NotProvable{"`" + op->name.str() + "` has no scalar semantics"};
+    // A conversion (Cast, CastLike: a result of any type, its operand as
+    // the number): the truncation or rounding to the new type is not in
+    // its semantics.
+    if (op->resultType == ResultType::Any && op->semantics->kind == ScalarExpr::Kind::Operand)
+      throw NotProvable{"`" + op->name.str() + "` converts the element type"};
     return *op;
   }
+
 
   /// The attributes a pattern node pins or binds.
   std::map<std::string, z3::expr> nodeAttrs(size_t node) {
@@ -227,6 +257,10 @@ class Encoder {
       else if (o.kind == PatternOperand::Kind::Binding) {
         if (p().bindings[static_cast<size_t>(o.index)].optional && !choice_.present[static_cast<size_t>(o.index)]) continue;
         operands[param].push_back(binding(o.index));
+        // An operand ONNX takes as bool only (`And`, `Not`, `Where`'s
+        // condition) holds 0 or 1, not any real.
+        if (schemaOperandTypes(choice_.ops[i]->name.str(), k) == std::vector<DType>{DType::Bool})
+          boolLeaves_.insert(o.index);
       }
     }
     z3::expr out = semantics(*op.semantics, operands, attributes(op, nodeAttrs(i)));
@@ -308,6 +342,7 @@ class Encoder {
   const Choice& choice_;
   std::map<size_t, z3::expr> nodes_;
   std::map<int, z3::expr> leaves_;
+  std::set<int> boolLeaves_;
   std::map<size_t, std::map<std::string, z3::expr>> nodeAttrs_;
   std::vector<std::optional<z3::expr>> built_;
 };
@@ -345,11 +380,15 @@ std::vector<Choice> choices(const Rule& rule, size_t limit) {
 
 }  // namespace
 
+namespace {
+ProofResult notProved(std::string why) { return ProofResult{false, std::move(why), {}}; }
+}  // namespace
+
 ProofResult proveRewrite(const Rule& rule, unsigned timeoutMs) {
-  if (rule.kind != Rule::Kind::Rewrite) return {false, "a fusion rule changes no value"};
+  if (rule.kind != Rule::Kind::Rewrite) return notProved("a fusion rule changes no value");
   constexpr size_t kMaxChoices = 256;
   const std::vector<Choice> cases = choices(rule, kMaxChoices);
-  if (cases.empty()) return {false, "more than 256 combinations of alternative ops to prove"};
+  if (cases.empty()) return notProved("more than 256 combinations of alternative ops to prove");
   try {
     for (const Choice& choice : cases) {
       z3::context z;
@@ -363,18 +402,27 @@ ProofResult proveRewrite(const Rule& rule, unsigned timeoutMs) {
       z3::expr differ = z.bool_val(false);
       for (auto& [before, after] : goals) differ = differ || before != after;
       s.add(differ);
+      s.add(enc.booleans());
       switch (s.check()) {
         case z3::unsat: break;
-        case z3::sat: return {false, "Z3 finds real values where the two sides differ (an unknown function may hide why)"};
-        case z3::unknown: return {false, "Z3 could not decide (" + s.reason_unknown() + ")"};
+        case z3::sat: {
+          ProofResult r{false, "Z3 finds real values where the two sides differ", enc.witness(s.get_model())};
+          if (!r.witness.empty()) {
+            std::string values;
+            for (const auto& [name, v] : r.witness) values += (values.empty() ? "" : ", ") + name + " = " + fmt::format("{:.7g}", v);
+            r.detail += ": " + values;
+          }
+          return r;
+        }
+        case z3::unknown: return notProved("Z3 could not decide (" + s.reason_unknown() + ")");
       }
     }
   } catch (const NotProvable& n) {
-    return {false, "no proof attempted: " + n.why};
+    return notProved("no proof attempted: " + n.why);
   } catch (const z3::exception& e) {
-    return {false, std::string("no proof: Z3: ") + e.msg()};
+    return notProved(std::string("no proof: Z3: ") + e.msg());
   }
-  return {true, "over the reals, for every element" + std::string(cases.size() > 1 ? ", each of " + std::to_string(cases.size()) + " cases" : "")};
+  return ProofResult{true, "over the reals, for every element" + std::string(cases.size() > 1 ? ", each of " + std::to_string(cases.size()) + " cases" : ""), {}};
 }
 
 }  // namespace fusec::driver

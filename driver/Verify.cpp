@@ -288,6 +288,33 @@ std::string compare(const std::string& name, const Tensor& got, const Tensor& wa
   return "";
 }
 
+/// Where `after` names the model's inputs or outputs differently from
+/// `before`, what changed: a rule must keep a model's interface (its names
+/// are what callers pass and read).
+std::string interfaceChange(const Graph& before, const Graph& after) {
+  auto names = [](const Graph& g, const std::vector<ValueId>& vs) {
+    std::vector<std::string> out;
+    for (ValueId v : vs) out.push_back(g.value(v).name);
+    return out;
+  };
+  auto list = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (const std::string& n : v) s += (s.empty() ? "`" : ", `") + n + "`";
+    return "(" + s + ")";
+  };
+  for (const bool inputs : {true, false}) {
+    const auto b = names(before, inputs ? before.inputs() : before.outputs());
+    const auto a = names(after, inputs ? after.inputs() : after.outputs());
+    if (a != b)
+      return std::string("the graph's ") + (inputs ? "inputs" : "outputs") + " " + list(b) + " become " + list(a) +
+             ": a rule must keep a model's input and output names";
+  }
+  return "";
+}
+
+/// Instances that each choice a rule's draws make is checked in, at least.
+constexpr int kCoverings = 3;
+
 /// Draws in a row that the family refuses, with no instance checked yet,
 /// after which a fusion rule is reported as refused.
 constexpr int kRefusalsBeforeGivingUp = 24;
@@ -298,6 +325,9 @@ class RuleChecker {
       : rules_(rules), rule_(rule), options_(options), single_(alone(rules, rule)), matcher_(*single_, options.target) {
     unguarded_ = rule;
     unguarded_.guard.reset();
+    // Kernels flush subnormals (kKernelBuildOptions): a fusion rule's
+    // instances hold none, where the interpreter would keep them.
+    limits_.subnormals = rule.kind != Rule::Kind::Fusion;
     if (rule.kind == Rule::Kind::Fusion && options.target) {
       // Every group the rule forms is worth fusing: the check is of the
       // kernel, not of the cost model's choice.
@@ -317,19 +347,38 @@ class RuleChecker {
       v.detail = "no OpenCL device to run its kernels on";
       return v;
     }
+    ProofResult proof;
     if (!fusion && options_.prove) {
-      ProofResult proof = proveRewrite(rule_);
-      if (proof.proved) {
-        v.kind = RuleVerdict::Kind::Proved;
-        v.detail = proof.detail;
-      } else {
-        v.detail = proof.detail;
-      }
+      proof = proveRewrite(rule_);
+      if (proof.proved) v.kind = RuleVerdict::Kind::Proved;
+      v.detail = proof.detail;
     }
     const int wanted = fusion ? options_.fusionInstances : options_.instances;
     const int maxDraws = wanted * (fusion ? options_.fusionDrawsPerInstance : options_.drawsPerInstance);
     Rng rng(options_.seed ^ std::hash<std::string>{}(rule_.name));
     std::map<std::string, int> discards, refusals;
+    std::map<std::string, int> covered;  // the choices of the instances checked, how often
+    // First, instances holding the values where Z3 separates the two sides
+    // over the reals: if float arithmetic separates them too, that is the
+    // counterexample.
+    if (!proof.witness.empty()) {
+      InstanceLimits at = limits_;
+      at.witness = proof.witness;
+      constexpr int kWitnessInstances = 8;
+      for (int d = 0, checked = 0; checked < kWitnessInstances && d < 100 * kWitnessInstances; ++d) {
+        ++v.draws;
+        Expected<Instance> inst = generateInstance(rule_, rng, at, Data::Deferred);
+        if (!inst) continue;
+        Staged st(std::move(inst.value()));
+        if (std::optional<Outcome> o = stage(st); o && o->kind != Outcome::Kind::Failed) continue;
+        ++checked;
+        if (checkStaged(st, v, covered, rng, wanted)) {
+          v.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+          return v;
+        }
+      }
+      v.detail += " (instances holding them agree in float arithmetic)";
+    }
     bool stop = false;
     while (!stop && v.instances < wanted && v.draws < maxDraws) {
       // A fusion rule stages the instances still wanted (drawn, accepted,
@@ -340,7 +389,7 @@ class RuleChecker {
       const size_t room = fusion ? static_cast<size_t>(wanted - v.instances) : 1;
       while (batch.size() < room && v.draws < maxDraws) {
         ++v.draws;
-        Expected<Instance> inst = generateInstance(rule_, rng, {}, Data::Deferred);
+        Expected<Instance> inst = generateInstance(rule_, rng, limits_, Data::Deferred);
         if (!inst) {
           ++discards[inst.error().message];
           continue;
@@ -378,17 +427,33 @@ class RuleChecker {
         (void)options_.device->prepare(sources);
       }
       for (Staged& st : batch) {
-        Outcome o = finish(st, rng);
-        ++v.instances;
-        if (options_.progress) options_.progress(rule_, v.instances, wanted);
-        if (o.kind == Outcome::Kind::Failed) {
-          v.kind = RuleVerdict::Kind::Counterexample;
-          v.counterexample = shrink(Counterexample{std::move(st.inst), std::move(o.want), std::move(o.got), o.why}, rng);
+        if (checkStaged(st, v, covered, rng, wanted)) {
           stop = true;
           break;
         }
       }
     }
+    // Then draws until the checked instances cover every choice the draws
+    // made that the rule accepts (an element type, an alternative, an
+    // optional operand absent, a flag's other value) kCoverings times: a
+    // choice that only some draws make gets its instances, whatever the
+    // seed (more than one: a choice may be wrong only with others, as
+    // keepdims 0 on rank 1 is not). Draws are cheap; checks are counted.
+    const int extraChecks = fusion ? 4 : 2 * wanted;
+    const int extraDraws = wanted * (fusion ? 400 : 100);
+    for (int d = 0, checked = 0; !stop && v.instances > 0 && checked < extraChecks && d < extraDraws; ++d) {
+      ++v.draws;
+      Expected<Instance> inst = generateInstance(rule_, rng, limits_, Data::Deferred);
+      if (!inst || std::all_of(inst->features.begin(), inst->features.end(),
+                               [&](const std::string& f) { return covered.count(f) >= kCoverings; }))
+        continue;
+      Staged st(std::move(inst.value()));
+      if (std::optional<Outcome> o = stage(st); o && o->kind != Outcome::Kind::Failed) continue;
+      if (!st.sources.empty()) (void)options_.device->prepare(st.sources);
+      ++checked;
+      stop = checkStaged(st, v, covered, rng, wanted);
+    }
+    for (const auto& [choice, times] : covered) v.covered.push_back(choice);
     if (!refusals.empty())
       v.refusal = std::max_element(refusals.begin(), refusals.end(), [](const auto& a, const auto& b) {
                     return a.second < b.second;
@@ -576,6 +641,10 @@ class RuleChecker {
       return Error{o->why};
     }
     eliminateDeadCode(after);
+    if (std::string changed = interfaceChange(inst.graph, after); !changed.empty()) {
+      o = Outcome{Outcome::Kind::Failed, changed, {}, {}};
+      return Error{changed};
+    }
     Expected<std::vector<Tensor>> out = runGraph(after, inst.inputs, &rules_.catalog);
     rewrittenGraph = std::move(after);
     return out;
@@ -592,6 +661,8 @@ class RuleChecker {
     Expected<std::unique_ptr<Compiled>> compiled = compile(inst.graph.clone(), *single_, eager_, options);
     if (!compiled) return Outcome{Outcome::Kind::Failed, "compiling with the rule fails: " + compiled.error().message, {}, {}};
     const Compiled& c = *compiled.value();
+    if (std::string changed = interfaceChange(inst.graph, c.graph); !changed.empty())
+      return Outcome{Outcome::Kind::Failed, changed, {}, {}};
     const bool grouped = std::any_of(c.plan.groups.begin(), c.plan.groups.end(),
                                      [&](const Group& g) { return g.rule && g.rule->name == rule_.name; });
     if (!grouped && inst.matched.size() == 1) return discarded("one node: nothing to fuse");
@@ -619,6 +690,19 @@ class RuleChecker {
     return std::move(run->outputs);
   }
 
+  /// Runs a staged instance and counts it; on a failure, the verdict
+  /// becomes its (shrunk) counterexample and the result is true.
+  bool checkStaged(Staged& st, RuleVerdict& v, std::map<std::string, int>& covered, Rng& rng, int wanted) const {
+    Outcome o = finish(st, rng);
+    ++v.instances;
+    for (const std::string& f : st.inst.features) ++covered[f];
+    if (options_.progress) options_.progress(rule_, std::min(v.instances, wanted), wanted);
+    if (o.kind != Outcome::Kind::Failed) return false;
+    v.kind = RuleVerdict::Kind::Counterexample;
+    v.counterexample = shrink(Counterexample{std::move(st.inst), std::move(o.want), std::move(o.got), o.why}, rng);
+    return true;
+  }
+
   /// A smaller instance that fails too: draws under tighter limits,
   /// smallest first, keeping the smallest failure found.
   Counterexample shrink(Counterexample found, Rng& rng) const {
@@ -627,7 +711,8 @@ class RuleChecker {
         {1, 1, 1, true}, {2, 2, 1, true}, {2, 2, 1, false}, {3, 3, 2, true}, {3, 3, 2, false}, {4, 4, 3, false}};
     const int drawsPerLevel = fusion ? 40 : 300;
     int checks = fusion ? 12 : 400;
-    for (const InstanceLimits& limits : ladder) {
+    for (InstanceLimits limits : ladder) {
+      limits.subnormals = limits_.subnormals;
       for (int d = 0; d < drawsPerLevel && checks > 0; ++d) {
         Expected<Instance> inst = generateInstance(rule_, rng, limits, Data::Deferred);
         if (!inst || inst->size() >= found.instance.size()) continue;
@@ -648,6 +733,7 @@ class RuleChecker {
   std::unique_ptr<RuleSet> single_;
   Matcher matcher_;
   Rule unguarded_;
+  InstanceLimits limits_;
   Target eager_;
   codegen::KernelOptions kernelOptions_;  ///< fusion rules' kernels on the device
 };

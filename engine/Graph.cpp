@@ -205,6 +205,26 @@ void Graph::replaceAllUsesWith(ValueId from, ValueId to) {
   std::replace(outputs_.begin(), outputs_.end(), from, to);
 }
 
+ValueId Graph::replaceKeepingInterface(ValueId from, ValueId to) {
+  assert(from != to && "replacing a value with itself");
+  if (!isGraphOutput(from) || value(from).isGraphInput) {
+    std::vector<Use> uses = value(from).uses;  // copy: setInput edits the list
+    for (const Use& u : uses) setInput(u.node, u.operand, to);
+    return isGraphOutput(from) ? from : to;
+  }
+  ValueId standIn = to;
+  if (isInterface(to)) {
+    standIn = addValue(value(from).name, value(to).type);
+    value(from).name += "_replaced";
+    addNode("Identity", {to}, {standIn}, {}, value(standIn).name);
+  } else {
+    std::swap(value(from).name, value(to).name);
+    value(from).name += "_replaced";
+  }
+  replaceAllUsesWith(from, standIn);
+  return standIn;
+}
+
 std::vector<NodeRef> Graph::nodes() const {
   auto [begin, end] = boost::vertices(*g_);
   return std::vector<NodeRef>(begin, end);

@@ -113,6 +113,21 @@ const T& oneOf(G& rng, const std::vector<T>& v) {
 /// What a leaf operand's data should look like.
 enum class DataKind { Any, Positive, Bool };
 
+/// What most leaves of one instance hold: anything, IEEE's special values
+/// (NaN, ±inf, ±0, subnormals), a wide range (±100: exp overflows), or few
+/// distinct values (ties, halves).
+enum class DataCharacter { Plain, Special, Wide, Ties };
+
+const char* characterName(DataCharacter c) {
+  switch (c) {
+    case DataCharacter::Plain: return "mixed";
+    case DataCharacter::Special: return "NaN, inf and zeros";
+    case DataCharacter::Wide: return "wide range";
+    case DataCharacter::Ties: return "few distinct values";
+  }
+  return "?";
+}
+
 /// How one leaf's data is drawn, from its own seed.
 struct LeafRecipe {
   uint64_t seed = 0;
@@ -122,6 +137,12 @@ struct LeafRecipe {
   std::vector<double> hints;  ///< numbers it should sometimes hold
   bool holdHint = false;      ///< the guard compares it with a number: mostly hold one
   bool simpleValues = false;
+  /// The instance's character: most of its leaves hold data of one kind,
+  /// so that two operands meet as inf and -inf, or as 90 and -5 (exp
+  /// overflows on one side of a rewrite only), or as equal values.
+  DataCharacter character = DataCharacter::Plain;
+  bool constant = false;  ///< a constant (a weight): finite data only
+  bool subnormals = true; ///< InstanceLimits::subnormals
 
   /// The element type draw() returns.
   DType dataType() const { return kind == DataKind::Bool ? DType::Bool : dtype; }
@@ -129,8 +150,10 @@ struct LeafRecipe {
   Tensor draw() const {
     LeafRng rng(seed);
     if (dataType() == DType::Bool) {
+      // Sometimes all true or all false: an `And` with a constant mask.
       Tensor t(DType::Bool, shape);
-      for (int64_t i = 0; i < t.numel(); ++i) t.data<bool>()[i] = chance(rng, 0.5);
+      const double p = oneOf(rng, std::vector<double>{0.5, 0.5, 0.0, 1.0});
+      for (int64_t i = 0; i < t.numel(); ++i) t.data<bool>()[i] = chance(rng, p);
       return t;
     }
     if (holdHint && chance(rng, 0.7)) {
@@ -138,6 +161,7 @@ struct LeafRecipe {
       std::fill(t.data<double>(), t.data<double>() + t.numel(), oneOf(rng, hints));
       return t.castTo(dtype);
     }
+    if (isInteger(dtype)) return integers(rng);
     return floats(rng);
   }
 
@@ -154,26 +178,72 @@ struct LeafRecipe {
     double* p = t.data<double>();
     const int64_t n = t.numel();
     // One character per tensor: plain normal data, corners mixed in, one
-    // repeated number (the guard's, or a simple one), tiny values, and a
-    // large offset with a small spread, where float32 cancels (a one-pass
-    // variance `E[x²] − E[x]²` loses the spread). Larger magnitudes (1e6 and
-    // up) are left out: products of them saturate a Softmax into ties that
-    // any reordering breaks differently, which no rule can be blamed for.
-    static const std::vector<double> corners = {0.0, -0.0, 1.0, -1.0, 1e-6, -1e-6, 100.0, -100.0, 3e3, -3e3, 0.5};
-    const double mode = rng.uniform(0, 1);
+    // repeated number (the guard's, or a simple one), tiny values, a large
+    // offset with a small spread, where float32 cancels (a one-pass variance
+    // `E[x²] − E[x]²` loses the spread); IEEE's special values among normal
+    // ones (NaN, ±inf, ±0, subnormals, the largest finite float); magnitudes
+    // where exp overflows and products saturate; and few distinct values,
+    // halves among them (ties: ArgMax's first or last, Round's halves).
+    //
+    // NaN, ±inf and subnormals go into graph inputs, never constants: a
+    // model's weights are normal numbers or zeros, and rules that fold
+    // constants (BatchNorm into Conv: w * gamma / sigma) are sound for those
+    // only (a subnormal product underflows to 0, and inf * 0 is NaN). Finite data stays small enough (|x| of
+    // 1e4 at most) that products of a few values do not overflow: overflow
+    // is reached through the ops that reach it from moderate inputs (exp,
+    // pow), and through inf itself.
+    const bool single = dtype == DType::Float32;
+    const double tiniest = single ? 1.4e-45 : 4.9e-324, subnormal = single ? 3e-39 : 2e-310;
+    const std::vector<double> corners = {0.0, -0.0, 1.0, -1.0, 1e-6, -1e-6, 100.0, -100.0, 3e3, -3e3, 0.5};
+    const std::vector<double> special =
+        constant ? std::vector<double>{0.0, -0.0, 1.0, -1.0}
+        : subnormals ? std::vector<double>{NAN, INFINITY, -INFINITY, 0.0, -0.0, tiniest, -subnormal}
+                     : std::vector<double>{NAN, INFINITY, -INFINITY, 0.0, -0.0, 1e-30, -1e-30};
+    const std::vector<double> extremes = constant ? std::vector<double>{0.0, -0.0} : std::vector<double>{NAN, INFINITY, -INFINITY};
+    const std::vector<double> few = {-1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 2.5};
+    const bool forced = character != DataCharacter::Plain && chance(rng, 0.8);
+    double mode = rng.uniform(0, 1);
+    if (forced) mode = character == DataCharacter::Wide ? 0.85 : 0.95;  // the modes below
     const double fill =
         hints.empty() || chance(rng, 0.3) ? number(rng, {0.0, 1.0, -1.0, 2.0, 0.5, 3.0}) : oneOf(rng, hints);
     const double offset = oneOf(rng, std::vector<double>{3e3, -3e3, 1e4});
     for (int64_t i = 0; i < n; ++i) {
       double x;
       if (simpleValues) x = number(rng, {});
-      else if (mode < 0.40) x = rng.normal();
-      else if (mode < 0.58) x = rng.uniform(0, 1) < 0.5 ? oneOf(rng, corners) : rng.uniform(-4, 4);
-      else if (mode < 0.72) x = fill;
-      else if (mode < 0.82) x = 1e-3 * rng.normal();
-      else if (mode < 0.9) x = rng.uniform(-10, 10);
-      else x = offset + rng.normal();
+      else if (forced && character == DataCharacter::Special) x = !chance(rng, 0.8) ? oneOf(rng, std::vector<double>{1.0, -1.0, 2.0, 0.5})
+                             : chance(rng, 0.5) ? oneOf(rng, extremes)
+                                                : oneOf(rng, special);
+      else if (mode < 0.30) x = rng.normal();
+      else if (mode < 0.44) x = rng.uniform(0, 1) < 0.5 ? oneOf(rng, corners) : rng.uniform(-4, 4);
+      else if (mode < 0.54) x = fill;
+      else if (mode < 0.61) x = 1e-3 * rng.normal();
+      else if (mode < 0.67) x = rng.uniform(-10, 10);
+      else if (mode < 0.75) x = offset + rng.normal();
+      else if (mode < 0.84) x = chance(rng, 0.3) ? oneOf(rng, special) : rng.normal();
+      else if (mode < 0.91) x = rng.uniform(-100, 100);
+      else x = oneOf(rng, few);
       if (kind == DataKind::Positive) x = std::fabs(x);
+      p[i] = x;
+    }
+    return t.castTo(dtype);
+  }
+
+  /// Integers: small ones, sometimes with zeros and values a division
+  /// truncates, sometimes one repeated value; never near the type's limits
+  /// (the interpreter refuses an overflow no rule can be blamed for).
+  Tensor integers(LeafRng& rng) const {
+    Tensor t(DType::Int64, shape);
+    int64_t* p = t.data<int64_t>();
+    const double mode = rng.uniform(0, 1);
+    const int64_t fill = oneOf(rng, std::vector<int64_t>{1, 2, -3, 7});
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      int64_t x;
+      if (simpleValues) x = oneOf(rng, std::vector<int64_t>{0, 1, -1, 2});
+      else if (mode < 0.55) x = (chance(rng, 0.5) ? 1 : -1) * static_cast<int64_t>(rng.uniform(1, 10));  // no zeros
+      else if (mode < 0.75) x = static_cast<int64_t>(std::floor(rng.uniform(-9, 10)));
+      else if (mode < 0.9) x = oneOf(rng, std::vector<int64_t>{0, 1, -1, 2, -2, 3, 7, -7, 100, -1000});
+      else x = fill;
+      if (kind == DataKind::Positive) x = std::abs(x);
       p[i] = x;
     }
     return t.castTo(dtype);
@@ -190,6 +260,7 @@ struct Slot {
   DType dtype = DType::Undefined;
   DataKind data = DataKind::Any;
   std::optional<Tensor> fixed;  ///< the leaf's data, decided by the op (a Reshape's shape)
+  std::vector<DType> allowed;   ///< the element types ONNX's schema allows here (empty: any)
 };
 
 /// Numbers written in `e` (guards): the values data should sometimes hold.
@@ -204,6 +275,14 @@ void collectConstants(const RuleExpr& e, std::set<int>& out) {
     for (const RuleExpr& a : e.args)
       if (a.kind == RuleExpr::Kind::Binding && a.binding >= 0) out.insert(a.binding);
   for (const RuleExpr& a : e.args) collectConstants(a, out);
+}
+
+/// Whether `e` calls the builtin `name`.
+bool callsBuiltin(const RuleExpr& e, const std::string& name) {
+  if (e.kind == RuleExpr::Kind::Builtin && e.text == name) return true;
+  for (const RuleExpr& a : e.args)
+    if (callsBuiltin(a, name)) return true;
+  return false;
 }
 
 /// `value(b) == 2.0`: per binding, the numbers the guard compares it with.
@@ -264,8 +343,12 @@ class Generator {
             dimLiterals_.push_back(d);
       collectConstants(*rule.guard, constants_);
       collectValueHints(*rule.guard, hints_);
+      usesGuard_ = callsBuiltin(*rule.guard, "uses");
     }
-    dtype_ = chance(rng_, 0.15) ? DType::Float64 : DType::Float32;
+    dtype_ = drawElementType();
+    const double c = std::uniform_real_distribution<double>(0, 1)(rng_);
+    character_ = c < 0.25 ? DataCharacter::Special : c < 0.37 ? DataCharacter::Wide : c < 0.45 ? DataCharacter::Ties
+                                                                                     : DataCharacter::Plain;
     values_.assign(p_.bindings.size(), kNoValue);
     attrs_.assign(p_.bindings.size(), std::nullopt);
     built_.assign(p_.nodes.size(), {});
@@ -278,7 +361,11 @@ class Generator {
       for (ValueId v : built_[static_cast<size_t>(root)])
         if (v != kNoValue && !g_.isGraphOutput(v)) g_.addOutput(v);
     if (g_.outputs().empty()) throw Discard{"the pattern builds no value"};
+    addOutsideReaders();
     Instance inst;
+    features_.insert("element types: " + std::string(dtypeName(dtype_)));
+    if (isFloatingPoint(dtype_)) features_.insert("data: " + std::string(characterName(character_)));
+    inst.features = std::move(features_);
     inst.inputs = std::move(inputs_);
     inst.pending = std::move(pending_);
     inst.matched = std::move(matched_);
@@ -287,6 +374,82 @@ class Generator {
   }
 
  private:
+  // ---- element types ------------------------------------------------------------
+
+  /// The types ONNX lets `op` carry data in: its first operand's that has a
+  /// choice (a Where's values, not its bool condition), else its first's.
+  /// Empty (no constraint) for ops ONNX does not know.
+  static std::vector<DType> dataTypes(const OpDef& op) {
+    std::vector<DType> first;
+    for (size_t i = 0; i < std::max<size_t>(op.params.size(), 1); ++i) {
+      std::vector<DType> t = schemaOperandTypes(op.name.str(), i);
+      if (i == 0) first = t;
+      if (t.size() > 1) return t;
+    }
+    return first;
+  }
+
+  /// The instance's element type: one that every node of the pattern takes
+  /// in at least one of its alternatives (float32 mostly; float64, int64,
+  /// int32 and bool where the ops allow them).
+  DType drawElementType() {
+    std::vector<DType> allowed = {DType::Float32, DType::Float64, DType::Int64, DType::Int32, DType::Bool};
+    for (const PatternNode& pn : p_.nodes) {
+      std::set<DType> any;
+      bool unconstrained = false;
+      for (const OpDef* op : pn.ops) {
+        std::vector<DType> t = dataTypes(*op);
+        unconstrained |= t.empty();
+        any.insert(t.begin(), t.end());
+      }
+      if (unconstrained) continue;
+      std::vector<DType> kept;
+      for (DType d : allowed)
+        if (any.count(d)) kept.push_back(d);
+      if (!kept.empty()) allowed = kept;  // no common type: float32 as before, and the draw may be discarded
+    }
+    static const std::map<DType, double> weight = {{DType::Float32, 0.6},  {DType::Float64, 0.15}, {DType::Int64, 0.1},
+                                                   {DType::Int32, 0.05}, {DType::Bool, 0.1}};
+    double total = 0;
+    for (DType d : allowed) total += weight.at(d);
+    double r = std::uniform_real_distribution<double>(0, total)(rng_);
+    for (DType d : allowed)
+      if ((r -= weight.at(d)) < 0) return d;
+    return allowed.front();
+  }
+
+  // ---- structure around the pattern ------------------------------------------
+
+  /// Values the pattern computes that the rest of a model also reads: an
+  /// intermediate read by a node outside the pattern or itself a model
+  /// output, a root read once more. A rewrite that replaces such a value
+  /// changes what those readers see, and a guard on `uses()` needs them to
+  /// hold. Readers are `Identity` nodes whose results are model outputs.
+  void addOutsideReaders() {
+    // A guard on uses() wants one reader (`uses(a) == 1`, most often) or
+    // more: half its instances have no outside reader, half have many.
+    const double p = !usesGuard_ ? 0.1 : chance(rng_, 0.5) ? 0.0 : 0.5;
+    std::set<int> roots(p_.roots.begin(), p_.roots.end());
+    for (size_t i = 0; i < p_.nodes.size(); ++i) {
+      const bool root = roots.count(static_cast<int>(i)) > 0;
+      if (root && !usesGuard_) continue;
+      for (ValueId v : std::vector<ValueId>(built_[i])) {
+        if (v == kNoValue || !g_.value(v).producer) continue;
+        for (int r = 0; r < 2 && chance(rng_, p); ++r) {
+          features_.insert(std::string("outside the pattern: ") + (root ? "a result" : "an intermediate") + " read by another node");
+          const std::string name = "reader_" + std::to_string(next_++);
+          ValueId out = g_.addValue(name, g_.value(v).type);
+          g_.addNode("Identity", {v}, {out}, {}, name);
+          g_.addOutput(out);
+        }
+        if (!root && !g_.isGraphOutput(v) && chance(rng_, p)) {
+          features_.insert("outside the pattern: an intermediate as a model output");
+          g_.addOutput(v);
+        }
+      }
+    }
+  }
+
   // ---- data ------------------------------------------------------------------
 
   /// A dim: sometimes 1 (broadcasting), sometimes a number the guard
@@ -334,13 +497,22 @@ class Generator {
     LeafRecipe r;
     r.seed = rng_();
     r.shape = s.shape.value_or(Shape{});
-    r.dtype = s.dtype == DType::Undefined ? dtype_ : s.dtype;
-    r.kind = s.data;
+    r.dtype = s.dtype;
+    if (r.dtype == DType::Undefined)  // the instance's type where the op takes it here, else the op's first
+      r.dtype = s.allowed.empty() || std::count(s.allowed.begin(), s.allowed.end(), dtype_) ? dtype_ : s.allowed.front();
+    r.kind = r.dtype == DType::Bool ? DataKind::Bool : s.data;
     r.simpleValues = lim_.simpleValues;
+    r.character = character_;
+    r.subnormals = lim_.subnormals;
     r.hints = literals_;
     if (s.binding >= 0)
       if (auto it = hints_.find(s.binding); it != hints_.end()) {
         r.hints = it->second;
+        r.holdHint = true;
+      }
+    if (s.binding >= 0)
+      if (auto it = lim_.witness.find(p_.bindings[static_cast<size_t>(s.binding)].name); it != lim_.witness.end()) {
+        r.hints = {it->second};
         r.holdHint = true;
       }
     return r;
@@ -350,9 +522,12 @@ class Generator {
     const std::string name = s.binding >= 0 ? p_.bindings[static_cast<size_t>(s.binding)].name + "_" + std::to_string(next_++)
                                             : "in" + std::to_string(next_++);
     const bool guardReads = s.binding >= 0 && (constants_.count(s.binding) || hints_.count(s.binding));
-    const bool constant = s.constant || s.fixed || (s.binding >= 0 && constants_.count(s.binding)) || chance(rng_, 0.25);
+    // (An instance of special values keeps its free leaves inputs: constants hold none.)
+    const bool constant = s.constant || s.fixed || (s.binding >= 0 && constants_.count(s.binding)) ||
+                          (character_ != DataCharacter::Special && chance(rng_, 0.25));
     std::optional<LeafRecipe> r;
     if (!s.fixed) r = recipe(s);
+    if (r) r->constant = constant;
     const DType dtype = s.fixed ? s.fixed->dtype() : r->dataType();
     const Shape shape = s.fixed ? s.fixed->shape() : r->shape;
     // Data nothing reads before the check (neither the guard nor type
@@ -413,9 +588,18 @@ class Generator {
         if (std::abs(l) <= 64) options.push_back(l);
       return Attribute(static_cast<float>(oneOf(rng_, options)));
     }
+    if (isFlag(a)) return Attribute(between(rng_, 0, 1));  // select_last_index, ceil_mode, detect_negative, ...
     if (a.defaultValue) return *a.defaultValue;
     if (!a.required && !force) return std::nullopt;  // an op's own rules may set it (Conv's dilations)
     throw Discard{"cannot draw attribute `" + n + "`"};
+  }
+
+  /// An int attribute whose default is 0 or 1: a switch (keepdims,
+  /// select_last_index, ceil_mode, ...), drawn either way.
+  static bool isFlag(const AttrSpec& a) {
+    if (a.type != AttrType::Int || !a.defaultValue) return false;
+    const int64_t* d = std::get_if<int64_t>(&*a.defaultValue);
+    return d && (*d == 0 || *d == 1);
   }
 
   // ---- ops -------------------------------------------------------------------
@@ -438,9 +622,15 @@ class Generator {
     if (length == 0) {
       results.push_back(operandValue(pn.operands.at(0)));
     }
+    if (pn.repeat != PatternNode::Repeat::Once)
+      features_.insert("node " + std::to_string(index) + " repeated: " + (length > 1 ? "2x or more" : std::to_string(length) + "x"));
     ValueId previous = kNoValue;
-    for (int k = 0; k < length; ++k) results = buildOp(pn, oneOf(rng_, pn.ops), k == 0 ? kNoValue : previous),
-                                     previous = results[0];
+    for (int k = 0; k < length; ++k) {
+      const OpDef* op = oneOf(rng_, pn.ops);
+      if (pn.ops.size() > 1) features_.insert("node " + std::to_string(index) + " ops: " + op->name.str());
+      results = buildOp(pn, op, k == 0 ? kNoValue : previous);
+      previous = results[0];
+    }
     for (size_t r = 0; r < pn.results.size() && r < results.size(); ++r)
       if (pn.results[r] >= 0) values_[static_cast<size_t>(pn.results[r])] = results[r];
     built_[i] = results;
@@ -473,7 +663,9 @@ class Generator {
       if (i == 0 && chained != kNoValue) s.value = chained;
       else {
         const bool unknown = o.kind != PatternOperand::Kind::Binding || values_[static_cast<size_t>(o.index)] == kNoValue;
-        if (o.optional && unknown && chance(rng_, 0.5)) {
+        const bool absent = o.optional && unknown && chance(rng_, 0.5);
+        if (o.optional && unknown) features_.insert("`" + name + "` operand " + std::to_string(i) + ": " + (absent ? "absent" : "present"));
+        if (absent) {
           s.present = false;
         } else {
           s.value = operandValue(o);
@@ -494,6 +686,7 @@ class Generator {
     if (slots.size() < op->minOperands()) throw Discard{"`" + name + "` needs more operands than the pattern gives"};
     for (size_t i = 0; i < slots.size() && i < op->params.size(); ++i)
       if (op->params[i].staticValue) slots[i].constant = true;
+    for (size_t i = 0; i < slots.size(); ++i) slots[i].allowed = schemaOperandTypes(name, i);
 
     AttrMap attrs;
     std::set<std::string> pinned;
@@ -545,14 +738,17 @@ class Generator {
     for (const AttrSpec& a : op->attrs) {
       if (pinned.count(a.name)) continue;
       if (name == "Conv" && a.name == "group") continue;  // drawn with the channels (proposeOperands)
-      if (auto v = drawAttr(a, rank, false)) attrs[a.name] = *v;
+      std::optional<Attribute> v = drawAttr(a, rank, false);
+      if (v) attrs[a.name] = *v;
+      if (isFlag(a))
+        features_.insert("`" + name + "` " + a.name + ": " + (v ? std::to_string(std::get<int64_t>(*v)) : "absent"));
     }
     for (const auto& [attr, binding] : boundAttrs) {
       auto& known = attrs_[static_cast<size_t>(binding)];
       if (!known) known = drawAttr(*op->findAttr(attr), rank, true);
       attrs[attr] = *known;
     }
-    proposeOperands(name, op, x, slots, attrs);
+    proposeOperands(name, op, x, slots, attrs, pinned);
     projection_.reset();
 
     std::vector<ValueId> inputs;
@@ -589,7 +785,8 @@ class Generator {
   }
 
   /// Shapes and data of the operands an op needs in a particular form.
-  void proposeOperands(const std::string& op, const OpDef* def, const Shape& x, std::vector<Slot>& slots, AttrMap& attrs) {
+  void proposeOperands(const std::string& op, const OpDef* def, const Shape& x, std::vector<Slot>& slots, AttrMap& attrs,
+                       const std::set<std::string>& pinned) {
     auto leaf = [&](size_t i) -> Slot* {
       return i < slots.size() && slots[i].present && slots[i].value == kNoValue ? &slots[i] : nullptr;
     };
@@ -679,16 +876,26 @@ class Generator {
         if (Slot* s = leaf(i)) s->dtype = DType::Bool;
     } else if (op == "Reshape") {
       if (Slot* s = leaf(1)) {
-        // A random factorization of the element count, sometimes with -1.
+        // A random factorization of the element count, sometimes with -1,
+        // sometimes with 0 (the input's dim at that position) where
+        // `allowzero` is not set; the pattern's `allowzero` kept, a drawn
+        // one dropped.
         int64_t left = shapeNumel(x);
         std::vector<int64_t> dims;
         for (int64_t d : x)
           if (d > 1 && chance(rng_, 0.5)) dims.push_back(d), left /= d;
         dims.push_back(left);
         std::shuffle(dims.begin(), dims.end(), rng_);
-        if (chance(rng_, 0.3)) dims[static_cast<size_t>(between(rng_, 0, static_cast<int64_t>(dims.size()) - 1))] = -1;
+        if (!pinned.count("allowzero")) attrs.erase("allowzero");
+        const auto* az = attrs.count("allowzero") ? std::get_if<int64_t>(&attrs["allowzero"]) : nullptr;
+        if (!az || *az == 0)
+          for (size_t i = 0; i < dims.size() && i < x.size(); ++i)
+            if (dims[i] == x[i] && chance(rng_, 0.3)) dims[i] = 0;
+        if (chance(rng_, 0.3)) {
+          const auto i = static_cast<size_t>(between(rng_, 0, static_cast<int64_t>(dims.size()) - 1));
+          if (dims[i] != 0) dims[i] = -1;
+        }
         s->fixed = ints({static_cast<int64_t>(dims.size())}, dims);
-        attrs.erase("allowzero");
       }
     } else if (op == "Pad") {
       // Half the time no padding at all, else 0 or 1 per side; a scalar fill.
@@ -701,19 +908,47 @@ class Generator {
       if (Slot* s = leaf(2)) s->shape = Shape{};
     } else if (op == "Slice") {
       if (rank == 0) throw Discard{"Slice needs an operand of rank 1 or more"};
-      std::vector<int64_t> axes, starts, ends;
+      // Per axis a non-empty range: steps 1 mostly, else 2, 3 or backwards
+      // (-1 reverses, -2); starts and ends sometimes counted from the end
+      // (negative) or past it (clamped), INT64_MAX and INT64_MIN as PyTorch
+      // exports "to the end". Without a steps operand, step 1.
+      const bool stepped = leaf(4) != nullptr;
+      constexpr int64_t kMax = std::numeric_limits<int64_t>::max(), kMin = std::numeric_limits<int64_t>::min();
+      std::vector<int64_t> axes, starts, ends, steps;
+      const bool withAxes = leaf(3) != nullptr;  // else starts and ends apply to the first axes
       for (int64_t a = 0; a < rank; ++a)
         if (axes.empty() || chance(rng_, 0.3)) {
+          if (!withAxes && static_cast<int64_t>(axes.size()) != a) break;
           axes.push_back(chance(rng_, 0.5) ? a - rank : a);
           const int64_t d = x[static_cast<size_t>(a)];
-          starts.push_back(between(rng_, 0, d - 1));
-          ends.push_back(chance(rng_, 0.2) ? std::numeric_limits<int64_t>::max() : between(rng_, starts.back() + 1, d));
+          const int64_t step = stepped && chance(rng_, 0.45) ? oneOf(rng_, std::vector<int64_t>{2, 3, -1, -1, -2}) : 1;
+          int64_t start, end;  // in [0, d]: start < end forwards, start > end (end may be -1) backwards
+          const bool whole = chance(rng_, 0.4);  // the whole axis: a reversal, a stride, a no-op
+          if (step > 0) {
+            start = whole ? 0 : between(rng_, 0, d - 1);
+            end = whole ? d : between(rng_, start + 1, d);
+          } else {
+            start = whole ? d - 1 : between(rng_, 0, d - 1);
+            end = whole ? -1 : between(rng_, -1, start - 1);
+          }
+          // Written as an exporter might: from the end, clamped, or "all".
+          auto spell = [&](int64_t i, bool isEnd) -> int64_t {
+            const double r = std::uniform_real_distribution<double>(0, 1)(rng_);
+            if (i == d && isEnd && step > 0) return r < 0.4 ? kMax : r < 0.6 ? d + 3 : d;
+            if (i == -1 && isEnd) return r < 0.5 ? kMin : -d - 1 - between(rng_, 0, 2);
+            if (i == d - 1 && !isEnd && step < 0 && r < 0.3) return r < 0.15 ? kMax : d + 2;
+            if (i == 0 && !isEnd && step > 0 && r < 0.2) return -d - 2;
+            return r < 0.35 && i < d ? i - d : i;
+          };
+          starts.push_back(spell(start, false));
+          ends.push_back(spell(end, true));
+          steps.push_back(step);
         }
       const auto k = static_cast<int64_t>(axes.size());
       if (Slot* s = leaf(1)) s->fixed = ints({k}, starts);
       if (Slot* s = leaf(2)) s->fixed = ints({k}, ends);
       if (Slot* s = leaf(3)) s->fixed = ints({k}, axes);
-      if (Slot* s = leaf(4)) s->fixed = ints({k}, std::vector<int64_t>(static_cast<size_t>(k), 1));
+      if (Slot* s = leaf(4)) s->fixed = ints({k}, steps);
     }
     // Index operands by name, for ops without their own rules above.
     for (size_t i = 1; i < slots.size() && i < def->params.size(); ++i) {
@@ -755,10 +990,13 @@ class Generator {
   std::vector<int64_t> dimLiterals_;  // the guard's whole numbers past maxDim, up to kGuardDims: dims it may ask for
   std::set<int> constants_;
   std::map<int, std::vector<double>> hints_;
+  DataCharacter character_ = DataCharacter::Plain;  ///< see LeafRecipe::character
+  bool usesGuard_ = false;  ///< the guard counts readers: outside readers drawn often
   Graph g_;
   std::vector<Tensor> inputs_;
   std::vector<Instance::PendingData> pending_;
   std::vector<NodeRef> matched_;
+  std::set<std::string> features_;
   std::vector<ValueId> values_;
   std::vector<std::optional<Attribute>> attrs_;
   std::vector<std::vector<ValueId>> built_;

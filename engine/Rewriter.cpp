@@ -46,7 +46,6 @@ class RewriteBuilder {
       if (b < 0) continue;
       const ValueId old = m_.values[static_cast<size_t>(b)];
       if (old == kNoValue || built_[i] == kNoValue || old == built_[i]) continue;
-      // The replacement takes over the name (graph outputs keep their names).
       Value& fresh = g_.value(built_[i]);
       Value& replaced = g_.value(old);
       if (!sameType(fresh.type, replaced.type))
@@ -54,11 +53,13 @@ class RewriteBuilder {
                      ") with a value of type " + fresh.type.str() +
                      "; a rewrite must keep the element type and shape of what it replaces"};
       if (fresh.type.dtype == DType::Undefined || !fresh.type.dims) fresh.type = replaced.type;
-      if (!fresh.constant || !g_.isGraphOutput(old)) {
+      // The replacement takes over the name where it can; the model's input
+      // and output names never change (replaceKeepingInterface).
+      if (!g_.isGraphOutput(old) && !g_.isInterface(built_[i])) {
         std::swap(fresh.name, replaced.name);
         replaced.name += "_replaced";
       }
-      g_.replaceAllUsesWith(old, built_[i]);
+      g_.replaceKeepingInterface(old, built_[i]);
     }
     return Status::success();
   }
@@ -78,9 +79,13 @@ class RewriteBuilder {
   /// Unique within the graph and the same on every run: the next value id.
   std::string freshName(const std::string& base) { return base + "_rw" + std::to_string(g_.valueCapacity()); }
 
+  /// A literal of the rewrite as a scalar of the element type it meets
+  /// (float32 where that is unknown): `x * 2.0` on int32 multiplies by an
+  /// int32 2. A float literal on integers truncates, as a cast would.
   ValueId constant(double v, DType like) {
-    const DType dt = like == DType::Undefined || !isFloatingPoint(like) ? (like == DType::Int64 ? DType::Int64 : DType::Float32) : like;
-    Tensor t = dt == DType::Int64 ? Tensor::scalar<int64_t>(static_cast<int64_t>(v)) : Tensor::scalar<float>(static_cast<float>(v)).castTo(dt);
+    const DType dt = like == DType::Undefined || like == DType::String ? DType::Float32 : like;
+    Tensor t = isFloatingPoint(dt) ? Tensor::scalar<float>(static_cast<float>(v)).castTo(dt)
+                                   : Tensor::scalar<double>(std::trunc(v)).castTo(dt);
     return g_.addConstant(freshName("const"), std::move(t));
   }
 
@@ -562,7 +567,7 @@ size_t eliminateCommonSubexpressions(Graph& g, const OpCatalog& catalog) {
     if (!sameOperands(d, keep)) continue;  // two constants' hashes collide: both stay
     const std::vector<ValueId> outs = d.outputs;
     for (size_t i = 0; i < outs.size(); ++i)
-      if (outs[i] != kNoValue && keep.outputs[i] != kNoValue) g.replaceAllUsesWith(outs[i], keep.outputs[i]);
+      if (outs[i] != kNoValue && keep.outputs[i] != kNoValue) g.replaceKeepingInterface(outs[i], keep.outputs[i]);
     bool dead = true;
     for (ValueId v : outs)
       if (v != kNoValue) dead &= g.uses(v).empty() && !g.isGraphOutput(v);

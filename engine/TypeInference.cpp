@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <map>
+#include <mutex>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <set>
@@ -15,6 +17,35 @@
 #include "fusec/engine/Einsum.h"
 
 namespace fusec {
+
+std::vector<DType> schemaOperandTypes(const std::string& op, size_t operand, int opset) {
+  // Asked for every operand of every op drawn (verify draws thousands of
+  // instances per rule): answers are kept.
+  static std::mutex mutex;
+  static std::map<std::tuple<std::string, size_t, int>, std::vector<DType>> known;
+  const auto key = std::make_tuple(op, operand, opset);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = known.find(key); it != known.end()) return it->second;
+  }
+  std::vector<DType> out;
+  const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(op, opset, onnx::ONNX_DOMAIN);
+  if (schema && !schema->inputs().empty()) {
+    const auto& formals = schema->inputs();
+    if (operand < formals.size() || formals.back().GetOption() == onnx::OpSchema::Variadic) {
+      const auto& allowed = formals[std::min(operand, formals.size() - 1)].GetTypes();
+      for (DType dt : {DType::Float32, DType::Float64, DType::Int64, DType::Int32, DType::Bool}) {
+        const onnx::DataType t = onnx::Utils::DataTypeUtils::ToType(
+            "tensor(" + onnx::Utils::DataTypeUtils::ToDataTypeString(static_cast<int32_t>(dt)) + ")");
+        if (allowed.count(t)) out.push_back(dt);
+      }
+    }
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  known.emplace(key, out);
+  return out;
+}
+
 namespace {
 
 bool fullyKnown(const TensorType& t) { return t.dtype != DType::Undefined && t.isStatic(); }

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "fusec/engine/Builtins.h"
+#include "fusec/engine/TypeInference.h"
 #include "fusec/engine/OnnxIO.h"
 #include "fusec/grammar/Parser.h"
 
@@ -792,9 +793,23 @@ class Checker {
     if (producer.ops.size() != 1) return;
     ResultType was = producer.ops[0]->resultType, now = elementClass(value, p);
     auto known = [](ResultType t) { return t != ResultType::Any; };
-    auto compatible = [](ResultType a, ResultType b) {
+    // `T` is bool where the matched op takes bool data (ONNX's schema of
+    // `Not`, `Identity`, `Where`), so a bool replacement may fit it.
+    auto takesBool = [](const OpDef* op) {
+      for (size_t i = 0; op && i < std::min<size_t>(op->params.size(), 3); ++i) {
+        const std::vector<DType> takes = schemaOperandTypes(op->name.str(), i);
+        if (std::find(takes.begin(), takes.end(), DType::Bool) != takes.end()) return true;
+      }
+      return false;
+    };
+    auto canBeBool = [&](ResultType t, const OpDef* op) {
+      return t == ResultType::Bool || (t == ResultType::SameAsOperands && takesBool(op));
+    };
+    const bool bothBool = canBeBool(was, producer.ops[0]) &&
+                          canBeBool(now, value.kind == RuleExpr::Kind::OpCall ? value.op : nullptr);
+    auto compatible = [&](ResultType a, ResultType b) {
       auto numeric = [](ResultType t) { return t == ResultType::SameAsOperands || t == ResultType::Float; };
-      return a == b || (numeric(a) && numeric(b)) ||
+      return a == b || (numeric(a) && numeric(b)) || bothBool ||
              ((a == ResultType::Int64 && b == ResultType::SameAsOperands) || (b == ResultType::Int64 && a == ResultType::SameAsOperands));
     };
     if (known(was) && known(now) && !compatible(was, now))

@@ -34,7 +34,7 @@ ELEMENTWISE = {
 }
 BROADCAST = {
     "Add": "A + B", "Sub": "A - B", "Mul": "A * B", "Div": "A / B", "Pow": "pow(X, Y)",
-    "Mod": "select(fmod != 0, A - trunc(A / B) * B, A - floor(A / B) * B)",
+    "Mod": "select(fmod != 0 or A % B == 0.0 or (A % B < 0.0) == (B < 0.0), A % B, A % B + B)",
     "Min": "min(data_0)", "Max": "max(data_0)", "Sum": "sum(data_0)", "Mean": "mean(data_0)",
     "Equal": "A == B", "Less": "A < B", "Greater": "A > B", "LessOrEqual": "A <= B",
     "GreaterOrEqual": "A >= B", "And": "A and B", "Or": "A or B", "Xor": "A != B",

@@ -4,6 +4,7 @@
 /// counterexample or no instance could be generated for it (it is then not
 /// shown sound). `fusec check --verify` runs the same after the check.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -42,6 +43,27 @@ std::string verdictLine(const driver::RuleVerdict& v) {
     case K::NotChecked: what = "not checked: " + v.detail; break;
   }
   return fmt::format("{:<15} {:<36} {}  {}", driver::verdictName(v.kind), v.rule->name, where, what);
+}
+
+/// The choices instances covered (`category: value`), a category each:
+/// `element types: float, int64; node 0 ops: 14 (Abs, Asin, ...)`.
+std::string coverageLine(const std::vector<std::string>& covered) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> groups;
+  for (const std::string& c : covered) {
+    const size_t colon = c.find(": ");
+    const std::string category = colon == std::string::npos ? c : c.substr(0, colon);
+    const std::string value = colon == std::string::npos ? "" : c.substr(colon + 2);
+    if (groups.empty() || groups.back().first != category) groups.push_back({category, {}});
+    if (!value.empty()) groups.back().second.push_back(value);
+  }
+  std::vector<std::string> parts;
+  for (const auto& [category, values] : groups) {
+    constexpr size_t kShown = 6;
+    std::string list = fmt::format("{}", fmt::join(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(std::min(values.size(), kShown)), ", "));
+    if (values.size() > kShown) list = fmt::format("{} of them ({}, ...)", values.size(), list);
+    parts.push_back(values.empty() ? category : category + ": " + list);
+  }
+  return fmt::format("{}", fmt::join(parts, "; "));
 }
 
 }  // namespace
@@ -129,6 +151,7 @@ int runVerify(const std::vector<std::string>& packs, const std::vector<std::stri
     bar.clear();
     for (driver::RuleVerdict& v : one) {
       fmt::print("{}\n", verdictLine(v));
+      if (!v.covered.empty() && !v.counterexample) fmt::print("  covered: {}\n", coverageLine(v.covered));
       if (v.counterexample) {
         fmt::print("{}", driver::describeCounterexample(v));
         if (!f.save.empty()) {

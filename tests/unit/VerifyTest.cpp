@@ -90,7 +90,7 @@ rule r {
     ++matched;
     CHECK(m->allNodes().size() == inst->matched.size());
     int64_t length = 0;
-    for (NodeRef n : g.nodes()) {
+    for (NodeRef n : inst->matched) {  // (not the readers drawn outside the pattern)
       const NodeData& d = g.node(n);
       if (d.op == "Conv") bias.insert(d.inputs.size() == 3);
       else if (d.op == "ReduceMean") keepdims.insert(d.attrInt("keepdims", 1));
@@ -108,7 +108,8 @@ rule r {
 TEST_CASE("the verifier proves, verifies and refutes, with a shrunk counterexample") {
   auto set = test::compileRules(R"(
 rule fold_neg { match { y = Neg(Neg(x)) } rewrite { y = x } }
-rule mean_of_scaled { match { m = Mul(x, s) r = ReduceMean(m) { axes: [-1], keepdims: 1 } } where const(s) and numel(s) == 1
+rule mean_of_scaled { match { m = Mul(x, s) r = ReduceMean(m) { axes: [-1], keepdims: 1 } }
+                      where const(s) and numel(s) == 1 and (dtype(x) == float or dtype(x) == double)
                       rewrite { t = ReduceMean(x) { axes: [-1], keepdims: 1 }  r = t * s } }
 rule scale_into_relu { match { h = Mul(x, s) y = Relu(h) } where const(s) rewrite { y = Relu(x) * s } }
 )");
@@ -120,7 +121,7 @@ rule scale_into_relu { match { h = Mul(x, s) y = Relu(h) } where const(s) rewrit
   std::vector<driver::RuleVerdict> v = driver::verifyRules(*set, options);
   REQUIRE(v.size() == 3);
   CHECK(v[0].kind == driver::RuleVerdict::Kind::Proved);
-  CHECK(v[0].instances == 30);
+  CHECK(v[0].instances >= 30);  // and more until every element type and kind of data is covered thrice
   CHECK(v[1].kind == driver::RuleVerdict::Kind::Verified);
   CHECK(v[1].detail == "no proof attempted: `ReduceMean` has no scalar semantics");
   REQUIRE(v[2].kind == driver::RuleVerdict::Kind::Counterexample);
@@ -140,8 +141,10 @@ rule scale_into_relu { match { h = Mul(x, s) y = Relu(h) } where const(s) rewrit
 
 TEST_CASE("a rule's tolerance clause is what the verifier allows it") {
   // erf(x) and tanh(1.2 x) differ by at most 0.0195: an approximation a
-  // rule may state, and no more.
-  const std::string rule = "rule erf_approx { match { y = Erf(x) } rewrite { y = tanh(x * 1.2) } ";
+  // rule may state, and no more. (Erf takes integers too, Tanh does not:
+  // floats only.)
+  const std::string rule =
+      "rule erf_approx { match { y = Erf(x) } where dtype(x) == float or dtype(x) == double rewrite { y = tanh(x * 1.2) } ";
   auto loose = test::compileRules(rule + "tolerance { atol = 0.02 rtol = 0 } }");
   auto strict = test::compileRules(rule + "tolerance { atol = 0.015 rtol = 0 } }");
   auto none = test::compileRules(rule + "}");

@@ -17,6 +17,7 @@
 /// another shape or element type).
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "fusec/engine/RuleSet.h"
@@ -28,6 +29,11 @@ struct ProofResult {
   /// Proved: what was shown; otherwise why not (the op or function that
   /// has no scalar semantics, or Z3's answer).
   std::string detail;
+  /// Not proved because Z3 found real values of the pattern's inputs where
+  /// the sides differ: those values, by binding name. `verify` runs
+  /// instances that hold them; in float arithmetic they may agree (a
+  /// division by zero the reals leave unspecified, an unknown function).
+  std::map<std::string, double> witness;
 };
 
 ProofResult proveRewrite(const Rule& rule, unsigned timeoutMs = 5000);

@@ -77,6 +77,8 @@ struct RuleVerdict {
   /// discarded; NotChecked: why; Verified: why not proved.
   std::string detail;
   std::optional<Counterexample> counterexample;  ///< shrunk
+  /// The choices the checked instances made (Instance::features), sorted.
+  std::vector<std::string> covered;
 };
 
 std::string_view verdictName(RuleVerdict::Kind k);

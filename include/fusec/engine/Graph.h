@@ -214,6 +214,15 @@ class Graph {
   void setInput(NodeRef n, uint32_t operand, ValueId v);
   /// Redirects every use of `from` (graph outputs included) to `to`.
   void replaceAllUsesWith(ValueId from, ValueId to);
+  /// Redirects every use of `from` to `to`, keeping the model's interface:
+  /// the names of graph inputs and outputs never change. Where `from` is a
+  /// graph output, `to` takes its name, or, where `to` is a graph input or
+  /// output whose name must stay, a new `Identity(to)` carries it. A graph
+  /// input stays where it is an output too. Returns what now stands in
+  /// `from`'s place among the outputs (`to`, the copy, or `from`).
+  ValueId replaceKeepingInterface(ValueId from, ValueId to);
+  /// Whether a value's name is part of the interface: an input or output.
+  bool isInterface(ValueId v) const { return value(v).isGraphInput || isGraphOutput(v); }
 
   NodeData& node(NodeRef n) { return (*g_)[n]; }
   const NodeData& node(NodeRef n) const { return (*g_)[n]; }

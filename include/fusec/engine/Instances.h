@@ -17,6 +17,7 @@
 #include <memory>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,16 +29,31 @@ namespace fusec {
 
 /// How large and how varied instances may be; shrinking lowers them.
 struct InstanceLimits {
+  InstanceLimits() = default;
+  InstanceLimits(int rank, int64_t dim, int repeat, bool simple)
+      : maxRank(rank), maxDim(dim), maxRepeat(repeat), simpleValues(simple) {}
   int maxRank = 5;            ///< Conv and BatchNormalization draw volumes (rank 5); other ops rank 4 at most
   int64_t maxDim = 5;
   int maxRepeat = 3;          ///< longest repetition chain (`Elementwise+`)
   bool simpleValues = false;  ///< data only from {0, 1, -1, 2, 0.5}
+  /// Subnormal numbers among the special values. Off for kernels built to
+  /// flush them to zero (kKernelBuildOptions: -cl-denorms-are-zero), where
+  /// a subnormal times inf is NaN and floor(-1e-40) is -0.
+  bool subnormals = true;
+  /// Numbers that inputs bound to these pattern names should hold (a
+  /// symbolic proof's separating values): mostly held, element for element.
+  std::map<std::string, double> witness;
 };
 
 struct Instance {
   Graph graph;
   std::vector<Tensor> inputs;   ///< one per graph input, in order
   std::vector<NodeRef> matched; ///< the nodes generated for the pattern
+  /// What this draw chose where the pattern leaves a choice: the element
+  /// type, each alternative op, a chain's length, an optional operand there
+  /// or not, a flag attribute's value, readers outside the pattern. `verify`
+  /// draws until the instances it checked cover every choice it has seen.
+  std::set<std::string> features;
   /// Input and constant elements plus nodes: what shrinking minimizes.
   int64_t size() const;
 

@@ -32,6 +32,12 @@ bool inferenceSafe(const Graph& g, const NodeData& d);
 /// are not checked.
 std::string operandTypeProblem(const Graph& g, const NodeData& d);
 
+/// The element types ONNX's schema of `op` (default domain, at `opset`)
+/// allows for operand `operand`, among float32, float64, int64, int32 and
+/// bool (the ones instances are drawn in), in that order; empty when ONNX
+/// does not know the op.
+std::vector<DType> schemaOperandTypes(const std::string& op, size_t operand, int opset = 17);
+
 /// inferNodeTypes over every node, in topological order. Fails only when
 /// the graph has a cycle.
 Status inferTypes(Graph& g);
