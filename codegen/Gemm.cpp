@@ -487,9 +487,25 @@ std::string depthwiseTaps(const Geometry& geo, int W, bool rowGather, const std:
 /// A prologue's and an epilogue's vector helpers, each function once: at
 /// the same width they are the same functions.
 std::string helpersOnce(const std::string& prologue, const std::string& epilogue) {
-  if (prologue.find(epilogue) != std::string::npos) return prologue;
-  if (epilogue.find(prologue) != std::string::npos) return epilogue;
-  return prologue + epilogue;
+  // Each helper is one function from a line starting `inline` to the next:
+  // the prologue's, then those of the epilogue's that it lacks (a Celu
+  // before and a Sigmoid after both call fusec_exp8).
+  auto functions = [](const std::string& s) {
+    std::vector<std::string> out;
+    for (size_t at = 0; at < s.size();) {
+      size_t next = s.find("\ninline ", at);
+      next = next == std::string::npos ? s.size() : next + 1;
+      out.push_back(s.substr(at, next - at));
+      at = next;
+    }
+    return out;
+  };
+  std::vector<std::string> all = functions(prologue);
+  for (std::string& f : functions(epilogue))
+    if (std::find(all.begin(), all.end(), f) == all.end()) all.push_back(std::move(f));
+  std::string out;
+  for (const std::string& f : all) out += f;
+  return out;
 }
 
 /// The rows a depthwise work-item owns (GemmTiling::depthwiseOwnedBytes):

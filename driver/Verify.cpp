@@ -312,6 +312,9 @@ std::string interfaceChange(const Graph& before, const Graph& after) {
   return "";
 }
 
+/// Counterexamples of different kinds one rule reports at most.
+constexpr size_t kMaxDefects = 3;
+
 /// Instances that each choice a rule's draws make is checked in, at least.
 constexpr int kCoverings = 3;
 
@@ -372,14 +375,11 @@ class RuleChecker {
         Staged st(std::move(inst.value()));
         if (std::optional<Outcome> o = stage(st); o && o->kind != Outcome::Kind::Failed) continue;
         ++checked;
-        if (checkStaged(st, v, covered, rng, wanted)) {
-          v.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-          return v;
-        }
+        if (checkStaged(st, v, covered, rng, wanted)) break;
       }
-      v.detail += " (instances holding them agree in float arithmetic)";
+      if (!v.counterexample) v.detail += " (instances holding them agree in float arithmetic)";
     }
-    bool stop = false;
+    bool stop = v.counterexample && 1 + v.others.size() >= kMaxDefects;
     while (!stop && v.instances < wanted && v.draws < maxDraws) {
       // A fusion rule stages the instances still wanted (drawn, accepted,
       // compiled), then builds all their kernels at once, in parallel where
@@ -530,7 +530,7 @@ class RuleChecker {
   Tolerance tolerance() const {
     // OpenCL C's built-in functions are allowed a few ulp (exp, erf, tanh);
     // the interpreter's are the C library's.
-    Tolerance t = rule_.kind == Rule::Kind::Fusion ? Tolerance{1e-5, 1e-4} : Tolerance{1e-6, 1e-5};
+    Tolerance t = rule_.kind == Rule::Kind::Fusion ? Tolerance::verifyFusion() : Tolerance::verifyRewrite();
     if (options_.tolerance) t = *options_.tolerance;
     if (rule_.atol) t.atol = *rule_.atol;
     if (rule_.rtol) t.rtol = *rule_.rtol;
@@ -690,17 +690,65 @@ class RuleChecker {
     return std::move(run->outputs);
   }
 
-  /// Runs a staged instance and counts it; on a failure, the verdict
-  /// becomes its (shrunk) counterexample and the result is true.
-  bool checkStaged(Staged& st, RuleVerdict& v, std::map<std::string, int>& covered, Rng& rng, int wanted) const {
+  /// What kind of defect a failure shows: its element type and data, and
+  /// its message without names and numbers (NaN where a number was
+  /// expected, a value off, a rewrite that fails, a kernel that does not
+  /// build). Failures of one kind are one defect, reported once.
+  static std::string defectKind(const Instance& inst, const std::string& error) {
+    std::string kind;
+    for (const std::string& f : inst.features)
+      if (f.starts_with("element types: ") || f.starts_with("data: ")) kind += f + "; ";
+    bool quoted = false;
+    for (char c : error.substr(0, error.find('\n'))) {
+      if (c == '`') quoted = !quoted;
+      else if (!quoted && !std::isdigit(static_cast<unsigned char>(c))) kind += c;
+    }
+    return kind;
+  }
+
+  /// Runs a staged instance and counts it. A failure of a kind not seen
+  /// before is shrunk and kept (the first as the counterexample, others
+  /// after it); true once kMaxDefects are kept.
+  bool checkStaged(Staged& st, RuleVerdict& v, std::map<std::string, int>& covered, Rng& rng, int wanted) {
     Outcome o = finish(st, rng);
     ++v.instances;
     for (const std::string& f : st.inst.features) ++covered[f];
     if (options_.progress) options_.progress(rule_, std::min(v.instances, wanted), wanted);
-    if (o.kind != Outcome::Kind::Failed) return false;
+    if (o.kind != Outcome::Kind::Failed || !defectsSeen_.insert(defectKind(st.inst, o.why)).second) return false;
+    Counterexample c = shrink(Counterexample{std::move(st.inst), std::move(o.want), std::move(o.got), o.why, {}}, rng);
+    c.keptConstants = constantsToKeep(c.instance);
     v.kind = RuleVerdict::Kind::Counterexample;
-    v.counterexample = shrink(Counterexample{std::move(st.inst), std::move(o.want), std::move(o.got), o.why}, rng);
-    return true;
+    if (!v.counterexample) v.counterexample = std::move(c);
+    else v.others.push_back(std::move(c));
+    return 1 + v.others.size() >= kMaxDefects;
+  }
+
+  /// The constants of an instance that must stay constants for the rule to
+  /// fire: those the guard reads (const(), value()) and the operands an op
+  /// takes only as constants (the catalog's `static`: a Reshape's shape).
+  std::set<ValueId> constantsToKeep(const Instance& inst) const {
+    std::set<ValueId> keep;
+    const Graph& g = inst.graph;
+    for (NodeRef n : g.nodes()) {
+      const NodeData& d = g.node(n);
+      const OpDef* op = d.domain.empty() ? rules_.catalog.find(d.op.str()) : nullptr;
+      for (size_t i = 0; op && i < d.inputs.size() && i < op->params.size(); ++i)
+        if (op->params[i].staticValue && d.inputs[i] != kNoValue) keep.insert(d.inputs[i]);
+    }
+    std::string why;
+    bool targetOnly = false;
+    if (!rule_.guard) return keep;
+    std::optional<Match> m = matchWhole(g, inst.matched, why, targetOnly);
+    std::function<void(const RuleExpr&)> read = [&](const RuleExpr& e) {
+      if (e.kind == RuleExpr::Kind::Builtin && (e.text == "const" || e.text == "value"))
+        for (const RuleExpr& a : e.args)
+          if (a.kind == RuleExpr::Kind::Binding && a.binding >= 0 && m && static_cast<size_t>(a.binding) < m->values.size() &&
+              m->values[static_cast<size_t>(a.binding)] != kNoValue)
+            keep.insert(m->values[static_cast<size_t>(a.binding)]);
+      for (const RuleExpr& a : e.args) read(a);
+    };
+    read(*rule_.guard);
+    return keep;
   }
 
   /// A smaller instance that fails too: draws under tighter limits,
@@ -720,7 +768,7 @@ class RuleChecker {
         Staged st(std::move(inst.value()));
         Outcome o = check(st, rng);
         if (o.kind != Outcome::Kind::Failed) continue;
-        found = Counterexample{std::move(st.inst), std::move(o.want), std::move(o.got), o.why};
+        found = Counterexample{std::move(st.inst), std::move(o.want), std::move(o.got), o.why, {}};
       }
       if (found.instance.size() <= 2 * static_cast<int64_t>(found.instance.matched.size()) + 8) break;
     }
@@ -734,6 +782,7 @@ class RuleChecker {
   Matcher matcher_;
   Rule unguarded_;
   InstanceLimits limits_;
+  std::set<std::string> defectsSeen_;  ///< defectKind of each failure kept
   Target eager_;
   codegen::KernelOptions kernelOptions_;  ///< fusion rules' kernels on the device
 };
@@ -752,7 +801,12 @@ std::vector<RuleVerdict> verifyRules(const RuleSet& rules, const VerifyOptions& 
 
 std::string describeCounterexample(const RuleVerdict& v) {
   if (!v.counterexample) return "";
-  const Counterexample& c = *v.counterexample;
+  std::string out = describeCounterexample(v, *v.counterexample);
+  for (const Counterexample& c : v.others) out += describeCounterexample(v, c);
+  return out;
+}
+
+std::string describeCounterexample(const RuleVerdict& v, const Counterexample& c) {
   const Graph& g = c.instance.graph;
   std::ostringstream os;
   os << v.rule->loc.str() << ": rule `" << v.rule->name << "`: counterexample: " << c.error << "\n";
@@ -770,19 +824,29 @@ std::string describeCounterexample(const RuleVerdict& v) {
   return os.str();
 }
 
-Status saveCounterexample(const RuleVerdict& v, const std::string& dir) {
+Status saveCounterexample(const RuleVerdict&, const Counterexample& c, const std::string& dir) {
   namespace fs = std::filesystem;
-  if (!v.counterexample) return Error{"rule `" + v.rule->name + "` has no counterexample"};
-  const Counterexample& c = *v.counterexample;
   std::error_code ec;
   fs::create_directories(fs::path(dir) / "test_data_set_0", ec);
   if (ec) return Error{dir + ": cannot create the folder: " + ec.message()};
-  if (Status s = writeOutputFile((fs::path(dir) / "model.onnx").string(), exportOnnxBinary(c.instance.graph)); !s) return s;
-  const Graph& g = c.instance.graph;
-  for (size_t i = 0; i < c.instance.inputs.size(); ++i) {
+  // Constants the rule does not need as constants become graph inputs, with
+  // their data as test inputs: compiling the case must not fold them (and
+  // the nodes the rule matches) away before the rule fires.
+  Graph g = c.instance.graph.clone();
+  std::vector<Tensor> inputs = c.instance.inputs;
+  for (ValueId k : g.constants()) {
+    if (c.keptConstants.count(k) || g.uses(k).empty()) continue;
+    Value& old = g.value(k);
+    const std::string name = old.name;
+    old.name += "_constant";
+    const ValueId in = g.addInput(name, old.type);
+    inputs.push_back(*g.value(k).constant);
+    g.replaceKeepingInterface(k, in);
+  }
+  if (Status s = writeOutputFile((fs::path(dir) / "model.onnx").string(), exportOnnxBinary(g)); !s) return s;
+  for (size_t i = 0; i < inputs.size(); ++i) {
     const std::string file = (fs::path(dir) / "test_data_set_0" / ("input_" + std::to_string(i) + ".pb")).string();
-    if (Status s = writeOutputFile(file, serializeTensorProto(c.instance.inputs[i], g.value(g.inputs()[i]).name)); !s)
-      return s;
+    if (Status s = writeOutputFile(file, serializeTensorProto(inputs[i], g.value(g.inputs()[i]).name)); !s) return s;
   }
   for (size_t i = 0; i < c.want.size(); ++i) {
     const std::string file = (fs::path(dir) / "test_data_set_0" / ("output_" + std::to_string(i) + ".pb")).string();

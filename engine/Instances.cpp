@@ -141,7 +141,9 @@ struct LeafRecipe {
   /// so that two operands meet as inf and -inf, or as 90 and -5 (exp
   /// overflows on one side of a rewrite only), or as equal values.
   DataCharacter character = DataCharacter::Plain;
-  bool constant = false;  ///< a constant (a weight): finite data only
+  /// A constant, or a weight-like operand (a Conv's, a MatMul's second):
+  /// finite data only, no NaN, inf or subnormals.
+  bool finite = false;
   bool subnormals = true; ///< InstanceLimits::subnormals
 
   /// The element type draw() returns.
@@ -185,21 +187,22 @@ struct LeafRecipe {
     // where exp overflows and products saturate; and few distinct values,
     // halves among them (ties: ArgMax's first or last, Round's halves).
     //
-    // NaN, ±inf and subnormals go into graph inputs, never constants: a
-    // model's weights are normal numbers or zeros, and rules that fold
-    // constants (BatchNorm into Conv: w * gamma / sigma) are sound for those
-    // only (a subnormal product underflows to 0, and inf * 0 is NaN). Finite data stays small enough (|x| of
-    // 1e4 at most) that products of a few values do not overflow: overflow
+    // NaN, ±inf and subnormals go into activations, never into constants
+    // or weight-like operands (`finite`): a model's weights are normal
+    // numbers or zeros, and rules that fold constants (BatchNorm into Conv:
+    // w * gamma / sigma) are sound for those only (a subnormal product
+    // underflows to 0, and inf * 0 is NaN). Finite data stays small enough
+    // (|x| of 1e4 at most) that products of a few values do not overflow: overflow
     // is reached through the ops that reach it from moderate inputs (exp,
     // pow), and through inf itself.
     const bool single = dtype == DType::Float32;
     const double tiniest = single ? 1.4e-45 : 4.9e-324, subnormal = single ? 3e-39 : 2e-310;
     const std::vector<double> corners = {0.0, -0.0, 1.0, -1.0, 1e-6, -1e-6, 100.0, -100.0, 3e3, -3e3, 0.5};
     const std::vector<double> special =
-        constant ? std::vector<double>{0.0, -0.0, 1.0, -1.0}
+        finite ? std::vector<double>{0.0, -0.0, 1.0, -1.0}
         : subnormals ? std::vector<double>{NAN, INFINITY, -INFINITY, 0.0, -0.0, tiniest, -subnormal}
                      : std::vector<double>{NAN, INFINITY, -INFINITY, 0.0, -0.0, 1e-30, -1e-30};
-    const std::vector<double> extremes = constant ? std::vector<double>{0.0, -0.0} : std::vector<double>{NAN, INFINITY, -INFINITY};
+    const std::vector<double> extremes = finite ? std::vector<double>{0.0, -0.0} : std::vector<double>{NAN, INFINITY, -INFINITY};
     const std::vector<double> few = {-1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 2.5};
     const bool forced = character != DataCharacter::Plain && chance(rng, 0.8);
     double mode = rng.uniform(0, 1);
@@ -261,6 +264,7 @@ struct Slot {
   DataKind data = DataKind::Any;
   std::optional<Tensor> fixed;  ///< the leaf's data, decided by the op (a Reshape's shape)
   std::vector<DType> allowed;   ///< the element types ONNX's schema allows here (empty: any)
+  bool finite = false;          ///< a weight-like operand: LeafRecipe::finite
 };
 
 /// Numbers written in `e` (guards): the values data should sometimes hold.
@@ -527,7 +531,7 @@ class Generator {
                           (character_ != DataCharacter::Special && chance(rng_, 0.25));
     std::optional<LeafRecipe> r;
     if (!s.fixed) r = recipe(s);
-    if (r) r->constant = constant;
+    if (r) r->finite = constant || s.finite;
     const DType dtype = s.fixed ? s.fixed->dtype() : r->dataType();
     const Shape shape = s.fixed ? s.fixed->shape() : r->shape;
     // Data nothing reads before the check (neither the guard nor type
@@ -686,7 +690,13 @@ class Generator {
     if (slots.size() < op->minOperands()) throw Discard{"`" + name + "` needs more operands than the pattern gives"};
     for (size_t i = 0; i < slots.size() && i < op->params.size(); ++i)
       if (op->params[i].staticValue) slots[i].constant = true;
-    for (size_t i = 0; i < slots.size(); ++i) slots[i].allowed = schemaOperandTypes(name, i);
+    for (size_t i = 0; i < slots.size(); ++i) {
+      slots[i].allowed = schemaOperandTypes(name, i);
+      // The operands after an op's first are its weights, scales and biases
+      // unless it is elementwise: finite, as a trained model's are (a direct
+      // conv skips its padding where 0 * inf would be NaN).
+      slots[i].finite = i > 0 && op->kind != OpKind::Elementwise && op->kind != OpKind::Broadcast;
+    }
 
     AttrMap attrs;
     std::set<std::string> pinned;

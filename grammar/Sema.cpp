@@ -14,9 +14,12 @@
 #include <map>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "fusec/engine/Builtins.h"
-#include "fusec/engine/TypeInference.h"
 #include "fusec/engine/OnnxIO.h"
+#include "fusec/engine/Tolerance.h"
+#include "fusec/engine/TypeInference.h"
 #include "fusec/grammar/Parser.h"
 
 namespace fusec::grammar {
@@ -528,6 +531,15 @@ class Checker {
         continue;
       }
       *slot = v.number;
+      // Wider than verify's default: the rule may change results by that
+      // much, and verify will not say so. Said once, with the factor.
+      const Tolerance def = r.isFusion ? Tolerance::verifyFusion() : Tolerance::verifyRewrite();
+      const double usual = t.name.text == "atol" ? def.atol : def.rtol;
+      if (v.number > 10 * usual)
+        diags_.emitWarning(v.range, "tolerance " + quoted(t.name.text) + " " + printExpr(v) + " is " +
+                                        fmt::format("{:g}", v.number / usual) + "x verify's default for " +
+                                        (r.isFusion ? "fusion" : "rewrite") + " rules (" + fmt::format("{:g}", usual) +
+                                        "): verify accepts results this far off; keep it only for a rule that approximates on purpose");
     }
     // Names bound and never used: a likely typo (rewrite rules; in fusion
     // rules the names document the group's inputs).

@@ -154,9 +154,12 @@ int runVerify(const std::vector<std::string>& packs, const std::vector<std::stri
       if (!v.covered.empty() && !v.counterexample) fmt::print("  covered: {}\n", coverageLine(v.covered));
       if (v.counterexample) {
         fmt::print("{}", driver::describeCounterexample(v));
-        if (!f.save.empty()) {
-          const std::string dir = (std::filesystem::path(f.save) / v.rule->name).string();
-          if (Status s = driver::saveCounterexample(v, dir); !s) std::cerr << "error: " << s.error().message << "\n";
+        // Each kind of defect in its own folder: DIR/<rule>, DIR/<rule>-2, ...
+        for (size_t k = 0; !f.save.empty() && k <= v.others.size(); ++k) {
+          const std::string dir =
+              (std::filesystem::path(f.save) / (v.rule->name + (k ? "-" + std::to_string(k + 1) : ""))).string();
+          const driver::Counterexample& c = k ? v.others[k - 1] : *v.counterexample;
+          if (Status s = driver::saveCounterexample(v, c, dir); !s) std::cerr << "error: " << s.error().message << "\n";
           else fmt::print("  saved as {}: fusec onnx-test {} {} --rules {}\n", dir, dir,
                           v.rule->kind == Rule::Kind::Fusion ? "--opencl --fuse" : "--rewrite", v.rule->loc.file);
         }

@@ -73,7 +73,9 @@ void reduce(KernelContext& ctx, ReduceKind kind) {
         case ReduceKind::Prod: a *= v; break;
         case ReduceKind::L1: a += std::abs(v); break;
         case ReduceKind::L2: case ReduceKind::SumSquare: a += v * v; break;
-        case ReduceKind::LogSumExp: a += std::exp(v - maxes[off[0]]); break;
+        // (Shifted by a finite max only: with inf among the values,
+        // inf - inf would be NaN where log(sum(exp(x))) is inf or -inf.)
+        case ReduceKind::LogSumExp: a += std::exp(std::isfinite(maxes[off[0]]) ? v - maxes[off[0]] : v); break;
       }
     });
     Tensor y(x.dtype(), outShape);
@@ -84,7 +86,7 @@ void reduce(KernelContext& ctx, ReduceKind kind) {
         case ReduceKind::Mean: a /= static_cast<double>(count); break;
         case ReduceKind::L2: a = std::sqrt(a); break;
         case ReduceKind::LogSum: a = std::log(a); break;
-        case ReduceKind::LogSumExp: a = std::log(a) + maxes[o]; break;
+        case ReduceKind::LogSumExp: a = std::log(a) + (std::isfinite(maxes[o]) ? maxes[o] : 0.0); break;
         default: break;
       }
       out[o] = static_cast<T>(a);

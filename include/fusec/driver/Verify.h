@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,11 @@ struct Counterexample {
   Instance instance;
   std::vector<Tensor> want, got;  ///< unrewritten (interpreter) and rewritten (or fused, on OpenCL)
   std::string error;              ///< what differs, or what failed
+  /// Constants a saved case keeps (the guard reads them with const() or
+  /// value(), or the op takes the operand only as a constant: a Reshape's
+  /// shape); the others are saved as graph inputs, so that compiling the
+  /// case does not fold them away before the rule can fire.
+  std::set<ValueId> keptConstants;
 };
 
 struct RuleVerdict {
@@ -77,6 +83,9 @@ struct RuleVerdict {
   /// discarded; NotChecked: why; Verified: why not proved.
   std::string detail;
   std::optional<Counterexample> counterexample;  ///< shrunk
+  /// Counterexamples of other kinds (another element type, NaN where the
+  /// first was a value off), shrunk: every defect found, not the first.
+  std::vector<Counterexample> others;
   /// The choices the checked instances made (Instance::features), sorted.
   std::vector<std::string> covered;
 };
@@ -90,10 +99,12 @@ std::vector<RuleVerdict> verifyRules(const RuleSet& rules, const VerifyOptions& 
 /// The counterexample as a reader needs it: the rule's location, the error,
 /// the graph in ONNX text, the inputs and both outputs.
 std::string describeCounterexample(const RuleVerdict& v);
+/// One of them (v.counterexample or one of v.others).
+std::string describeCounterexample(const RuleVerdict& v, const Counterexample& c);
 
 /// Writes the counterexample as an `onnx-test` case folder (model.onnx and
 /// test_data_set_0 with the inputs and the unrewritten outputs), so that
 /// `fusec onnx-test DIR --rewrite` (or `--opencl --fuse`) reproduces it.
-Status saveCounterexample(const RuleVerdict& v, const std::string& dir);
+Status saveCounterexample(const RuleVerdict& v, const Counterexample& c, const std::string& dir);
 
 }  // namespace fusec::driver

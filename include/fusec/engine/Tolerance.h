@@ -24,6 +24,12 @@ struct Tolerance {
   double atol = 1e-5;  ///< absolute floor, for outputs that are all near zero
   double rtol = 1e-3;  ///< relative to the output's largest magnitude
   static Tolerance exact() { return Tolerance{0, 0}; }
+  /// What `fusec verify` allows a rule beyond rounding noise, unless the
+  /// rule's `tolerance { }` or the caller says otherwise: a rewrite
+  /// computes on the interpreter, a fusion in OpenCL C (whose built-ins are
+  /// allowed a few ulp).
+  static Tolerance verifyRewrite() { return Tolerance{1e-6, 1e-5}; }
+  static Tolerance verifyFusion() { return Tolerance{1e-5, 1e-4}; }
 };
 
 /// The verdict on one output, with the figures a message needs.
