@@ -1308,6 +1308,18 @@ Expected<ChannelScale> channelScale(const Graph& g, const std::vector<NodeRef>& 
                       true};
   const NodeData& m = g.node(members[0]);
   if (m.inputs.size() != 2 || g.uses(m.outputs[0]).size() != 1 || g.isGraphOutput(m.outputs[0])) return refused;
+  // Unpadded convs only: the factor multiplies B's rows as they are loaded,
+  // padding included, and ONNX pads after the Mul: a padded zero times an
+  // infinite or NaN factor would be NaN where the model has 0.
+  const NodeData& conv = g.node(g.uses(m.outputs[0])[0].node);
+  const Attribute* pads = conv.attr("pads");
+  const auto* padList = pads ? std::get_if<std::vector<int64_t>>(pads) : nullptr;
+  const std::string autoPad = conv.attrString("auto_pad", "NOTSET");
+  if ((padList && std::any_of(padList->begin(), padList->end(), [](int64_t p) { return p != 0; })) ||
+      (autoPad != "NOTSET" && autoPad != "VALID"))
+    return Error{"a channel scale before a Conv fuses only into an unpadded conv (a padded zero times an infinite "
+                 "factor would be NaN where the model pads after the Mul with zeros)",
+                 true};
   const TensorType& out = g.value(m.outputs[0]).type;
   if (!out.isStatic() || out.dtype != DType::Float32 || out.staticShape().size() != 4) return refused;
   const Shape os = out.staticShape();

@@ -90,6 +90,30 @@ Status planAndGenerate(Compiled& c, const RuleSet& rules, const Target& target, 
   return Status::success();
 }
 
+/// A node a rewrite built must have a kernel path of its own (or the
+/// compile fails later with a message that does not name the rule): where
+/// one has none, the rewrite is refused here, with the rule named. Nodes of
+/// symbolic shape are left to the planning that binds them.
+Status rewrittenNodesHaveKernels(const Graph& g, const RewriteStats& stats, const RuleSet& rules, const Target& target) {
+  if (stats.builtBy.empty()) return Status::success();
+  for (NodeRef n : g.nodes()) {
+    auto by = stats.builtBy.find(g.node(n).id);
+    if (by == stats.builtBy.end()) continue;
+    bool sized = true;
+    for (ValueId v : g.node(n).outputs) sized &= v == kNoValue || g.value(v).type.isStatic();
+    if (!sized) continue;
+    Expected<const KernelFamily*> family = codegen::kernelFamilies().select(g, {n}, rules.catalog, target);
+    if (!family) {
+      const Rule* rule = rules.find(by->second);
+      const std::vector<ValueId>& in = g.node(n).inputs;
+      const std::string operand = in.empty() || in[0] == kNoValue ? std::string() : " on " + g.value(in[0]).type.str();
+      return Error{"rule `" + by->second + "`" + (rule ? " (" + rule->loc.str() + ")" : std::string()) + " builds " +
+                   g.describe(n) + operand + ", and " + family.error().message + "; a rewrite must leave every node a kernel"};
+    }
+  }
+  return Status::success();
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<Compiled>> compile(Graph model, const RuleSet& rules, const Target& target,
@@ -125,6 +149,7 @@ Expected<std::unique_ptr<Compiled>> compile(Graph model, const RuleSet& rules, c
     Expected<RewriteStats> rw = runRewritePipeline(g, rules, &target);
     if (!rw) return rw.error();
     c.rewrites = std::move(rw.value());
+    if (Status st = rewrittenNodesHaveKernels(g, c.rewrites, rules, target); !st) return st.error();
     timer.done("rewrite");
   }
   after("rewrite", g);

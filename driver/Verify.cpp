@@ -690,19 +690,25 @@ class RuleChecker {
     return std::move(run->outputs);
   }
 
-  /// What kind of defect a failure shows: its element type and data, and
-  /// its message without names and numbers (NaN where a number was
-  /// expected, a value off, a rewrite that fails, a kernel that does not
-  /// build). Failures of one kind are one defect, reported once.
+  /// What kind of defect a failure shows: the class of its result's element
+  /// type (float, integer, bool) and its message up to the first number,
+  /// without names, and whether it involves NaN or inf (a NaN where a
+  /// number was expected, a value off, a rewrite that fails, a kernel that
+  /// does not build). Failures of one kind are one defect, reported once.
   static std::string defectKind(const Instance& inst, const std::string& error) {
-    std::string kind;
-    for (const std::string& f : inst.features)
-      if (f.starts_with("element types: ") || f.starts_with("data: ")) kind += f + "; ";
+    const DType t = inst.graph.outputs().empty() ? DType::Undefined : inst.graph.value(inst.graph.outputs()[0]).type.dtype;
+    std::string kind = isFloatingPoint(t) ? "float|" : t == DType::Bool ? "bool|" : "integer|";
+    // The message up to its first number, names left out; then whether a
+    // NaN or an infinity is involved.
+    const std::string line = error.substr(0, error.find('\n'));
     bool quoted = false;
-    for (char c : error.substr(0, error.find('\n'))) {
+    for (char c : line) {
+      if (std::isdigit(static_cast<unsigned char>(c))) break;
       if (c == '`') quoted = !quoted;
-      else if (!quoted && !std::isdigit(static_cast<unsigned char>(c))) kind += c;
+      else if (!quoted) kind += c;
     }
+    if (line.find("nan") != std::string::npos) kind += "|nan";
+    if (line.find("inf") != std::string::npos) kind += "|inf";
     return kind;
   }
 

@@ -65,14 +65,25 @@ class RewriteBuilder {
   }
 
  private:
-  /// Whether two types can be the same value's: element types equal where
-  /// both are known, and ranks and static dims equal where both are known.
-  static bool sameType(const TensorType& a, const TensorType& b) {
-    if (a.dtype != DType::Undefined && b.dtype != DType::Undefined && a.dtype != b.dtype) return false;
-    if (!a.dims || !b.dims) return true;
-    if (a.dims->size() != b.dims->size()) return false;
-    for (size_t i = 0; i < a.dims->size(); ++i)
-      if ((*a.dims)[i].isStatic() && (*b.dims)[i].isStatic() && (*a.dims)[i].size != (*b.dims)[i].size) return false;
+  /// Whether the replacement `fresh` can have the type of what it
+  /// replaces: element types equal where both are known; where both ranks
+  /// are known, equal ranks, and per dim: equal sizes where both are
+  /// static; where the replaced dim is a model's symbol (`N`, not ONNX's
+  /// anonymous `unk__0`), the same symbol, so a rewrite that changes a
+  /// symbolic dim (`Relu(x) -> Concat(x, x)` on a batch of N: `?` after) is
+  /// refused as one that changes a static dim is. (A static dim against an
+  /// unknown one is let through: ONNX's inference loses sizes that shape
+  /// arithmetic computes, as in its window functions.)
+  static bool sameType(const TensorType& fresh, const TensorType& replaced) {
+    if (fresh.dtype != DType::Undefined && replaced.dtype != DType::Undefined && fresh.dtype != replaced.dtype) return false;
+    if (!fresh.dims || !replaced.dims) return true;  // an op ONNX cannot type: it takes the replaced type
+    if (fresh.dims->size() != replaced.dims->size()) return false;
+    auto named = [](const Dim& d) { return !d.symbol.empty() && !d.symbol.starts_with("unk__"); };
+    for (size_t i = 0; i < fresh.dims->size(); ++i) {
+      const Dim &f = (*fresh.dims)[i], &r = (*replaced.dims)[i];
+      if (f.isStatic() && r.isStatic() && f.size != r.size) return false;
+      if (named(r) && !(f == r)) return false;
+    }
     return true;
   }
 
@@ -175,8 +186,20 @@ class RewriteBuilder {
   /// One value (or `n` results of an op call) for a rewrite expression.
   std::vector<ValueId> build(const RuleExpr& e, size_t n, const RewriteStep* step) {
     if (e.kind == RuleExpr::Kind::OpCall) {
-      std::vector<ValueId> inputs;
-      for (const RuleExpr& a : e.args) inputs.push_back(one(a));
+      // A literal operand takes the element type of the last tensor operand
+      // before it, else after it (`Where(c, x, 0.0)` on double x: a double
+      // 0), as literals beside an operator do.
+      std::vector<ValueId> inputs(e.args.size(), kNoValue);
+      for (size_t i = 0; i < e.args.size(); ++i)
+        if (e.args[i].kind != RuleExpr::Kind::Number) inputs[i] = one(e.args[i]);
+      for (size_t i = 0; i < e.args.size(); ++i) {
+        if (e.args[i].kind != RuleExpr::Kind::Number) continue;
+        DType like = DType::Undefined;
+        for (size_t j = i; j-- > 0 && like == DType::Undefined;) like = dtypeOf(inputs[j]) == DType::Bool ? DType::Undefined : dtypeOf(inputs[j]);
+        for (size_t j = i + 1; j < e.args.size() && like == DType::Undefined; ++j)
+          like = dtypeOf(inputs[j]) == DType::Bool ? DType::Undefined : dtypeOf(inputs[j]);
+        inputs[i] = constant(e.args[i].number, like);
+      }
       AttrMap attrs;
       if (step)
         for (const auto& [name, value] : step->attrs) attrs[name] = attrValue(value);
@@ -615,6 +638,7 @@ Expected<RewriteStats> rewriteToFixpoint(Graph& g, const RuleSet& rules, const T
       if (!st) return st.error();
       ++stats.rewrites;
       ++stats.fired[rule->name];
+      for (NodeRef a : added) stats.builtBy[g.node(a).id] = rule->name;
       // Fold what the rewrite computed from constants, drop what it replaced.
       for (NodeRef a : added) {
         Expected<bool> folded = foldNode(g, a, rules.catalog);

@@ -515,3 +515,41 @@ TEST_CASE("conv tap trimming leaves absurd attributes alone, without overflow") 
     CHECK(win.error().message.find("`dilations`") != std::string::npos);
   }
 }
+
+TEST_CASE("rewrites keep a model's input and output names") {
+  // The shipped packs on graphs whose rewritten values touch the interface:
+  // an Identity of an input, two equal results that are both outputs
+  // (common subexpressions), an Identity of an output that is an output
+  // too. Every input and output keeps its name; the values stay right.
+  auto packs = test::loadDefaultPacks();
+  struct Case {
+    const char* signature;
+    const char* body;
+    std::vector<std::string> inputs, outputs;
+  };
+  const std::vector<Case> cases = {
+      {"g (float[4] x) => (float[4] y)", "b = Identity (x)\n y = Exp (b)", {"x"}, {"y"}},
+      {"g (float[4] x) => (float[4] y, float[4] x2)", "y = Identity (x)\n x2 = Relu (x)", {"x"}, {"y", "x2"}},
+      {"g (float[4] x) => (float[4] y1, float[4] y2, float[4] z)", "y1 = Relu (x)\n y2 = Relu (x)\n z = Identity (y1)",
+       {"x"}, {"y1", "y2", "z"}},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.body);
+    Graph g = test::parse(test::model(c.signature, c.body));
+    const std::vector<Tensor> in = {Tensor::fromVector<float>({4}, {-1.0f, 0.5f, 2.0f, -3.0f})};
+    Expected<std::vector<Tensor>> before = runGraph(g, in, &packs->catalog);
+    REQUIRE(before.ok());
+    REQUIRE(rewriteToFixpoint(g, *packs, nullptr).ok());
+    eliminateDeadCode(g);
+    REQUIRE(g.verify().empty());
+    std::vector<std::string> inputs, outputs;
+    for (ValueId v : g.inputs()) inputs.push_back(g.value(v).name);
+    for (ValueId v : g.outputs()) outputs.push_back(g.value(v).name);
+    CHECK(inputs == c.inputs);
+    CHECK(outputs == c.outputs);
+    Expected<std::vector<Tensor>> after = runGraph(g, in, &packs->catalog);
+    REQUIRE(after.ok());
+    for (size_t i = 0; i < before->size(); ++i)
+      for (int64_t k = 0; k < 4; ++k) CHECK((*after)[i].scalarAt(k) == (*before)[i].scalarAt(k));
+  }
+}

@@ -34,6 +34,10 @@ struct RewriteStats {
   size_t convsTrimmed = 0;  ///< convs whose kernel lost taps that read only padding
   bool capHit = false;
   std::string capRule;  ///< the rule that would have fired past the cap
+  /// The rule that built each node a rewrite added (by node id; nodes
+  /// folded or replaced since are gone from the graph): the driver refuses
+  /// a rewrite whose node no kernel family takes, naming the rule.
+  std::map<NodeId, std::string> builtBy;
 };
 
 /// Applies the rewrite rules of `rules` to `g` until none matches.
