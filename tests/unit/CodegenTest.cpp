@@ -2020,13 +2020,14 @@ TEST_CASE("a channel scale (squeeze-and-excitation) is the prologue of the conv 
   // then the 1x1 projection and the residual add), one scale for all
   // images before a 1x1 conv, and the SE block's own 1x1 conv on one pixel,
   // which the rules leave alone. Then, grouped by hand, the same prologue
-  // before a padded, strided, grouped 3x3 conv (rows are channel x taps).
+  // before a strided, grouped 3x3 conv (rows are channel x taps); padded,
+  // it is refused (a padded zero times an infinite factor would be NaN).
   Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float[2,6,9,10] x, float[2,6,1,1] s, float[5,6,1,1] w, float[5] b, float[2,5,9,10] skip,
    float[1,4,7,7] x2, float[1,4,1,1] s2, float[3,4,1,1] w2,
    float[1,4,1,1] x3, float[1,4,1,1] s3, float[3,4,1,1] w3,
    float[2,4,8,9] x4, float[1,4,1,1] s4, float[6,2,3,3] w4, float[6] b4)
-  => (float[2,5,9,10] y, float[1,3,7,7] y2, float[1,3,1,1] y3, float[2,6,4,5] y4) {
+  => (float[2,5,9,10] y, float[1,3,7,7] y2, float[1,3,1,1] y3, float[2,6,3,4] y4) {
   m = Mul (s, x)
   c = Conv (m, w, b)
   y = Add (c, skip)
@@ -2035,7 +2036,7 @@ g (float[2,6,9,10] x, float[2,6,1,1] s, float[5,6,1,1] w, float[5] b, float[2,5,
   m3 = Mul (x3, s3)
   y3 = Conv (m3, w3)
   m4 = Mul (x4, s4)
-  y4 = Conv <group = 2, strides = [2, 2], pads = [1, 1, 1, 1]> (m4, w4, b4)
+  y4 = Conv <group = 2, strides = [2, 2]> (m4, w4, b4)
 }
 )");
   const std::vector<Tensor> inputs = randomInputs(g, 140), reference = test::run(g, inputs);
@@ -2065,6 +2066,20 @@ g (float[2,6,9,10] x, float[2,6,1,1] s, float[5,6,1,1] w, float[5] b, float[2,5,
         codegen::runOnDevice(device(), g, byHand, packs->catalog, inputs, codegen::KernelOptions{.gemm = t, .gemmTilings = {}});
     REQUIRE_MESSAGE(run.ok(), test::why(run));
     test::checkClose(run->outputs[3], reference[3], 1e-4f);
+  }
+  // Before a padded conv, the scale is refused with the reason.
+  {
+    Graph padded = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[1,4,5,5] x, float[1,4,1,1] s, float[3,4,3,3] w) => (float[1,3,5,5] y) {
+  m = Mul (x, s)
+  y = Conv <pads = [1, 1, 1, 1]> (m, w)
+}
+)");
+    const std::vector<NodeRef> both = padded.topologicalOrder().value();
+    Expected<codegen::DeviceRun> run = codegen::runOnDevice(device(), padded, {codegen::KernelGroup{both}}, packs->catalog,
+                                                            randomInputs(padded, 3));
+    REQUIRE_FALSE(run.ok());
+    CHECK(run.error().message.find("only into an unpadded conv") != std::string::npos);
   }
   // A Mul that is no channel scale (s per pixel) is refused with the reason.
   Graph bad = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
