@@ -16,8 +16,9 @@ if [ "${FUSEC_SKIP_SANITIZE:-0}" != 1 ]; then
     -DFUSEC_TEST_CACHE_DIR="$root/build/test-cache"
   # Leak checking is off: protobuf and libonnx keep static registries alive at exit.
   # Tests labelled `long` (verifying every shipped pack) and `seeds` (each
-  # wrong rule on ten seeds) run in the plain build only: the smaller verify
-  # tests (seed 1 of each wrong rule) take the same code through the sanitizers.
-  (cd "$root/build-asan" && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
+  # wrong rule on ten seeds) run in the plain build only, and the correct
+  # rules on seed 1: the smaller verify tests take the same code through
+  # the sanitizers.
+  (cd "$root/build-asan" && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 FUSEC_VERIFY_SEEDS=1 \
      ctest --output-on-failure --parallel "$jobs" --label-exclude 'long|seeds')
 fi
