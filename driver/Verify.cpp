@@ -315,8 +315,10 @@ std::string interfaceChange(const Graph& before, const Graph& after) {
 /// Counterexamples of different kinds one rule reports at most.
 constexpr size_t kMaxDefects = 3;
 
-/// Instances that each choice a rule's draws make is checked in, at least.
-constexpr int kCoverings = 3;
+/// Instances that each choice a rule's draws make is checked in, at least
+/// (within the extra instances' budget): a rewrite rule's instances are
+/// cheap, a fusion rule's build kernels.
+constexpr int kCoverings = 10, kFusionCoverings = 2;
 
 /// Draws in a row that the family refuses, with no instance checked yet,
 /// after which a fusion rule is reported as refused.
@@ -444,9 +446,13 @@ class RuleChecker {
     for (int d = 0, checked = 0; !stop && v.instances > 0 && checked < extraChecks && d < extraDraws; ++d) {
       ++v.draws;
       Expected<Instance> inst = generateInstance(rule_, rng, limits_, Data::Deferred);
-      if (!inst || std::all_of(inst->features.begin(), inst->features.end(),
-                               [&](const std::string& f) { return covered.count(f) >= kCoverings; }))
-        continue;
+      auto known = [&](const std::set<std::string>& choices) {
+        return std::all_of(choices.begin(), choices.end(), [&](const std::string& f) {
+          auto it = covered.find(f);
+          return it != covered.end() && it->second >= (fusion ? kFusionCoverings : kCoverings);
+        });
+      };
+      if (!inst || (known(inst->features) && known(guardBranchesOf(*inst)))) continue;
       Staged st(std::move(inst.value()));
       if (std::optional<Outcome> o = stage(st); o && o->kind != Outcome::Kind::Failed) continue;
       if (!st.sources.empty()) (void)options_.device->prepare(st.sources);
@@ -508,6 +514,32 @@ class RuleChecker {
     return std::nullopt;
   }
 
+  /// Which sides of the guard's `or`s hold on `m` (`guard at 12:9: left`,
+  /// `... right`): choices the instances should cover as they cover the
+  /// pattern's, so that each way a guard can be true is checked.
+  std::set<std::string> guardBranches(const Graph& g, const Match& m) const {
+    std::set<std::string> out;
+    std::function<void(const RuleExpr&)> walk = [&](const RuleExpr& e) {
+      if (e.kind == RuleExpr::Kind::Binary && e.text == "or" && e.args.size() == 2)
+        for (int side = 0; side < 2; ++side) {
+          std::optional<double> holds = matcher_.evaluate(g, m, e.args[static_cast<size_t>(side)]);
+          if (holds && *holds != 0) out.insert("guard `or` at " + e.loc.str() + ": " + (side ? "right" : "left") + " side true");
+        }
+      for (const RuleExpr& a : e.args) walk(a);
+    };
+    if (rule_.guard) walk(*rule_.guard);
+    return out;
+  }
+
+  /// The branches of the guard's `or`s a draw takes, when it matches whole
+  /// (none when it does not).
+  std::set<std::string> guardBranchesOf(const Instance& inst) const {
+    std::string why;
+    bool targetOnly = false;
+    std::optional<Match> m = matchWhole(inst.graph, inst.matched, why, targetOnly);
+    return m ? guardBranches(inst.graph, *m) : std::set<std::string>{};
+  }
+
   /// The first conjunct of the guard that does not hold on `m`.
   const RuleExpr* failingConjunct(const Graph& g, const Match& m, const RuleExpr& e) const {
     if (e.kind == RuleExpr::Kind::Binary && e.text == "and") {
@@ -558,8 +590,10 @@ class RuleChecker {
     Instance& inst = st.inst;
     std::string why;
     bool targetOnly = false;
-    if (!matchWhole(inst.graph, inst.matched, why, targetOnly))
-      return targetOnly ? Outcome{Outcome::Kind::NotForTarget, why, {}, {}} : discarded(why);
+    std::optional<Match> m = matchWhole(inst.graph, inst.matched, why, targetOnly);
+    if (!m) return targetOnly ? Outcome{Outcome::Kind::NotForTarget, why, {}, {}} : discarded(why);
+    const std::set<std::string> branches = guardBranches(inst.graph, *m);
+    inst.features.insert(branches.begin(), branches.end());
     inst.drawData();
     Expected<std::vector<Tensor>> want = runGraph(inst.graph, inst.inputs, &rules_.catalog);
     if (!want) return discarded("the interpreter refuses the drawn graph: " + want.error().message);
