@@ -192,12 +192,12 @@ class RewriteBuilder {
       std::vector<ValueId> inputs(e.args.size(), kNoValue);
       for (size_t i = 0; i < e.args.size(); ++i)
         if (e.args[i].kind != RuleExpr::Kind::Number) inputs[i] = one(e.args[i]);
+      auto numeric = [&](size_t j) { return dtypeOf(inputs[j]) == DType::Bool ? DType::Undefined : dtypeOf(inputs[j]); };
       for (size_t i = 0; i < e.args.size(); ++i) {
         if (e.args[i].kind != RuleExpr::Kind::Number) continue;
         DType like = DType::Undefined;
-        for (size_t j = i; j-- > 0 && like == DType::Undefined;) like = dtypeOf(inputs[j]) == DType::Bool ? DType::Undefined : dtypeOf(inputs[j]);
-        for (size_t j = i + 1; j < e.args.size() && like == DType::Undefined; ++j)
-          like = dtypeOf(inputs[j]) == DType::Bool ? DType::Undefined : dtypeOf(inputs[j]);
+        for (size_t j = i; j-- > 0 && like == DType::Undefined;) like = numeric(j);
+        for (size_t j = i + 1; j < e.args.size() && like == DType::Undefined; ++j) like = numeric(j);
         inputs[i] = constant(e.args[i].number, like);
       }
       AttrMap attrs;
