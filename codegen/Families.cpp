@@ -107,8 +107,8 @@ std::vector<FunctionFamily::Spec> specs() {
          return isGemmGroup(g, grp) && g.node(gemmHead(g, grp)).op == "Conv";
        },
        gemm(true)},
-      {"pool_epilogue", "MaxPool, AveragePool, ConvTranspose or inference BatchNormalization (float32) followed by "
-       "elementwise ops on its result", "it does not start with a pooling op, ConvTranspose or BatchNormalization",
+      {"pool_epilogue", "MaxPool, AveragePool, ConvTranspose or BatchNormalization (inference, or training mode from opset 14; "
+       "float32) followed by elementwise ops on its result", "it does not start with a pooling op, ConvTranspose or BatchNormalization",
        [](const Graph& g, const Group& grp, const OpCatalog&) { return isPoolGroup(g, grp) && !headIs(g, grp, "Conv"); },
        plain(emitPool)},
       {"row_reduce", "elementwise ops feeding one reduction over contiguous rows (Reduce* over the innermost axis, "

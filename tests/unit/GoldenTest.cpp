@@ -35,6 +35,8 @@ std::vector<fs::path> caseFiles(const std::string& dir, const std::string& ext =
   for (const auto& e : fs::directory_iterator(fs::path(FUSEC_SOURCE_DIR) / "tests/golden" / dir))
     if (e.path().extension() == ext && e.path().filename().string()[0] != '_') files.push_back(e.path());
   std::sort(files.begin(), files.end());
+  // A loop over no files passes whatever it checks.
+  REQUIRE_MESSAGE(!files.empty(), "no " << ext << " files in tests/golden/" << dir);
   return files;
 }
 
@@ -43,6 +45,13 @@ std::string readFile(const fs::path& p) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+/// The cases of one golden file; a file without a case fails the test.
+std::vector<test::CheckCase> casesIn(const fs::path& file) {
+  std::vector<test::CheckCase> cases = test::splitCases(readFile(file));
+  REQUIRE_MESSAGE(!cases.empty(), file.string() << " holds no case");
+  return cases;
 }
 
 std::string format(const std::string& text, const std::string& name, std::string& errors) {
@@ -87,7 +96,7 @@ std::string check(const fs::path& original, const std::string& input, size_t cas
 
 TEST_CASE("golden: good packs print canonically and round trip") {
   for (const fs::path& file : caseFiles("format")) {
-    for (const test::CheckCase& c : test::splitCases(readFile(file))) {
+    for (const test::CheckCase& c : casesIn(file)) {
       INFO(file.string() << " case at line " << c.firstLine);
       std::string errors;
       std::string once = format(c.input, file.string(), errors);
@@ -135,18 +144,18 @@ TEST_CASE("golden: every shipped pack checks clean and prints back, keeping ever
     CHECK(sortedTokens(once) == sortedTokens(text));
   }
   // Files laid out badly on purpose: formatted, they keep every token.
-  for (const auto& e : fs::directory_iterator(fs::path(FUSEC_SOURCE_DIR) / "tests/golden/format")) {
-    INFO(e.path().string());
+  for (const fs::path& file : caseFiles("format")) {
+    INFO(file.string());
     std::string fmtErrors;
-    const std::string text = readFile(e.path());
-    CHECK(sortedTokens(format(text, e.path().string(), fmtErrors)) == sortedTokens(text));
+    const std::string text = readFile(file);
+    CHECK(sortedTokens(format(text, file.string(), fmtErrors)) == sortedTokens(text));
   }
 }
 
 TEST_CASE("golden: diagnostics") {
   for (const fs::path& file : caseFiles("errors")) {
     size_t index = 0;
-    for (const test::CheckCase& c : test::splitCases(readFile(file))) {
+    for (const test::CheckCase& c : casesIn(file)) {
       INFO(file.string() << " case at line " << c.firstLine);
       size_t errorCount = 0;
       std::string out = check(file, c.input, index++, errorCount);
@@ -232,7 +241,7 @@ std::vector<std::string> annotated(const std::string& input, const std::string& 
 std::vector<test::CheckCase> planCases() {
   std::vector<test::CheckCase> cases;
   for (const fs::path& file : caseFiles("plans", ".txt"))
-    for (test::CheckCase& c : test::splitCases(readFile(file))) cases.push_back(std::move(c));
+    for (test::CheckCase& c : casesIn(file)) cases.push_back(std::move(c));
   return cases;
 }
 
@@ -247,7 +256,7 @@ std::vector<test::CheckCase> planCases() {
 /// interpreter on the same inputs.
 TEST_CASE("golden: rewrite and fusion plans") {
   for (const fs::path& file : caseFiles("plans", ".txt")) {
-    for (const test::CheckCase& c : test::splitCases(readFile(file))) {
+    for (const test::CheckCase& c : casesIn(file)) {
       INFO(file.string() << " case at line " << c.firstLine);
       const std::vector<std::string> fires = annotated(c.input, "FIRES"), misses = annotated(c.input, "NEAR-MISS");
       std::string model, rules, targetPath = "targets/pocl-cpu.toml";
