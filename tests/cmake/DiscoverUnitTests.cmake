@@ -9,7 +9,7 @@
 #   -D SLOW_CASES=...        |-separated case names that take minutes cold
 #
 # Labels come from the file a case is in: GoldenTest.cpp -> golden (rules,
-# diagnostics and plans against expected text), CodegenTest.cpp and
+# diagnostics and plans against expected text), Codegen*Test.cpp and
 # PipelineTest.cpp -> opencl (they build and run kernels), every other file
 # -> unit (no device, seconds in all). A case named in SLOW_CASES also gets
 # `slow` and a cost that makes CTest start it first on a fresh clone.
@@ -46,7 +46,7 @@ foreach(entry IN LISTS cases)
   string(REGEX REPLACE "Test$" "" stem "${stem}")
   if(stem STREQUAL "Golden")
     set(labels golden)
-  elseif(stem STREQUAL "Codegen" OR stem STREQUAL "Pipeline")
+  elseif(stem MATCHES "^Codegen" OR stem STREQUAL "Pipeline")
     set(labels opencl)
   else()
     set(labels unit)
