@@ -16,7 +16,7 @@
 #include <optional>
 #include <random>
 
-#include "fusec/codegen/Emitters.h"
+#include "Emitters.h"
 #include "fusec/codegen/Executor.h"
 #include "fusec/codegen/Families.h"
 #include "fusec/codegen/Gemm.h"

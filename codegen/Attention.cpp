@@ -8,7 +8,8 @@
 
 #include "ElementwiseEmitter.h"
 #include "StridedView.h"
-#include "fusec/codegen/Emitters.h"
+#include "Emitters.h"
+#include "FamilyRegistry.h"
 
 namespace fusec::codegen {
 namespace {
@@ -529,6 +530,22 @@ Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>&
   src << "}\n";
   k.source = src.str();
   return k;
+}
+
+FUSEC_KERNEL_FAMILY(attention) {
+  return {"attention",
+          "MatMul(Q, Kt), a constant scale (Mul or Div), an optional mask (added, or a Where filling with a "
+          "constant), Softmax over the keys "
+          "and MatMul with V (float32, static shapes, one batch shape), as one kernel: an online softmax over blocks "
+          "of keys, the scores kept in registers (on a CPU, whole rows of scores in a work-item's private memory, a "
+          "softmax in two passes); Q, Kt and V may be read through chains of view ops (Slice, Reshape, "
+          "Transpose, ...) and the result written through Transposes and reshapes, as strided views",
+          "it is not MatMul, a constant scale, an optional mask, Softmax and MatMul",
+          {"#f7d9e3", "#b23a62"},
+          [](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog&) { return isAttentionGroup(g, group); },
+          [](const EmitRequest& r) {
+            return emitAttention(r.graph, r.group, r.catalog, r.name, r.comment, r.options.attention);
+          }};
 }
 
 }  // namespace fusec::codegen

@@ -6,7 +6,8 @@
 #include <sstream>
 
 #include "ElementwiseEmitter.h"
-#include "fusec/codegen/Emitters.h"
+#include "Emitters.h"
+#include "FamilyRegistry.h"
 
 namespace fusec::codegen {
 namespace {
@@ -159,6 +160,19 @@ Expected<KernelSource> emitAxisLayerNorm(const Graph& g, const std::vector<NodeR
       << "  }\n}\n";
   k.source = src.str();
   return k;
+}
+
+FUSEC_KERNEL_FAMILY(axis_layernorm) {
+  return {"axis_layernorm",
+          "LayerNormalization over one axis that is not the innermost, as exporters write it: a "
+          "Transpose moving the axis last, LayerNormalization over the last axis, the inverse Transpose (float32, static "
+          "shapes; ConvNeXt's LayerNorm2d), as one kernel that reads and writes the tensor in its own layout",
+          "it is not a Transpose, LayerNormalization and Transpose",
+          {"#fde8d8", "#b5522a"},
+          [](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog&) { return isAxisLayerNormGroup(g, group); },
+          [](const EmitRequest& r) {
+            return emitAxisLayerNorm(r.graph, r.group, r.catalog, r.name, r.comment, r.options.vectorColumns);
+          }};
 }
 
 }  // namespace fusec::codegen

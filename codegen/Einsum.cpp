@@ -1,10 +1,11 @@
 /// The contraction family; see Emitters.h.
-#include "fusec/codegen/Emitters.h"
+#include "Emitters.h"
 
 #include <sstream>
 
 #include "ElementwiseEmitter.h"
 #include "fusec/engine/Einsum.h"
+#include "FamilyRegistry.h"
 
 namespace fusec::codegen {
 
@@ -72,6 +73,15 @@ Expected<KernelSource> emitEinsum(const Graph& g, const std::vector<NodeRef>& me
   src << "  out0[o] = acc;\n}\n";
   k.source = src.str();
   return k;
+}
+
+FUSEC_KERNEL_FAMILY(contraction) {
+  return {"contraction", "one Einsum", "it is not one Einsum",
+          {"#d6f0ef", "#2c8a86"},
+          [](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog&) {
+            return group.size() == 1 && isEinsum(g, group[0]);
+          },
+          [](const EmitRequest& r) { return emitEinsum(r.graph, r.group, r.catalog, r.name, r.comment); }};
 }
 
 }  // namespace fusec::codegen

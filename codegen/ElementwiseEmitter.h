@@ -14,7 +14,7 @@
 #include <set>
 #include <sstream>
 
-#include "fusec/codegen/Emitters.h"
+#include "Emitters.h"
 #include "fusec/codegen/Pointwise.h"
 #include "fusec/engine/Builtins.h"
 #include "fusec/engine/Printable.h"

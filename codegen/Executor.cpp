@@ -40,7 +40,7 @@ Expected<KernelSource> emitKernel(const Graph& g, const std::vector<NodeRef>& gr
   if (!family.empty()) {
     const CodegenFamily* f = findFamily(family);
     if (!f) return Error{"kernel `" + name + "`: no kernel family is named `" + family + "`", true};
-    Expected<KernelSource> k = f->build(g, group, catalog, name, comment, options, nullptr);
+    Expected<KernelSource> k = f->build({g, group, catalog, name, comment, options}, nullptr);
     if (!k) return Error{"kernel `" + name + "`: family `" + family + "` cannot build it: " + k.error().message, true};
     return k;
   }
@@ -48,7 +48,7 @@ Expected<KernelSource> emitKernel(const Graph& g, const std::vector<NodeRef>& gr
   for (const auto& f : kernelFamilies().all()) {
     if (!f->claims(g, group, catalog)) continue;
     const auto& family = static_cast<const CodegenFamily&>(*f);
-    Expected<KernelSource> k = family.build(g, group, catalog, name, comment, options, nullptr);
+    Expected<KernelSource> k = family.build({g, group, catalog, name, comment, options}, nullptr);
     if (k) return k;
     reasons += std::string(reasons.empty() ? "" : "; ") + std::string(family.name()) + ": " + k.error().message;
   }

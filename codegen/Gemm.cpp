@@ -13,6 +13,7 @@
 
 #include "ElementwiseEmitter.h"
 #include "fusec/engine/Window.h"
+#include "FamilyRegistry.h"
 
 namespace fusec::codegen {
 namespace {
@@ -2879,6 +2880,66 @@ Expected<KernelSource> emitGemmHorizontal(const Graph& g, const std::vector<Node
   src << "  const int id = " << (byGroup ? "get_group_id(0)" : "get_global_id(0)") << ";\n" << calls.str() << "}\n";
   k.source = src.str();
   return k;
+}
+
+namespace {
+
+/// MatMul and Gemm heads (`conv` false) or Conv heads, tiled as a GEMM; the
+/// Convs it cannot tile (3-D and beyond) are gathered directly. The direct
+/// gather computes one Conv: a group of two (a conv and its projection
+/// shortcut) keeps the GEMM's reason.
+Expected<KernelSource> emitTiled(const EmitRequest& r, bool conv) {
+  const Graph& g = r.graph;
+  const NodeRef head = gemmHead(g, r.group);
+  Expected<KernelSource> k = emitGemm(g, r.group, r.catalog, r.name, r.comment, r.options.gemmFor(g.node(head)));
+  const auto convs = std::count_if(r.group.begin(), r.group.end(), [&](NodeRef n) { return g.node(n).op == "Conv"; });
+  if (conv && !k && k.error().unsupported && convs == 1 && head == r.group.front())
+    return emitPool(g, r.group, r.catalog, r.name, r.comment);
+  return k;
+}
+
+}  // namespace
+
+FUSEC_KERNEL_FAMILY(gemm_epilogue) {
+  return {"gemm_epilogue", "a MatMul or Gemm (float32, static shapes) followed by elementwise ops on its result",
+          "it does not start with a MatMul or Gemm",
+          {"#e4dcf3", "#6a4aa5"},
+          [](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog&) {
+            return isGemmGroup(g, group) && g.node(gemmHead(g, group)).op != "Conv";
+          },
+          [](const EmitRequest& r) { return emitTiled(r, false); }};
+}
+
+FUSEC_KERNEL_FAMILY(gemm_horizontal) {
+  return {"gemm_horizontal",
+          "two or more MatMuls, Gemms or Convs of one input (float32, static shapes: attention's Q, K "
+          "and V projections, SqueezeNet's 1x1 and 3x3 expand convs), each followed by elementwise ops on its own result, "
+          "as one launch: each product tiled as gemm_epilogue or conv_epilogue tiles it alone (without work-group "
+          "barriers: a panel owned by each work-item, as on CPUs, or a tile per work-item; not a depthwise conv or a "
+          "matrix-vector product), the launch's work-groups divided among them",
+          "it is not two or more MatMuls, Gemms or Convs of one input, each with elementwise ops on its own result",
+          {"#f2f2f2", "#999999"},
+          [](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog&) { return isHorizontalGemmGroup(g, group); },
+          [](const EmitRequest& r) {
+            return emitGemmHorizontal(r.graph, r.group, r.catalog, r.name, r.comment,
+                                      [&](const NodeData& head) { return r.options.gemmFor(head); });
+          }};
+}
+
+FUSEC_KERNEL_FAMILY(conv_epilogue) {
+  return {"conv_epilogue",
+          "a Conv (any groups, strides, dilations and pads; 1-D, 2-D and 3-D tiled as an implicit "
+          "GEMM, gathered directly when it cannot be tiled; 2-D depthwise convs computed directly, weights in registers; 3x3 stride-1 "
+          "convs with constant weights, on a CPU target, by Winograd's F(2x2, 3x3)) followed by "
+          "elementwise ops on its result; before it, a per-channel scale of its input (Mul by [N, C, 1, 1]), or a "
+          "depthwise conv (on a CPU also a dense one) and elementwise ops computing a 1x1 conv's input; beside it, a "
+          "1x1 projection shortcut added to its result",
+          "it does not start with a Conv",
+          {"#dbe9f6", "#2f6ea8"},
+          [](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog&) {
+            return isGemmGroup(g, group) && g.node(gemmHead(g, group)).op == "Conv";
+          },
+          [](const EmitRequest& r) { return emitTiled(r, true); }};
 }
 
 }  // namespace fusec::codegen

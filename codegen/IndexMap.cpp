@@ -1,5 +1,5 @@
 /// The index_map family; see Emitters.h.
-#include "fusec/codegen/Emitters.h"
+#include "Emitters.h"
 
 #include <algorithm>
 #include <functional>
@@ -11,6 +11,7 @@
 
 #include "ElementwiseEmitter.h"
 #include "StridedView.h"
+#include "FamilyRegistry.h"
 
 namespace fusec::codegen {
 namespace {
@@ -1403,6 +1404,22 @@ Expected<KernelSource> emitIndexMap(const Graph& g, const std::vector<NodeRef>& 
   src << "  const long i = get_global_id(0);\n" << bodyText << "}\n";
   k.source = src.str();
   return k;
+}
+
+FUSEC_KERNEL_FAMILY(index_map) {
+  return {"index_map",
+          "data-movement ops (Reshape, Transpose, Expand, Tile, Slice, Concat, Gather, Pad, Split, "
+          "Resize, ...) with static shapes: one op, or a group composed into one index map that moves each element once; "
+          "on CPUs a group whose results are runs of its inputs (Concat, Split, Slice along outer axes, a Transpose keeping "
+          "the trailing dims) copies a run per work-item",
+          "it has an op that is not data movement",
+          {"#e6e6e6", "#6b6b6b"},
+          [](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog&) {
+            return std::all_of(group.begin(), group.end(), [&](NodeRef n) { return isIndexMapOp(g, n); });
+          },
+          [](const EmitRequest& r) {
+            return emitIndexMap(r.graph, r.group, r.catalog, r.name, r.comment, r.options.stridedRowCopies);
+          }};
 }
 
 }  // namespace fusec::codegen

@@ -6,7 +6,8 @@
 #include <optional>
 
 #include "ElementwiseEmitter.h"
-#include "fusec/codegen/Emitters.h"
+#include "Emitters.h"
+#include "FamilyRegistry.h"
 
 namespace fusec::codegen {
 
@@ -49,6 +50,39 @@ Expected<KernelSource> emitPointwise(const Graph& g, const std::vector<NodeRef>&
   Expected<IndexMapFetches> fetches = indexMapFetches(g, movement, 0);
   if (!fetches) return fetches.error();
   return detail::Emitter(g, catalog).emit(scalar, name, comment, &fetches.value(), fetched);
+}
+
+namespace {
+
+/// Whether every member is elementwise or broadcast with scalar semantics.
+bool scalarOps(const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog) {
+  return std::all_of(group.begin(), group.end(), [&](NodeRef n) {
+    const NodeData& d = g.node(n);
+    const OpDef* op = d.domain.empty() ? catalog.find(d.op.str()) : nullptr;
+    return op && op->semantics && (op->kind == OpKind::Elementwise || op->kind == OpKind::Broadcast);
+  });
+}
+
+}  // namespace
+
+/// Elementwise members, after an optional data-movement prologue (Concat,
+/// Transpose, Slice, ... composed into the members' loads).
+FUSEC_KERNEL_FAMILY(pointwise) {
+  return {"pointwise",
+          "elementwise and broadcast ops: any op the catalog gives scalar semantics, a pack's own "
+          "included; every result read outside the group is written; data movement before them (Concat, Transpose, "
+          "Slice, ...) is read through its index map, not stored",
+          "it has an op that is neither elementwise nor broadcast with scalar semantics, nor data movement before them",
+          {"#dcf0dc", "#3b8a3b"},
+          [](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog) {
+            std::vector<NodeRef> scalar;
+            for (NodeRef n : group)
+              if (!isIndexMapOp(g, n)) scalar.push_back(n);
+            return !scalar.empty() && scalarOps(g, scalar, catalog);
+          },
+          [](const EmitRequest& r) {
+            return emitPointwise(r.graph, r.group, r.catalog, r.name, r.comment, r.options.stridedRowCopies);
+          }};
 }
 
 }  // namespace fusec::codegen

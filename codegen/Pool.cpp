@@ -1,11 +1,12 @@
 /// The window family (pool_epilogue, direct Conv); see Emitters.h.
-#include "fusec/codegen/Emitters.h"
+#include "Emitters.h"
 
 #include <functional>
 #include <sstream>
 
 #include "ElementwiseEmitter.h"
 #include "fusec/engine/Window.h"
+#include "FamilyRegistry.h"
 
 namespace fusec::codegen {
 
@@ -656,6 +657,18 @@ Expected<KernelSource> emitPool(const Graph& g, const std::vector<NodeRef>& memb
   src << "}\n";
   ks.source = src.str();
   return ks;
+}
+
+FUSEC_KERNEL_FAMILY(pool_epilogue) {
+  return {"pool_epilogue",
+          "MaxPool, AveragePool, ConvTranspose or BatchNormalization (inference, or training mode from opset 14; "
+          "float32) followed by elementwise ops on its result",
+          "it does not start with a pooling op, ConvTranspose or BatchNormalization",
+          {"#eadccd", "#8a5a2b"},
+          [](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog&) {
+            return isPoolGroup(g, group) && g.node(group.front()).op != "Conv";
+          },
+          [](const EmitRequest& r) { return emitPool(r.graph, r.group, r.catalog, r.name, r.comment); }};
 }
 
 }  // namespace fusec::codegen

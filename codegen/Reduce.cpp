@@ -1,10 +1,11 @@
 /// The reduce family; see Emitters.h.
-#include "fusec/codegen/Emitters.h"
+#include "Emitters.h"
 
 #include <set>
 #include <sstream>
 
 #include "ElementwiseEmitter.h"
+#include "FamilyRegistry.h"
 
 namespace fusec::codegen {
 namespace {
@@ -242,6 +243,18 @@ Expected<KernelSource> emitReduce(const Graph& g, const std::vector<NodeRef>& me
   src << "  out0[o] = (" << detail::cType(yt) << ")(" << result << ");\n}\n";
   k.source = src.str();
   return k;
+}
+
+FUSEC_KERNEL_FAMILY(reduce) {
+  return {"reduce",
+          "elementwise ops feeding one reduction over any axes known when the kernel is generated (Reduce*, "
+          "ArgMax, ArgMin, Softmax over an outer axis), which ends the group",
+          "it does not end in a reduction with known axes",
+          {"#f8efc9", "#a88414"},
+          [](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog&) { return isAxisReduction(g, group.back()); },
+          [](const EmitRequest& r) {
+            return emitReduce(r.graph, r.group, r.catalog, r.name, r.comment, r.options.vectorColumns);
+          }};
 }
 
 }  // namespace fusec::codegen

@@ -1,10 +1,11 @@
 /// The row_reduce family; see Emitters.h.
-#include "fusec/codegen/Emitters.h"
+#include "Emitters.h"
 
 #include <functional>
 #include <sstream>
 
 #include "ElementwiseEmitter.h"
+#include "FamilyRegistry.h"
 
 namespace fusec::codegen {
 namespace {
@@ -601,6 +602,19 @@ Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>&
   src << "}\n";
   k.source = src.str();
   return k;
+}
+
+FUSEC_KERNEL_FAMILY(row_reduce) {
+  return {"row_reduce",
+          "elementwise ops feeding one reduction over contiguous rows (Reduce* over the innermost axis, "
+          "Softmax, LogSoftmax, LayerNormalization, global pools, InstanceNormalization), which ends the group; the "
+          "reduction's input is written too when it is read outside",
+          "it does not end in a reduction over the innermost axes",
+          {"#fbe3cf", "#c0641a"},
+          [](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog&) { return isRowReduction(g, group.back()); },
+          [](const EmitRequest& r) {
+            return emitRowReduce(r.graph, r.group, r.catalog, r.name, r.comment, r.options.rowReducePerWorkItem);
+          }};
 }
 
 }  // namespace fusec::codegen

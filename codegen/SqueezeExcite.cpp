@@ -5,7 +5,8 @@
 #include <sstream>
 
 #include "ElementwiseEmitter.h"
-#include "fusec/codegen/Emitters.h"
+#include "Emitters.h"
+#include "FamilyRegistry.h"
 
 namespace fusec::codegen {
 namespace {
@@ -264,6 +265,20 @@ Expected<KernelSource> emitSqueezeExcite(const Graph& g, const std::vector<NodeR
   src << "}\n";
   k.source = src.str();
   return k;
+}
+
+FUSEC_KERNEL_FAMILY(squeeze_excite) {
+  return {"squeeze_excite",
+          "a squeeze-and-excitation gate: the channel means (GlobalAveragePool, or ReduceMean over "
+          "the spatial axes), a 1x1 conv and elementwise ops on its result, a 1x1 conv and elementwise ops on that "
+          "(float32, static shapes), as one kernel: a work-group per image, the means and the squeezed vector in local "
+          "memory",
+          "it is not a channel mean, a 1x1 conv, elementwise ops, a 1x1 conv and elementwise ops",
+          {"#e0ecd4", "#5a7d2a"},
+          [](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog&) { return isSqueezeExciteGroup(g, group); },
+          [](const EmitRequest& r) {
+            return emitSqueezeExcite(r.graph, r.group, r.catalog, r.name, r.comment, r.options.vectorColumns);
+          }};
 }
 
 }  // namespace fusec::codegen

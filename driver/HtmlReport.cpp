@@ -10,6 +10,7 @@
 #include <set>
 
 #include "fusec/driver/Report.h"
+#include "fusec/codegen/Families.h"
 #include "Units.h"
 #include "fusec/engine/Process.h"
 
@@ -52,23 +53,11 @@ std::string anchor(std::string_view s) {
   return out;
 }
 
-struct Colour {
-  const char* fill;
-  const char* line;
-};
-
-/// Each kernel family's colour (fill, line); families not listed share grey.
-Colour familyColour(const std::string& family) {
-  static const std::map<std::string, Colour> colours = {
-      {"conv_epilogue", {"#dbe9f6", "#2f6ea8"}}, {"gemm_epilogue", {"#e4dcf3", "#6a4aa5"}},
-      {"pointwise", {"#dcf0dc", "#3b8a3b"}},     {"row_reduce", {"#fbe3cf", "#c0641a"}},
-      {"reduce", {"#f8efc9", "#a88414"}},        {"index_map", {"#e6e6e6", "#6b6b6b"}},
-      {"attention", {"#f7d9e3", "#b23a62"}},     {"contraction", {"#d6f0ef", "#2c8a86"}},
-      {"pool_epilogue", {"#eadccd", "#8a5a2b"}},     {"axis_layernorm", {"#fde8d8", "#b5522a"}},
-      {"squeeze_excite", {"#e0ecd4", "#5a7d2a"}},
-  };
-  auto it = colours.find(family);
-  return it == colours.end() ? Colour{"#f2f2f2", "#999999"} : it->second;
+/// Each kernel family's colour (its spec's, codegen/FamilyRegistry.h); a
+/// group no family built is grey.
+codegen::FamilyColour familyColour(const std::string& family) {
+  const codegen::CodegenFamily* f = codegen::findFamily(family);
+  return f ? f->colour() : codegen::FamilyColour{};
 }
 
 /// The graph in DOT: nodes by group, fused groups as clusters.
@@ -89,10 +78,10 @@ std::string graphDot(const Compiled& c) {
                        rule.empty() ? "" : ", URL=\"#rule-" + anchor(rule) + "\"");
   };
   for (const Group& grp : c.plan.groups) {
-    const Colour colour = familyColour(grp.kernel);
+    const codegen::FamilyColour colour = familyColour(grp.kernel);
     const std::string rule = grp.rule ? grp.rule->name : "";
     if (grp.nodes.size() < 2) {
-      for (NodeRef n : grp.nodes) out += nodeLine(n, colour.fill, "");
+      for (NodeRef n : grp.nodes) out += nodeLine(n, std::string(colour.fill), "");
       continue;
     }
     out += fmt::format("  subgraph cluster_{} {{\n    id=\"group_{}\"; label=\"{}\\n{}\"; tooltip=\"{}: rule {}\"; "
@@ -208,7 +197,7 @@ std::string rooflineSvg(const Compiled& c, const Target& target, const HtmlOptio
   out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" fill=\"#c0392b\">{:.3g} GFLOP/s, {:.3g} GB/s ({})</text>\n",
                      X(ridge) + 6, Y(peak) - 6, peak, bandwidth, html(target.name));
   for (const Point& p : points) {
-    const Colour colour = familyColour(p.family);
+    const codegen::FamilyColour colour = familyColour(p.family);
     out += fmt::format("<circle class=\"{}\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\" stroke=\"{}\" "
                        "stroke-width=\"1.5\"><title>{} ({}): {:.3g} FLOP/B, {:.3g} GFLOP/s {}</title></circle>\n",
                        p.measured ? "measured" : "estimated", X(p.intensity), Y(p.gflops), p.measured ? 5 : 4,
@@ -263,7 +252,7 @@ std::string htmlReport(const Compiled& c, const ReportContext& context, const Ru
                      "are boxed; each links to its rule)</p>\n<p class=legend>",
                      fusedGroups, fusedGroups);
   for (const std::string& f : families) {
-    const Colour colour = familyColour(f);
+    const codegen::FamilyColour colour = familyColour(f);
     out += fmt::format("<span style=\"background:{};border-color:{}\">{}</span>", colour.fill, colour.line, html(f));
   }
   out += "</p>\n<div class=graph>" + graphSvg(c, options) + "</div>\n";

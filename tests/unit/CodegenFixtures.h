@@ -18,7 +18,7 @@
 #include "fusec/codegen/Executor.h"
 #include "fusec/codegen/Families.h"
 #include "fusec/codegen/Pointwise.h"
-#include "fusec/codegen/Emitters.h"
+#include "Emitters.h"
 #include "fusec/codegen/Gemm.h"
 #include "fusec/engine/Planner.h"
 #include "fusec/codegen/Spirv.h"

@@ -4,8 +4,10 @@
 /// the group that is read outside it, and fits the target's local memory
 /// and work-group size. So a group is planned only when its kernel exists.
 ///
-/// A new family is one file (its emitter) and one entry in Families.cpp's
-/// table (name, what it builds, which groups it claims, the emitter).
+/// A new family is one file, which defines its Spec (name, what it builds,
+/// colour, which groups it claims, the emitter) with FUSEC_KERNEL_FAMILY
+/// (codegen/FamilyRegistry.h), and one line in codegen/CMakeLists.txt's
+/// FUSEC_KERNEL_FAMILIES, which registers it in order of preference.
 #pragma once
 
 #include <functional>
@@ -13,7 +15,6 @@
 #include <string>
 #include <vector>
 
-#include "fusec/codegen/Emitters.h"
 #include "fusec/codegen/Gemm.h"
 #include "fusec/codegen/Pointwise.h"
 #include "fusec/engine/KernelFamily.h"
@@ -21,6 +22,19 @@
 namespace fusec::codegen {
 
 struct DeviceInfo;
+
+/// How an attention kernel is laid out; the defaults suit a GPU.
+struct AttentionForm {
+  /// Where local memory is emulated (a CPU): keys stored as rows (the heads
+  /// of a projection, read through views) are transposed once per
+  /// work-item into its local memory, and the work-item computes a chunk
+  /// of its batch's query rows from them.
+  bool ownedKeys = false;
+  /// Above 0 (a CPU): a work-item computes up to this many query rows and
+  /// keeps their whole rows of scores in private memory (a softmax in two
+  /// passes over them, not online) where they fit in 16 KiB.
+  int scoreRows = 0;
+};
 
 /// Parameters of the kernel families (tile sizes); the defaults suit the
 /// build machine's PoCL. tuneKernels (Tuner.h) fills in per-kernel choices.
@@ -167,48 +181,63 @@ struct KernelOptions {
 /// `global`) or `groups` is 0.
 size_t spreadLocalSize(size_t global, int64_t groups);
 
+/// What an emitter is asked for: one group's kernel.
+struct EmitRequest {
+  const Graph& graph;
+  const std::vector<NodeRef>& group;  ///< the members, in topological order
+  const OpCatalog& catalog;
+  const std::string& name;     ///< the kernel's name
+  const std::string& comment;  ///< the comment heading its source
+  const KernelOptions& options;
+};
+
+/// How reports draw a family's groups: fill and line colours (CSS).
+struct FamilyColour {
+  std::string_view fill = "#f2f2f2";
+  std::string_view line = "#999999";
+};
+
 /// A family with an emitter.
 class CodegenFamily : public KernelFamily {
  public:
-  /// The kernel for `group`; `unsupported` errors say why the family cannot
-  /// build it.
-  virtual Expected<KernelSource> emit(const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog,
-                                      const std::string& name, const std::string& comment,
-                                      const KernelOptions& options) const = 0;
+  /// The kernel for `request.group`; `unsupported` errors say why the
+  /// family cannot build it.
+  virtual Expected<KernelSource> emit(const EmitRequest& request) const = 0;
+  virtual FamilyColour colour() const = 0;
   /// emit() run dry, then the shared checks against `target`.
   Status canEmit(const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog,
                  const Target& target) const final;
   /// emit(), refused (as canEmit would refuse it) when the kernel leaves a
   /// value read outside the group unwritten; `target`, when given, also
   /// bounds local memory and the work-group size.
-  Expected<KernelSource> build(const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog,
-                               const std::string& name, const std::string& comment, const KernelOptions& options,
-                               const Target* target) const;
+  Expected<KernelSource> build(const EmitRequest& request, const Target* target) const;
 };
 
 /// A family made of functions: `claims` tests the group's shape (`mismatch`
-/// says what it lacks), `emit` builds the kernel.
+/// says what it lacks), `emit` builds the kernel. Each family's file
+/// defines its Spec (FamilyRegistry.h).
 class FunctionFamily final : public CodegenFamily {
  public:
   using ClaimsFn = std::function<bool(const Graph&, const std::vector<NodeRef>&, const OpCatalog&)>;
-  using EmitFn = std::function<Expected<KernelSource>(const Graph&, const std::vector<NodeRef>&, const OpCatalog&,
-                                                      const std::string&, const std::string&, const KernelOptions&)>;
+  using EmitFn = std::function<Expected<KernelSource>(const EmitRequest&)>;
   struct Spec {
-    std::string name, accepts, mismatch;
+    std::string name;      ///< the name rules use after `kernel`
+    std::string accepts;   ///< what it builds (docs/language.md's table, `--help`)
+    std::string mismatch;  ///< what a group it does not claim lacks
+    FamilyColour colour;
     ClaimsFn claims;
     EmitFn emit;
   };
   explicit FunctionFamily(Spec spec) : spec_(std::move(spec)) {}
   std::string_view name() const override { return spec_.name; }
   std::string_view accepts() const override { return spec_.accepts; }
+  FamilyColour colour() const override { return spec_.colour; }
   bool claims(const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog) const override {
     return !group.empty() && spec_.claims(g, group, catalog);
   }
-  Expected<KernelSource> emit(const Graph& g, const std::vector<NodeRef>& group, const OpCatalog& catalog,
-                              const std::string& name, const std::string& comment,
-                              const KernelOptions& options) const override {
-    if (!claims(g, group, catalog)) return Error{spec_.mismatch, true};
-    return spec_.emit(g, group, catalog, name, comment, options);
+  Expected<KernelSource> emit(const EmitRequest& request) const override {
+    if (!claims(request.graph, request.group, request.catalog)) return Error{spec_.mismatch, true};
+    return spec_.emit(request);
   }
 
  private:

@@ -1,13 +1,16 @@
 /// The emitters of the kernel families other than gemm (Gemm.h) and
 /// pointwise (Pointwise.h): OpenCL C for one group each. Every emitter
 /// takes the group's members in topological order and returns an
-/// `unsupported` error for a group it cannot build; Families.h decides
-/// which family a group goes to.
+/// `unsupported` error for a group it cannot build; each family's file
+/// registers the family that calls it (FamilyRegistry.h). Private to the
+/// code generator and its tests: callers outside ask the families
+/// (Families.h).
 #pragma once
 
 #include <optional>
 #include <vector>
 
+#include "fusec/codegen/Families.h"
 #include "fusec/codegen/Pointwise.h"
 
 namespace fusec::codegen {
@@ -170,18 +173,6 @@ Expected<IndexMapFetches> indexMapFetches(const Graph& g, const std::vector<Node
 /// and takes their maximum and sum once.
 bool isAttentionGroup(const Graph& g, const std::vector<NodeRef>& members);
 
-/// How an attention kernel is laid out; the defaults suit a GPU.
-struct AttentionForm {
-  /// Where local memory is emulated (a CPU): keys stored as rows (the heads
-  /// of a projection, read through views) are transposed once per
-  /// work-item into its local memory, and the work-item computes a chunk
-  /// of its batch's query rows from them.
-  bool ownedKeys = false;
-  /// Above 0 (a CPU): a work-item computes up to this many query rows and
-  /// keeps their whole rows of scores in private memory (a softmax in two
-  /// passes over them, not online) where they fit in 16 KiB.
-  int scoreRows = 0;
-};
 Expected<KernelSource> emitAttention(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
                                      const std::string& name, const std::string& comment, const AttentionForm& form = {});
 
