@@ -354,6 +354,10 @@ def markdown(results, roofs, machine, args, charts, packs_table=""):
               "Every launched kernel with FLOPs at its arithmetic intensity and achieved GFLOP/s; fused red, one "
               "kernel per op grey; the lines are the roofs measured in this run.", ""]
     lines += [f"- [{name}]({path})" for name, path in charts.items()]
+    # This file is rewritten whole on every run; what earlier sittings
+    # measured is kept by hand in HISTORY.md beside it.
+    lines += ["", "Earlier sittings, and the measurements behind the code generator's defaults: "
+              "[HISTORY.md](HISTORY.md)."]
     return "\n".join(lines) + "\n"
 
 

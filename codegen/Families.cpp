@@ -44,19 +44,10 @@ KernelOptions KernelOptions::forDevice(const Target& target, const DeviceInfo& d
       t.panels = t.shallowLocalRows == 1 && (2 * t.rows + 3) * perRow <= registers ? 2 : 1;
       // Streaming a shallow product's output one row tile per work-group
       // (GemmTiling::streamDepth) rebuilds its panel for every tile; with
-      // AVX2, each work-item building its panel once and computing all of
-      // its rows (or a share of them) from it is faster on every such
-      // product of the zoo. Per-kernel minima of three alternating
-      // runs, AVX2 PoCL: MobileNetV2's 16 -> 96 expansion on 112x112
-      // 0.556 -> 0.335 ms, its 24 -> 144 on 56x56 0.29 -> 0.16-0.18 ms, the
-      // eight 64 -> 384 on 14x14 0.13-0.15 -> 0.07-0.08 ms (sum of the
-      // model's minima 7.27 -> 6.29 ms); MobileNetV3-small 2.15 -> 1.85 ms,
-      // ShuffleNetV2 4.16 -> 3.34 ms.
+      // AVX2, each work-item building its panel once is faster on every
+      // such product of the zoo.
       if (native < 16) t.streamDepth = 0;
-      // A 7x7 map's last panel (1 result of 16) at half width: per-kernel
-      // minima of six alternating runs, AVX2 PoCL, MobileNetV2's 7x7 1x1
-      // convs 3-15 % faster (960 -> 320 0.288 -> 0.246 ms), ResNet-18's
-      // 7x7 3x3 convs 1.99-2.06 -> 1.83-1.88 ms.
+      // A 7x7 map's last panel (1 result of 16) at half width.
       t.narrowTail = 2 * native <= t.width;
       if (device.computeUnits > 0) t.cores = device.computeUnits;
     };

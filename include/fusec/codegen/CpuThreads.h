@@ -7,7 +7,7 @@
 /// move between cores from one kernel to the next; pinned (POCL_AFFINITY=1:
 /// worker i on CPU i) a model of many short kernels runs faster on the
 /// 2-core build machine (ShuffleNetV2, SqueezeNet, MobileNets, GPT-2 3-33 %
-/// host to host, ResNet-18 and DenseNet-121 unchanged; bench/RESULTS.md
+/// host to host, ResNet-18 and DenseNet-121 unchanged; bench/HISTORY.md
 /// "2026-12-02 (ninth)").
 #pragma once
 

@@ -56,10 +56,8 @@ struct KernelOptions {
   size_t subBufferAlignment = 0;
   /// The work-groups a kernel that leaves its work-group size to the
   /// runtime (KernelSource::localSize 0) is split into; 0 leaves it to the
-  /// runtime. PoCL fills work-groups up to 4096 work-items, so a kernel of
-  /// fewer work-items ran as one work-group on one core: MobileNetV3-small's
-  /// classifier GEMV (500 work-items, 4 MB of weights) 0.26 ms alone with
-  /// caches flushed, 0.16-0.19 in 20 work-groups. See spreadLocalSize.
+  /// runtime, which on PoCL runs fewer than 4096 work-items as one
+  /// work-group on one core. See spreadLocalSize.
   int64_t spreadGroups = 0;
   /// The local memory a CPU's direct depthwise work-item fills with its
   /// input rows (GemmTiling::depthwiseOwnedBytes): half a 32 KiB L1.
@@ -70,47 +68,15 @@ struct KernelOptions {
     return it == gemmTilings.end() ? gemm : it->second;
   }
 
-  /// The options for `target`: where local memory is emulated (PoCL on a
-  /// CPU), matrix-vector products are not split across work-groups, the
-  /// barriers cost more than they save (kernel_roofline --bandwidth: 6-10
-  /// GB/s against the tiled GEMM's 8-13 on the build machine); each
-  /// work-item reads whole rows instead, as it does for lone row reductions
-  /// and for softmax and LayerNorm rows (BERT-base's residual add +
-  /// LayerNorm 0.33-0.42 -> 0.08 ms, scale + mask + softmax 0.59 -> 0.26;
-  /// GPT-2's seven such kernels 4.2 -> 2.2 ms).
-  /// There too, GEMM tiles keep their size, and products with K <= 256
-  /// share B's panel between two work-items only (GemmTiling::shallowDepth:
-  /// the GEMM kernels of MobileNetV2 and EfficientNet-B0 took 8.8 and 8.9 ms
-  /// with groups of 16, 3.8 and 4.4 ms so, in one `fusec run --tune` pass),
-  /// and since then, on a CPU (the `cpu` feature), are owned by one
-  /// work-item (shallowLocalRows 1), which loads the panel once for all its
-  /// row tiles without a barrier: device time on an AVX2 PoCL device, two
-  /// alternating runs each, MobileNetV2 14.7 / 12.9 -> 9.4 / 8.5 ms,
-  /// EfficientNet-B0 32.3 / 31.3 -> 19.4 / 16.4, MobileNetV3-small 7.4 /
-  /// 5.8 -> 2.3 / 3.8, ShuffleNetV2 12.2 -> 8.2. Owned panels then paid at
-  /// any depth that fits half the local memory (shallowDepth 8192 on PoCL),
-  /// gathered windows included, against groups of 16 staging 128 rows at a
-  /// time: ResNet-18 49.5 / 49.4 -> 39.6 / 42.2 ms, ResNet-50 114.8 /
-  /// 101.3 -> 100.6 / 92.1, BERT layer 23.4 / 23.2 -> 20.7 / 22.5,
-  /// DenseNet-121 113 -> 90, SqueezeNet 11.5 -> 9.1, EfficientNet-B0 22.7
-  /// -> 20.2; ResNet-50's stride-2 projection (K = 256, gathered) 8.5 ->
-  /// 1.8 ms), and a direct depthwise work-item owns a block of output rows,
-  /// their input rows copied once, zero-padded, into its local memory
-  /// (depthwiseOwnedBytes): kernel_roofline's depthwise rows 2-5x faster on
-  /// maps of 28 and more (MobileNetV2's 144x56x56 3x3: 0.51-1.22 -> 0.22-0.31
-  /// ms, EfficientNet-B0's 240x28x28 5x5: 0.62-1.0 -> 0.14-0.25), even to
-  /// 1.6x on 7x7 and 14x14; EfficientNet-B0's 16 depthwise kernels 7.2 -> 4.0
-  /// ms, the model 19.7 -> 15.4 ms (least time per kernel over three
-  /// alternating runs);
-  /// on other devices they shrink until a product has 64 work-items per
-  /// compute unit. Panels are staged 128 rows deep, not 256: PoCL runs a
-  /// work-group's work-items one after another between barriers, so one
-  /// work-item's 12 rows of A and the whole panel must stay in L1 at once,
-  /// and where A's rows are 2 KiB apart (K = 512) 256 rows of both overflow
-  /// the sets they alias to. SqueezeNet's 1x1 classifier conv (K = 512):
-  /// 4.2 -> 0.47 ms; whole models in one pass: SqueezeNet 8.5 -> 5.3 ms,
-  /// ResNet-50 57 -> 35, MobileNetV2 6.4 -> 4.7, BERT layer 7.2 -> 6.8, none
-  /// slower; 64 rows lost on BERT (8.4 ms).
+  /// The options for `target`. Where local memory is emulated (PoCL on a
+  /// CPU) barriers cost more than they save: matrix-vector products are not
+  /// split across work-groups, and a work-item reads whole rows (lone row
+  /// reductions, softmax and LayerNorm rows). On a CPU, shallow products'
+  /// panels are owned by one work-item, a direct depthwise work-item owns a
+  /// block of output rows, and panels are staged 128 rows deep so that a
+  /// work-item's rows and the panel stay in L1 together; elsewhere tiles
+  /// shrink until a product has 64 work-items per compute unit. The
+  /// measurements behind each choice: bench/HISTORY.md, "Kernel options".
   static KernelOptions forTarget(const Target& target) {
     KernelOptions o;
     const bool realLocalMemory = !target.has("local_mem_emulated");
@@ -122,28 +88,16 @@ struct KernelOptions {
       o.gemm.shallowLocalRows = 1;
       o.gemm.depthwiseOwnedBytes = kDepthwiseOwnedBytes;
       o.gemm.winogradLocalBytes = target.localMemBytes / 2;
-      // A depthwise prologue on maps wider than 16 in blocks of whole
-      // rows: MobileNetV2's blocks on 112- and 56-wide maps 0.74-0.92 of
-      // the two kernels apart (the 16-column panels 1.08-1.31); on 14-wide
-      // maps the panels 0.75-1.06, the row blocks 0.97-1.30 (kernels
-      // alternated in one process, AVX2 PoCL).
+      // A depthwise prologue on maps wider than 16 in blocks of whole rows.
       o.gemm.depthwiseRowBlocks = 17;
       // 1x1 convs and MatMuls up to 64 deep stream their output (an
-      // expansion's C is 6x its input): MobileNetV2's 16 -> 96 expansion
-      // 0.44-0.60 -> 0.29-0.32 ms in the model on an AVX-512 device;
-      // MobileNetV3-small, SqueezeNet, EfficientNet-B0, ShuffleNetV2 within
-      // noise. forDevice turns it off on narrower vector units.
+      // expansion's C is 6x its input); forDevice turns it off on narrower
+      // vector units.
       o.gemm.streamDepth = 64;
-      // A depthwise prologue's rows prefetch the next work-group's:
-      // MobileNetV2's 96-channel block on 112x112 0.55 / 0.56 -> 0.46 /
-      // 0.44 ms in the model (device 5.93 / 5.64 -> 5.37 / 5.05 ms),
-      // MobileNetV3-small's two such blocks 0.08 / 0.05 -> 0.06 / 0.04.
+      // A depthwise prologue's rows prefetch the next work-group's.
       o.gemm.prefetchRows = true;
       o.gemm.cores = target.computeUnits;
-      // Transposes and slices a row per step: kernel_roofline, BERT's head
-      // split 0.40 -> 0.031 ms; ConvNeXt-T's 44 data-movement kernels
-      // 9.1 -> 3.5 ms (AVX2 PoCL device, least of two runs each). Concat +
-      // BatchNorm + ReLU in rows: DenseNet-121's 62 such kernels 38 -> 3.8 ms.
+      // Transposes, slices and Concats a row per step.
       o.stridedRowCopies = true;
       o.vectorColumns = true;
       o.attention.ownedKeys = true;
@@ -166,11 +120,7 @@ struct KernelOptions {
   /// a work-item's GEMM accumulators must stay in the vector registers (16
   /// with AVX2's 8 floats, 32 with AVX-512's 16): a tile takes at most 3/4
   /// of them, so the 12x16 tiles (12 AVX-512 registers) become 6x16 where a
-  /// float16 is two registers. kernel_roofline on an AVX2 PoCL device
-  /// (measured peak 101-103 GFLOP/s): BERT-base's GEMMs 41-63 % of peak in
-  /// 12x16 tiles (spilled), 82-117 % in 6x16; ResNet-18's 3x3 convs 37-58 %
-  /// -> 66-92 %; whole models (device time): ResNet-18 51 -> 40 ms with the
-  /// stem's panel shared (GemmTiling::shallowDepth), MobileNetV2 20 -> 17.
+  /// float16 is two registers (bench/HISTORY.md, "Kernel options").
   static KernelOptions forDevice(const Target& target, const DeviceInfo& device);
 };
 
