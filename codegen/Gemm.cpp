@@ -271,10 +271,8 @@ struct EpilogueKernel {
           const std::string out = "out" + std::to_string(o), result = vectorResults[o];
           if (!edge) v += "  vstore" + w + "(" + result + ", 0, " + out + " + i);\n";
           // At an edge, the valid lanes as aligned pieces of 8, 4, 2 and 1
-          // lanes. Per-kernel minima of four alternating runs, AVX2 PoCL:
-          // EfficientNet-B0's depthwise convs + SiLU on 7- to 28-wide maps
-          // 2-10 % faster (its 7x7 ones 0.088-0.093 -> 0.085-0.091 ms),
-          // MobileNetV2 sum 5.46 -> 5.39 ms.
+          // lanes (faster than lane-by-lane stores on every depthwise edge
+          // measured).
           if (edge) v += detail::validLaneStores(result, out, "i", "(VALID_)", width, "  ");
         }
         return declare("FIRST_", "0", v);
@@ -433,9 +431,7 @@ std::string depthwiseTaps(const Geometry& geo, int W, bool rowGather, const std:
     // The row's first and last segments (where the padding is) start at
     // columns known here: theirs are loads at constant offsets (which the
     // compiler merges into vector loads) and zeros, not a gather through
-    // computed indices. MobileNetV2, every tile read as if inside, three
-    // alternating runs: its stride-1 fused blocks on 56- and 28-wide maps
-    // 1.5-2.5x faster, 1.4 of 11 ms.
+    // computed indices.
     std::vector<int64_t> edges;
     for (int64_t first : {-geo.PW, ((geo.OW + W - 1) / W - 1) * W * geo.SW - geo.PW}) {
       const bool inside = first >= 0 && first + reach < geo.Wd;
@@ -521,11 +517,7 @@ struct OwnedRows {
   int64_t outRows = 0, inRows = 0, width = 0;
   /// Stride 2: each row is stored as its even columns, then its odd ones
   /// from width / 2 (ownedRowsCopy), so every tap is a plain vector load,
-  /// not 16 columns and a shuffle keeping every other one. Per-kernel
-  /// minima of four alternating runs, AVX2 PoCL: EfficientNet-B0's
-  /// 96x112x112/2 3x3 + SiLU 0.302 -> 0.243 ms, 144x56x56/2 5x5 0.157 ->
-  /// 0.139; MobileNetV2's 144x56x56/2 0.066 -> 0.055, its 96x112x112/2 as
-  /// the prologue of its 1x1 conv (row blocks) 0.249 -> 0.216.
+  /// not 16 columns and a shuffle keeping every other one.
   bool split = false;
 };
 
@@ -616,12 +608,10 @@ Expected<PrologueCode> prologueCode(const Graph& g, const OpCatalog& catalog, co
 /// (7 vectors for two channels, which share each load of the image; 3 for
 /// four, whose loop loads the 3 vectors, then each channel's weight once
 /// for 3 FMAs: 7 loads for 12 FMAs in 16 AVX2 registers), as few passes as
-/// that allows and of equal size (MobileNetV2's 160 -> 960 expansion and
-/// 3x3 depthwise conv on 7x7, alone with caches flushed: passes of 6 and 1
-/// vectors 0.27 ms, one of 7 0.22, the two kernels apart 0.30-0.34); the
-/// last vector ends at the plane's end (overlapping the one before it), so
-/// every load is a full vector inside the plane. A vector inside one row
-/// is stored as one, the others lane by lane.
+/// that allows and of equal size; the last vector ends at the plane's end
+/// (overlapping the one before it), so every load is a full vector inside
+/// the plane. A vector inside one row is stored as one, the others lane by
+/// lane.
 std::string pointwisePlane(const ConvPrologue& pro, const PrologueCode& code, const Geometry& geo, int64_t width,
                            int64_t planeFloats, int together) {
   const std::string& opsBody = code.body;
@@ -720,11 +710,7 @@ std::string vectorMove(const std::string& indent, const std::string& to, const s
 /// piece is moved as vectors (vectorMove).
 std::string ownedRowsCopy(const Geometry& geo, const OwnedRows& own) {
   std::ostringstream body;
-  // Each row's pieces move as whole vectors, not element loops: per-kernel
-  // minima of four alternating runs (AVX2 PoCL), EfficientNet-B0's 5x5
-  // convs + SiLU on 14x14 maps 0.079 / 0.080 / 0.075 -> 0.072 / 0.072 /
-  // 0.065 ms, MobileNetV2's 576x14x14/2 0.036 -> 0.033; the rest within
-  // noise.
+  // Each row's pieces move as whole vectors, not element loops.
   const int64_t right = own.width - geo.PW - geo.Wd;
   body << "  for (int r = 0; r < " << own.inRows << "; ++r) {\n";
   body << "    __local float* dst = rows + r * " << own.width << ";\n";
@@ -782,13 +768,8 @@ void depthwiseRowLoop(std::ostream& body, const Geometry& geo, int W, int64_t OH
   // Each output row's sum is `parts` chains of FMAs (2: even and odd
   // window rows), added at the end, where one chain would wait on its own
   // latency: a 5x5 window's 25 FMAs, or a row that is one vector (so no
-  // other column block of the row overlaps it). Per-kernel minima of
-  // alternating runs on an AVX2 PoCL device, against one chain and two
-  // rows at a time: EfficientNet-B0's 5x5 kernels 10-25 % faster
-  // (1152x7x7 0.066 -> 0.051 ms, 144x56x56 stride 2 0.146 -> 0.123),
-  // MobileNetV2's 7-wide 3x3 ones 8 % (960x7x7 0.0215 -> 0.0196); its
-  // wider 3x3 rows keep one chain, two rows at a time (with two chains
-  // they were 8-20 % slower).
+  // other column block of the row overlaps it); wider 3x3 rows keep one
+  // chain, two rows at a time (two chains were slower there).
   const int parts = geo.KH > 1 && (taps > 9 || OW <= W) ? 2 : 1;
   // Output row j's accumulator for window row ky: sums<j>, or sums<j>p1 for odd ky.
   auto acc = [&](int j, int64_t ky) { return "sums" + std::to_string(j) + (ky % parts ? "p1" : ""); };
@@ -859,13 +840,9 @@ bool depthwiseInRegisters(const Geometry& geo, int64_t OH, int64_t OW) {
 /// (zeros past its end) and shifted in registers for each of the window's
 /// columns (zeros where a tap falls in the padding), and feeds the FMAs of
 /// every output row whose window holds it; rows of zero padding are no
-/// work at all. `finish(oy)` ends output row oy's `sums<oy>`. Against
+/// work at all. `finish(oy)` ends output row oy's `sums<oy>`. Faster than
 /// copying the padded rows into local memory and loading each tap from
-/// there (depthwiseRowLoop), per-kernel minima of alternating runs
-/// (AVX-512 PoCL): EfficientNet-B0's 1152x7x7 5x5 convs with their SiLU
-/// 0.057 -> 0.039 ms in the model, its 3x3 one 0.040 -> 0.029;
-/// kernel_roofline's 960x7x7 3x3 0.017-0.019 -> 0.010 ms, 1152x7x7 5x5
-/// 0.029-0.030 -> 0.026.
+/// there (depthwiseRowLoop) on small maps.
 void depthwiseRegisterRows(std::ostream& body, const Geometry& geo, int64_t OH,
                            const std::function<std::string(int64_t)>& finish) {
   for (int64_t oy = 0; oy < OH; ++oy) body << "  float8 sums" << oy << " = (float8)(bias);\n";
@@ -979,10 +956,7 @@ Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>&
     // (a work-group costs PoCL about as much as a 7x7 plane's taps).
     // A pointwise prologue computes four channels' planes at once (where
     // each is its own input channel's; else two, else one), sharing each
-    // load of its image: four against two, per-kernel minima of four
-    // alternating runs on an AVX2 PoCL device, MobileNetV3-small's six
-    // such kernels 0.55 -> 0.49 ms (the 288-channel one 0.105 -> 0.084),
-    // EfficientNet-B0's 0.533 -> 0.542 ms.
+    // load of its image.
     const int together = !pro || multiplier != 1 ? 1 : channels % 4 == 0 ? 4 : channels % 2 == 0 ? 2 : 1;
     const int64_t planeFloats = own.inRows * own.width, unitChannels = channels / together;
     int64_t perItem = 1;
@@ -1605,15 +1579,9 @@ bool winogradConv(const Graph& g, const Geometry& geo, const NodeData& conv, con
 /// moved into rows before the epilogue. It transforms their input patches
 /// for every input channel once into its local memory (16 x C float16s),
 /// then computes its share of the output channels (all of them unless the
-/// map makes too few work-items), 8 at a time: for each transform point a
-/// row tile of 8 float16 accumulators, one broadcast FMA per channel. By
-/// hand on an AVX-512 PoCL device (bias + ReLU), against this family's
-/// implicit GEMM: ResNet-18's 64x56x56 conv 1.255 -> 0.850 ms, 128x28x28
-/// 1.213 -> 0.758, DenseNet-121's 128x56x56 -> 32 1.335 -> 0.954; in
-/// consecutive tiles, 256x14x14 1.185 -> 0.948 (half the output channels
-/// a work-item), 512x7x7 1.534 -> 1.067 (an eighth).
-/// Transforming the input once per work-group rather than once per 8-16
-/// output channels: 1.06 -> 0.85 ms; 16 accumulators spill.
+/// map makes too few work-items), 8 at a time (16 accumulators spill): for
+/// each transform point a row tile of 8 float16 accumulators, one broadcast
+/// FMA per channel.
 /// nullopt where the conv is not such a conv or its epilogue has no
 /// vector form (the implicit GEMM then computes it).
 std::optional<Expected<KernelSource>> emitWinograd(const Graph& g, const std::vector<NodeRef>& members,
@@ -1656,12 +1624,7 @@ std::optional<Expected<KernelSource>> emitWinograd(const Graph& g, const std::ve
       }));
 
   // Output channels split over work-items only where the tiles make fewer
-  // than 2 per core, and at least 16 each: ResNet-18's 28x28 conv (14
-  // work-items) all 128 channels each 0.758 ms, halves 0.791; kernel_roofline,
-  // two runs each, with at least 4 per core against 2: its 512x7x7 conv
-  // 0.715 / 0.730 -> 0.674 / 0.679 ms, DenseNet-121's 128x14x14 -> 32
-  // 0.122 / 0.102 -> 0.091 / 0.076 (the implicit GEMM 0.089), its 7x7 one
-  // 0.018-0.020 either way (0.026).
+  // than 2 per core, and at least 16 each.
   const int64_t blocks = images * (rows ? TH : 1) * TBR, cores = std::max<int64_t>(tiling.cores, 2);
   int64_t split = 1;
   while (blocks * split < 2 * cores && M / (2 * split) >= 16) split *= 2;
@@ -1915,9 +1878,8 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
     return emitDepthwise(g, members, catalog, name, comment, geo.value(), depthwiseWidth(geo.value()),
                          tiling.depthwiseRowGather, tiling.depthwiseOwnedBytes);
   }
-  // SqueezeNet 1.1's Fire modules (3x3 and 1x1 expand convs), four
-  // alternating runs: one launch each 4.67-4.76 ms host to host, the 3x3
-  // convs by Winograd in kernels of their own 4.14-4.18.
+  // SqueezeNet 1.1's Fire modules (3x3 and 1x1 expand convs): one launch
+  // each beats the 3x3 convs by Winograd in kernels of their own.
   if (part && winogradConv(g, geo.value(), mm, tiling))
     return Error{"`" + mm.name + "` is a 3x3 stride-1 conv, computed by Winograd's F(2x2, 3x3) in a kernel of its own; "
                  "a horizontal GEMM tiles products as GEMMs", true};
@@ -1939,17 +1901,11 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   if (pro && (W == 8 || W == 16)) W = pro->geo.OW <= 8 ? 8 : 16;
   // Narrower panels leave registers for more rows: as many accumulators
   // as the tiling's (on 7-wide maps 12x8 where the tiling is 6x16).
-  // ResNet-50's three 7x7 bottleneck kernels, three alternating runs on an
-  // AVX2 PoCL device: 22.3 / 22.6 / 23.0 -> 17.6 / 19.8 / 22.0 ms;
-  // MobileNetV2's four 7x7 blocks 1.58 / 1.59 / 1.47 -> 1.80 / 1.30 / 1.04.
   // A windowed conv on rows of 8 or fewer at stride 1 takes 8-lane row
   // panels too, one per output row, where 16-lane panels would run along
-  // the flattened output and gather each lane of B's rows on its own:
-  // DenseNet-121's sixteen 128 -> 32 3x3 convs on 7x7 0.048-0.052 -> 0.029-0.032
-  // ms, the model's sum of per-kernel minima 34.9 -> 34.6 ms (three
-  // alternating runs, AVX-512 Zen 4 PoCL, whose 256-bit FMA costs half a
-  // 512-bit one); ResNet-18's 7x7 stage within 5 %. Not on rows of 5 or
-  // fewer, whose 8 lanes would run along the flattened output too.
+  // the flattened output and gather each lane of B's rows on its own. Not
+  // on rows of 5 or fewer, whose 8 lanes would run along the flattened
+  // output too.
   // Whether the conv's output rows fill panels of `w` lanes, at most a
   // quarter of them past a row's end (what row panels need, below).
   auto rowsFill = [&](int64_t w) {
@@ -1963,9 +1919,7 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
     TM = static_cast<int>(std::min<int64_t>({16, int64_t{TM} * tiling.width / W, std::max<int64_t>(M, 1)}));
   if (TM < 1 || TM > 16 || (W != 4 && W != 8 && W != 16)) return Error{"gemm tiling out of range", true};
   // As many row tiles as TM needs, each as short as they allow: fewer
-  // rows computed past M. DenseNet's 3x3 convs (M = 32) in 3 tiles of 11
-  // rows instead of 12: 6.1 -> 5.3 ms for the first (five alternating runs;
-  // an AVX2 device's fitted 6 rows stay 6 tiles of 6).
+  // rows computed past M.
   TM = balancedRows(M, TM);
   // Smaller tiles until the product has the work-items the device needs to
   // be busy (a GPU's SMs; a CPU asks for none): a 1x1 conv to 576 channels
@@ -2029,15 +1983,8 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   // quarter of the lanes fall past the row's end, at stride 1, or on rows
   // of 3 panels or more at stride 2: B's row k of the panel is then one
   // input row's contiguous segment, a vector load (masked at the edges:
-  // fillWindowRows), instead of a gather of W window positions.
-  // kernel_roofline, ResNet-18's convs: the stem (112 wide) 1.5x and stage
-  // 1 (56) 1.1x faster so. On 28- and 14-wide rows the lanes past the row
-  // cost more than the gathers saved while the row's edges were gathered
-  // lane by lane (0.8-0.9x); with masked loads, ResNet-18's and ResNet-50's
-  // 3x3 convs on 28x28 and 14x14 are 9-13 % faster (per-kernel minima of
-  // three alternating runs, AVX-512 Zen 4 PoCL), DenseNet-121's 128 -> 32
-  // 3x3 on 28x28 0.58 -> 0.34 ms and on 14x14 0.16 -> 0.10 ms. Not its
-  // 1x1 stride-2 convs: ResNet-18's on 28x28 took 0.09 -> 0.15 ms.
+  // fillWindowRows), instead of a gather of W window positions. Not 1x1
+  // stride-2 convs, which it made slower.
   const int64_t OWT = (geo->OW + W - 1) / W, OH = geo->conv ? N / geo->OW : 1;
   // The windowed input whose rows the panels read: the conv's, or the
   // depthwise prologue's (its panels are row segments at any width that
@@ -2055,8 +2002,6 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   // Row blocks of at most localRows tiles, balanced so the last is not mostly idle.
   // A depthwise prologue's panel is staged for all the row tiles at once:
   // each B row is computed once per work-group.
-  // (On PoCL's emulated local memory a work-group of 2 recomputing the
-  // rows for the others measured 2.4x slower still on MobileNetV2.)
   //
   // Where local memory is emulated (tiling.stagedPrologue false), a
   // depthwise prologue's panel is owned by one work-item instead: it
@@ -2070,13 +2015,10 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   //
   // A short panel (tiling.shallowDepth) is shared by two work-items only,
   // unless its rows are a gathered window at least 64 deep, costly enough
-  // to stage for the whole group: ResNet's 7x7 stem (K = 147) took 6.4 ms
-  // in pairs and 2.8 ms shared by 16 on an AVX2 PoCL device; MobileNetV2's
-  // 3x3 stem (K = 27) 0.85 ms in pairs, 1.2 ms shared. With
-  // shallowLocalRows 1 a work-item owns such a panel, gathered or not, as
-  // it owns a prologue's: it loads it once, then every row tile of its
-  // share of M, without barriers. A projection shortcut's rows are staged
-  // apart (tiling.localRows).
+  // to stage for the whole group. With shallowLocalRows 1 a work-item owns
+  // such a panel, gathered or not, as it owns a prologue's: it loads it
+  // once, then every row tile of its share of M, without barriers. A
+  // projection shortcut's rows are staged apart (tiling.localRows).
   const bool shallow = K <= tiling.shallowDepth && (tiling.shallowLocalRows == 1 || !(geo->im2col && K >= 64));
   const bool ownPanel = pro ? !tiling.stagedPrologue : shallow && tiling.shallowLocalRows == 1 && !sc;
   // An owned panel's work-item may own two neighbouring column panels
@@ -2086,23 +2028,12 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   // tiles: 12 loads for 11 FMAs). A depthwise prologue computes both
   // panels (a dense one's panel is a GEMM of its own: one); not where an
   // odd count of panels would leave the last pair's second panel idle for
-  // more than a sixteenth of the work (an eighth before: the 13 panels of
-  // a 14x14 map, 7 pairs, also leave one of two cores a pair short).
-  // Alternating runs on an AVX-512 Zen 4 PoCL device: DenseNet-121's
-  // 128 -> 32 3x3 conv on 14x14 0.152-0.185 ms alone against 0.174-0.221
-  // in pairs (kernel_roofline, three runs), SqueezeNet's 13x13 convs (11
-  // panels) faster in each of five rounds, device 6.0-9.1 -> 5.9-8.8 ms,
-  // DenseNet-121 sum of per-kernel minima 44.8 -> 44.0, MobileNetV2
-  // within noise.
+  // more than a sixteenth of the work.
   int P = ownPanel && !(pro && pro->dense) && !part && tiling.panels == 2 && NT >= 2 && (NT % 2 == 0 || NT >= 16) ? 2 : 1;
   // How many splits of M (below) an owned panel's `np` work-items' column
   // panels take: each split rebuilds its panel, and a gathered window row
   // costs about as much as 40 of the split's FMAs on it. At least 128 rows
-  // per split and 8 work-groups wanted (16 and 64 before): ResNet-18's
-  // 14x14 and 7x7 convs 0.99 -> 0.81 and 1.25 -> 0.95 ms (3 and 8 splits
-  // -> 2 and 4), the model's device time 17.6 / 17.2 -> 16.0 / 15.6 ms in
-  // two alternating pairs; MobileNetV2, MobileNetV3-small, EfficientNet-B0
-  // and SqueezeNet within noise.
+  // per split and 8 work-groups wanted.
   constexpr int64_t kWantedGroups = 8, kMinSplitRows = 128;
   auto splitsFor = [&](int64_t np) {
     return std::clamp<int64_t>((kWantedGroups + np * batches - 1) / (np * batches), 1,
@@ -2110,11 +2041,7 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   };
   // Gathered panels go in pairs only where the pairs take no more splits
   // than the panels alone: pairing halves the work-items, and splitting
-  // them again rebuilds every gathered panel once more. ResNet-18's 14x14
-  // 3x3 convs (13 panels: 7 pairs in 2 splits built 28 panels, alone 13)
-  // and 7x7 ones (4 panels: 2 pairs in 4 splits, 16 against 8) 9-12 %
-  // faster alone, the model's sum of per-kernel minima 25.5 -> 24.4 ms
-  // (four alternating runs, AVX-512 Zen 4 PoCL device).
+  // them again rebuilds every gathered panel once more.
   if (P == 2 && !pro && geo->im2col && splitsFor((NT + 1) / 2) > splitsFor(NT)) P = 1;  // P == 2: an owned panel
   // Two panels hold the tiling's rows at most (a depthwise prologue's
   // narrower panels took more rows for one).
@@ -2128,10 +2055,7 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   // never recomputed, so never split (7x7 maps have 7 panels per image).
   if (ownPanel && !pro && !geo->im2col && K <= tiling.streamDepth) {
     // A shallow product with a plain panel streams C, one row tile a
-    // work-group (GemmTiling::streamDepth): MobileNetV2's 16 -> 96 1x1
-    // conv on 112x112 (4.8 MB of C, caches flushed before each run as the
-    // model leaves them) 0.88 -> 0.35 ms, 0.44-0.60 -> 0.29-0.32 ms within
-    // the model.
+    // work-group (GemmTiling::streamDepth).
     splitTiles = 1;
     splits = MT;
   } else if (ownPanel && !(pro && pro->dense)) {
@@ -2139,12 +2063,7 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
     // A large product's work-groups, few and a count the cores do not
     // divide, leave a core idle for the last of them: M is split further
     // until the cores divide the count. Not lane-gathered panels, costly
-    // to rebuild (ResNet-18's 3x3 stride-2 conv to 14x14, 13 panels, took
-    // 0.71 -> 0.74 ms split in two). Per-kernel minima of alternating
-    // runs, AVX-512 Zen 4 PoCL, 2 cores: SqueezeNet's 1000-class 1x1 conv
-    // (11 panels) 0.93 -> 0.84 ms, its 13x13 3x3 convs 0.31 -> 0.30;
-    // ResNet-50's 14x14 1x1 convs (13 panels) 5-13 % faster, DenseNet-121's
-    // last transition conv 1.43 -> 1.35 ms.
+    // to rebuild.
     const int64_t groups = NP * batches * splits, more = tiling.cores / std::gcd(groups, std::max<int64_t>(tiling.cores, 1));
     if ((!geo->im2col || rowPanels) && M * K >= (1 << 17) && more > 1 && groups < 8 * tiling.cores && MT >= more * splits)
       splits *= more;
@@ -2525,10 +2444,7 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   // one row test per KW rows, instead of fusec_im2row's division of every
   // k into (ci, ky, kx) and its lane-by-lane gather at the row's edges.
   // Loads past a row's ends read its neighbours (masked); only where they
-  // would leave the input does a row fall back to fusec_im2row. Three
-  // alternating runs of one process, AVX-512 Zen 4 PoCL: DenseNet-121's
-  // 128 -> 32 3x3 conv on 56x56 2.0-2.1 -> 1.36 ms, the speed of the
-  // same kernel with no gather at all.
+  // would leave the input does a row fall back to fusec_im2row.
   const bool tapLoads = rowPanels && !pro && !cs && rg.KW <= 16;  // rowPanels without a prologue: a windowed conv
   auto fillWindowRows = [&](const std::function<std::string(const std::string&)>& slot) {
     const std::string iv = "int" + std::to_string(W), zero = "(" + vec + ")(0.0f)";
@@ -2795,11 +2711,8 @@ Expected<KernelSource> emitGemmHorizontal(const Graph& g, const std::vector<Node
   if (!products) return products.error();
   // The lighter products' work-groups first. PoCL's CPU threads take
   // work-groups in chunks (PoCL 3.1: up to 512 while more than 1024 are
-  // left, then up to 64; later versions size them from the kernel's past
-  // time per group), so heavy groups first land in one thread's chunk:
-  // SqueezeNet's fire modules with the 3x3 conv's groups before the 1x1's
-  // took 0.82-0.89 ms against 0.56-0.61 ms for the first two (four
-  // alternating runs, AVX-512 Zen 4 PoCL, its slow phase).
+  // left, then up to 64), so heavy groups first would land in one
+  // thread's chunk.
   auto flops = [&](const std::vector<NodeRef>& product) {
     Expected<Geometry> geo = geometry(g, g.node(product.front()));
     return geo ? geo->M * geo->N * geo->K * shapeNumel(geo->batch) : 0;

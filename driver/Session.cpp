@@ -46,7 +46,7 @@ Expected<Target> loadTargetOrDefault(const std::string& path) {
   return loadTarget(path.empty() ? grammar::defaultRulesDir() + "/targets/pocl-cpu.toml" : path);
 }
 
-LoadedPacks loadPacks(const std::vector<std::string>& files, const Target& target) {
+LoadedPacks loadPacks(const std::vector<std::string>& files, const Target& target, const std::vector<std::string>& added) {
   std::vector<std::string> paths = files;
   if (paths.empty()) {
     Expected<std::vector<std::string>> defaults = grammar::defaultPackPaths(target);
@@ -57,6 +57,7 @@ LoadedPacks loadPacks(const std::vector<std::string>& files, const Target& targe
     }
     paths = std::move(defaults.value());
   }
+  paths.insert(paths.end(), added.begin(), added.end());
   LoadedPacks out = collect([&](auto& sources, auto& context, auto& diags, const auto& options) {
     return grammar::loadPacks(paths, sources, context, diags, options);
   });

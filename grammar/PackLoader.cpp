@@ -30,11 +30,22 @@ class Loader {
 
   /// Loads a root pack given on the command line: a `.fuse` file, or a
   /// pack folder (every `.fuse` file directly in it, in name order).
-  void loadRoot(const std::string& path) {
+  /// A path that does not exist names a pack as an import would, among the
+  /// search paths and the shipped rules (`core/ops`, `cnn`, `vendor/npu`).
+  void loadRoot(const std::string& name) {
     std::error_code ec;
+    std::string path = name;
     if (!fs::exists(path, ec)) {
-      diags_.emitError({}, "cannot open `" + path + "`: no such file");
-      return;
+      std::vector<std::string> dirs;
+      for (const fs::path& d : searchDirs({})) dirs.push_back(d.string());
+      std::optional<std::string> found = resolvePackPath(name, dirs, /*allowFolder=*/true);
+      if (!found) {
+        if (loadAlias(name, {})) return;
+        diags_.emitError({}, "cannot open `" + name + "`: no such file, nor a pack of that name (a shipped pack is "
+                             "named as an import names it, `core/ops` or `cnn`; looked in " + searchedText({}) + ")");
+        return;
+      }
+      path = *found;
     }
     if (!fs::is_directory(path, ec)) {
       load(fs::path(path), {});
@@ -84,13 +95,40 @@ class Loader {
       if (!imp) continue;
       if (auto target = resolve((*imp)->path, path.parent_path()))
         load(*target, (*imp)->range);
-      else
+      else if (!loadAlias((*imp)->path, (*imp)->range))
         diags_.emitError((*imp)->range, "cannot find pack `" + (*imp)->path + "` (an import is a relative path to a `.fuse` "
                                         "file, without `..`; looked in " + searchedText(path.parent_path()) + ")");
     }
     stack_.pop_back();
     done_.insert(key);
     order_.push_back(file);
+  }
+
+  /// A pack renamed in a release keeps its old name for one more: the
+  /// packs it became are loaded, with a warning saying what to write.
+  bool loadAlias(const std::string& name, SourceRange at) {
+    struct Alias {
+      const char* old;
+      std::vector<std::string> now;
+      const char* why;
+    };
+    static const std::vector<Alias> kAliases = {
+        {"core", {"core/ops", "core/rewrites"}, "the op catalog and the core rewrites became two packs"},
+    };
+    const auto alias = std::find_if(kAliases.begin(), kAliases.end(), [&](const Alias& a) { return name == a.old; });
+    if (alias == kAliases.end()) return false;
+    std::vector<fs::path> targets;
+    for (const std::string& n : alias->now) {
+      std::optional<fs::path> found = resolve(n, {});
+      if (!found) return false;
+      targets.push_back(*found);
+    }
+    std::string spelled;
+    for (const std::string& n : alias->now) spelled += (spelled.empty() ? "" : " and ") + std::string("`import \"") + n + "\"`";
+    diags_.emitWarning(at, "pack `" + name + "` is now " + std::to_string(alias->now.size()) + " packs (" + alias->why +
+                               "): loading them; write " + spelled + " instead (the old name goes in a later release)");
+    for (const fs::path& t : targets) load(t, at);
+    return true;
   }
 
   std::vector<fs::path> searchDirs(const fs::path& importerDir) const {

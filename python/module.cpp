@@ -390,9 +390,10 @@ PYBIND11_MODULE(_fusec, m) {
         for (const Rule& r : x.rules->rules) out.emplace_back(r.name, r.kind == Rule::Kind::Fusion ? "fusion" : "rewrite");
         return out;
       });
-  m.def("load_packs", [](const std::vector<std::string>& files, const std::optional<TargetProfile>& target) {
+  m.def("load_packs", [](const std::vector<std::string>& files, const std::optional<TargetProfile>& target,
+                         const std::vector<std::string>& added) {
     TargetProfile t = target ? *target : defaultTarget();
-    return fromLoaded(driver::loadPacks(files, *t.target));
+    return fromLoaded(driver::loadPacks(files, *t.target, added));
   });
   m.def("pack_from_string",
         [](const std::string& text, const std::string& name) { return fromLoaded(driver::loadPackText(name, text)); });

@@ -35,7 +35,7 @@ namespace {
 struct CalibrateOptions {
   std::vector<std::string> models;
   std::string target, device, output, samplesFile;
-  std::vector<std::string> rules;
+  PackChoice rules;
   int repeat = 3;
   int64_t symbolicDim = 1;
   uint64_t seed = 0;
@@ -240,7 +240,7 @@ CommandRunner addCalibrateCommand(CLI::App& sub) {
   sub.add_option("-o,--output", o->output,
                  "where to write the calibration (default: <profile stem>.calibration.toml beside the profile, "
                  "where it is read)");
-  sub.add_option("--rules", o->rules, "rule packs (default: the target's default packs)");
+  addPackOptions(sub, o->rules);
   sub.add_option("--device", o->device, "the first OpenCL device whose name contains this");
   sub.add_option("--repeat", o->repeat, "timed runs of each program, after a warm-up; the best counts")
       ->check(CLI::Range(1, 100));

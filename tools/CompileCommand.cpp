@@ -39,7 +39,7 @@ namespace {
 
 struct CompileOptions {
   std::string model, target, outDir, dumpAfter, jsonFile;
-  std::vector<std::string> packs;
+  PackChoice packs;
   std::vector<std::string> emit = {"onnx", "plan", "report"};
   int64_t symbolicDim = 1;  // bundles: the size of symbolic input dims
   uint64_t seed = 0;        // bundles: the sample inputs
@@ -275,7 +275,7 @@ int compile(const CompileOptions& o) {
 CommandRunner addCompileCommand(CLI::App& sub) {
   auto o = std::make_shared<CompileOptions>();
   sub.add_option("model", o->model, "model file (.onnx or ONNX text)")->required();
-  sub.add_option("--rules", o->packs, "rule packs (default: the target's default packs)");
+  addPackOptions(sub, o->packs);
   sub.add_option("--target", o->target, "target profile (.toml; default: the shipped pocl-cpu profile)");
   sub.add_option("-o,--output", o->outDir, "folder for model.fused.onnx, plan.json and report.txt");
   sub.add_option("--emit", o->emit,

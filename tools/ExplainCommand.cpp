@@ -14,7 +14,7 @@ namespace {
 
 struct ExplainOptions {
   std::string model, target, rule, node;
-  std::vector<std::string> packs;
+  PackChoice packs;
 };
 
 int explain(const ExplainOptions& o) {
@@ -36,7 +36,7 @@ CommandRunner addExplainCommand(CLI::App& sub) {
   sub.add_option("model", o->model, "model file (.onnx or ONNX text)")->required();
   sub.add_option("--rule", o->rule, "the rule to explain")->required();
   sub.add_option("--node", o->node, "only this node (by name)");
-  sub.add_option("--rules", o->packs, "rule packs (default: the target's default packs)");
+  addPackOptions(sub, o->packs);
   sub.add_option("--target", o->target, "target profile (.toml)");
   return [o] { return explain(*o); };
 }

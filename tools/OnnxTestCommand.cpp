@@ -185,7 +185,7 @@ int runOnnxTests(const OnnxTestOptions& o) {
   // The packs' op catalog: the interpreter runs elementwise ops from it.
   target = loadTargetOrDefault("");
   if (!target) return 1;
-  rules = loadRules(o.packs, *target);
+  rules = loadRules(PackChoice{o.packs, {}}, *target);
   if (!rules) return 1;
   Engine engine;
   engine.tolerance = o.tolerance;

@@ -40,7 +40,7 @@ struct RunOptions {
   bool interpreter = false, noFuse = false, compare = false, check = false, openclFlag = false, tune = false;
   bool keepLosses = false;  // --no-split-back
   std::string device, target;
-  std::vector<std::string> rules;
+  PackChoice rules;
   std::vector<std::string> inputFiles;
   uint64_t seed = 0;
   int repeat = 1;
@@ -594,7 +594,7 @@ CommandRunner addRunCommand(CLI::App& sub) {
                  "write every output to this folder as a TensorProto (output_0.pb, ...), as onnx-test cases hold them");
   sub.add_option("--device", o->device, "the first OpenCL device whose name contains this");
   sub.add_option("--target", o->target, "target profile (.toml); default: the shipped pocl-cpu profile");
-  sub.add_option("--rules", o->rules, "rule packs (default: the target's default packs)");
+  addPackOptions(sub, o->rules);
   // Accepted for scripts written when OpenCL was not the default.
   sub.add_flag("--opencl", o->openclFlag, "run on OpenCL (the default)")->group("");
   return [o] {

@@ -19,9 +19,15 @@ std::optional<Target> loadTargetOrDefault(const std::string& path) {
   return std::move(target.value());
 }
 
-std::unique_ptr<RuleSet> loadRules(const std::vector<std::string>& packs, const Target& target,
-                                   std::vector<std::string>* loaded) {
-  driver::LoadedPacks p = driver::loadPacks(packs, target);
+void addPackOptions(CLI::App& sub, PackChoice& packs) {
+  sub.add_option("--rules", packs.rules,
+                 "rule packs, replacing the target's default packs: files, pack folders, or shipped packs by name "
+                 "(`core/ops`, `cnn`)");
+  sub.add_option("--add-rules", packs.added, "rule packs loaded after the default packs (or after --rules)");
+}
+
+std::unique_ptr<RuleSet> loadRules(const PackChoice& packs, const Target& target, std::vector<std::string>* loaded) {
+  driver::LoadedPacks p = driver::loadPacks(packs.rules, target, packs.added);
   std::cerr << p.printed;
   if (!p.error.empty()) std::cerr << p.error << "\n";
   if (loaded) *loaded = p.files;
@@ -33,8 +39,7 @@ std::unique_ptr<RuleSet> loadRules(const std::vector<std::string>& packs, const 
   return std::move(p.rules);
 }
 
-std::unique_ptr<Session> openSession(const std::string& model, const std::vector<std::string>& packs,
-                                     const std::string& targetPath) {
+std::unique_ptr<Session> openSession(const std::string& model, const PackChoice& packs, const std::string& targetPath) {
   auto s = std::make_unique<Session>();
   std::optional<Target> target = loadTargetOrDefault(targetPath);
   if (!target) return nullptr;

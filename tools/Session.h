@@ -3,6 +3,7 @@
 /// default packs; the shipped pocl-cpu profile until device detection).
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,14 +26,23 @@ struct Session {
 /// Prints the error and returns nullopt on failure.
 std::optional<Target> loadTargetOrDefault(const std::string& path);
 
-/// Loads `packs` (when empty: the target's default packs from the shipped
-/// rules folder). Prints diagnostics; null on error. `loaded` receives the
-/// files used.
-std::unique_ptr<RuleSet> loadRules(const std::vector<std::string>& packs, const Target& target,
+/// The packs a command was given: `--rules` (replacing the target's
+/// default packs) and `--add-rules` (loaded after them).
+struct PackChoice {
+  std::vector<std::string> rules;
+  std::vector<std::string> added;
+};
+
+/// Registers `--rules` and `--add-rules` on a compiling command.
+void addPackOptions(CLI::App& sub, PackChoice& packs);
+
+/// Loads the chosen packs (without `--rules`: the target's default packs
+/// from the shipped rules folder). Prints diagnostics; null on error.
+/// `loaded` receives the files used.
+std::unique_ptr<RuleSet> loadRules(const PackChoice& packs, const Target& target,
                                    std::vector<std::string>* loaded = nullptr);
 
 /// Loads everything; prints diagnostics to stderr and returns null on error.
-std::unique_ptr<Session> openSession(const std::string& model, const std::vector<std::string>& packs,
-                                     const std::string& target);
+std::unique_ptr<Session> openSession(const std::string& model, const PackChoice& packs, const std::string& target);
 
 }  // namespace fusec::tools

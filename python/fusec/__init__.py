@@ -85,14 +85,18 @@ def load_target(path: Optional[PathLike] = None) -> Target:
     return _fusec.load_target(os.fspath(path) if path is not None else "")
 
 
-def load_packs(paths: Iterable[PathLike] = (), target: TargetLike = None) -> Packs:
-    """Loads rule packs (``.fuse`` files or pack folders) and what they
-    import, checked. With no paths, ``target``'s default packs (the shipped
-    pocl-cpu profile's without a target). Raises ``RuleError`` with every
+def load_packs(paths: Iterable[PathLike] = (), target: TargetLike = None, add: Iterable[PathLike] = ()) -> Packs:
+    """Loads rule packs (``.fuse`` files, pack folders, or shipped packs by
+    name: ``"core/ops"``, ``"cnn"``) and what they import, checked. With no
+    paths, ``target``'s default packs (the shipped pocl-cpu profile's without
+    a target); ``add`` is loaded after them (``load_packs(add=["mine.fuse"])``:
+    your rules together with the defaults). Raises ``RuleError`` with every
     diagnostic located; warnings are kept in ``Packs.warnings``."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    return _fusec.load_packs([os.fspath(p) for p in paths], _target_or_none(target))
+    if isinstance(add, (str, os.PathLike)):
+        add = [add]
+    return _fusec.load_packs([os.fspath(p) for p in paths], _target_or_none(target), [os.fspath(p) for p in add])
 
 
 def pack_from_string(text: str, name: str = "<string>.fuse") -> Packs:

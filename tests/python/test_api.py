@@ -229,6 +229,17 @@ def test_packs_load_from_files_and_targets(tmp_path):
         fusec.load_packs([tmp_path / "missing.fuse"])
 
 
+def test_packs_by_name_and_added_to_the_defaults(tmp_path):
+    # Shipped packs by the names imports use; an author's pack with the defaults.
+    assert ("reshape_reshape", "rewrite") in fusec.load_packs(["core/ops", "core/rewrites"]).rules
+    mine = tmp_path / "mine.fuse"
+    mine.write_text('pack mine version "0.1"\nimport "core/ops"\n'
+                    'rule my_relu { fuse { y = Relu(x) } kernel pointwise }\n')
+    both = fusec.load_packs(add=[mine])
+    assert ("my_relu", "fusion") in both.rules and ("fold_bn_into_conv", "rewrite") in both.rules
+    assert both.files[-1] == str(mine)
+
+
 @pytest.mark.parametrize("text", [
     "garbage ###", "\x00\x01\x02", "pack", "rule {", "rule r { fuse { y = Relu(Relu(Relu(" * 200, "import \"../../etc/passwd\"",
     "pack p version \"1\"\nop Foo(x) elementwise = x +\n",

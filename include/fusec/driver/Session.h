@@ -40,8 +40,13 @@ struct LoadedPacks {
 Expected<Target> loadTargetOrDefault(const std::string& path);
 
 /// Loads the pack files `files`, or `target`'s default packs when `files` is
-/// empty, checking every fusion rule's family against the code generator's.
-LoadedPacks loadPacks(const std::vector<std::string>& files, const Target& target);
+/// empty, and then `added` (`--add-rules`: an author's pack together with
+/// the defaults), checking every fusion rule's family against the code
+/// generator's. A name that is not a file names a shipped pack as an import
+/// would (`core/ops`, `cnn`); a file loaded twice (named and imported) is
+/// loaded once.
+LoadedPacks loadPacks(const std::vector<std::string>& files, const Target& target,
+                      const std::vector<std::string>& added = {});
 
 /// Loads one pack given as text; `name` is the path its diagnostics name and
 /// its imports resolve against (the shipped packs are searched too).
