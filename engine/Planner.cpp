@@ -1,6 +1,8 @@
 /// Fusion planning; see Planner.h.
 #include "fusec/engine/Planner.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cassert>
 #include <cstdint>
@@ -399,15 +401,18 @@ Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target, cons
     }
     plan.candidates.push_back(std::move(c));
   }
-  // ---- greedy selection by (benefit, priority, stable id)
+  // ---- greedy selection by (priority, benefit, stable id): of two
+  // candidates that share nodes, the rule of higher priority wins, the
+  // larger estimated benefit breaking a tie (docs/language.md, "Which
+  // candidates are chosen").
   std::vector<size_t> ranked;
   for (const Candidate& c : plan.candidates)
     if (c.status == Candidate::Status::Overlaps) ranked.push_back(c.id);
   std::sort(ranked.begin(), ranked.end(), [&](size_t a, size_t b) {
     const Candidate& x = plan.candidates[a];
     const Candidate& y = plan.candidates[b];
-    if (x.benefit != y.benefit) return x.benefit > y.benefit;
     if (x.rule->priority != y.rule->priority) return x.rule->priority > y.rule->priority;
+    if (x.benefit != y.benefit) return x.benefit > y.benefit;
     return x.id < y.id;
   });
   KernelGraph kernels(g, order);
@@ -423,8 +428,13 @@ Plan planFusion(const Graph& g, const RuleSet& rules, const Target& target, cons
       }
     if (conflict) {
       c.status = Candidate::Status::Overlaps;
-      c.why = "overlaps candidate #" + std::to_string(conflict->id) + " (rule `" + conflict->rule->name +
-              "`), chosen first for a larger benefit";
+      c.why = fmt::format("lost to candidate #{} (rule `{}`, priority {}, benefit {:.3g} us) against this one's "
+                          "priority {}, benefit {:.3g} us: {}",
+                          conflict->id, conflict->rule->name, conflict->rule->priority, conflict->benefit * 1e6,
+                          c.rule->priority, c.benefit * 1e6,
+                          conflict->rule->priority > c.rule->priority ? "a higher priority wins"
+                          : conflict->benefit > c.benefit             ? "the same priority, and a larger benefit"
+                                                                      : "the same priority and benefit, found first");
       continue;
     }
     std::vector<size_t> indexes;
