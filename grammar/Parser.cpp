@@ -1,6 +1,7 @@
 /// Parsing: ANTLR's lexer and parser over the text, syntax errors routed into
 /// the diagnostic engine with readable messages, then one walk over the parse
 /// tree that builds our AST. ANTLR types stay in this file.
+#include <set>
 #include <sstream>
 
 #include "FuseLexer.h"
@@ -61,6 +62,11 @@ class SyntaxErrorListener : public antlr4::BaseErrorListener {
 
   void syntaxError(antlr4::Recognizer* recognizer, antlr4::Token* offending, size_t line, size_t col,
                    const std::string& /*antlrMessage*/, std::exception_ptr) override {
+    // One mistake puts the parser out of step for the rest of the
+    // declaration it is in: what follows would mostly be echoes of the
+    // first error, so only it is said, until the next declaration starts.
+    if (offending && !startsAfterLastError(recognizer, offending)) return;
+    if (offending) lastErrorToken_ = offending->getTokenIndex();
     if (++count_ > kMaxReported) return;
     SourceRange r;
     if (offending) {
@@ -71,6 +77,10 @@ class SyntaxErrorListener : public antlr4::BaseErrorListener {
     }
     std::string message = "unexpected " + describeToken(offending);
     if (auto* parser = dynamic_cast<antlr4::Parser*>(recognizer)) {
+      if (std::string hint = mistakeHint(parser, offending); !hint.empty()) {
+        diags_.emitError(r, message + "; " + hint);
+        return;
+      }
       const antlr4::misc::IntervalSet expectedSet = parser->getExpectedTokens();
       // Where any expression may start, say so rather than listing tokens.
       if (expectedSet.contains(static_cast<size_t>(FuseParser::NUMBER)) &&
@@ -92,10 +102,42 @@ class SyntaxErrorListener : public antlr4::BaseErrorListener {
   }
 
  private:
+  /// Whether a declaration (`rule`, `op`, `import`, ... at the start of a
+  /// line) begins between the last reported error and `offending`.
+  bool startsAfterLastError(antlr4::Recognizer* recognizer, antlr4::Token* offending) const {
+    if (lastErrorToken_ == kNone) return true;
+    auto* parser = dynamic_cast<antlr4::Parser*>(recognizer);
+    if (!parser) return true;
+    antlr4::TokenStream* tokens = parser->getTokenStream();
+    static const std::set<std::string> kDeclarations = {"pack", "import", "op", "class", "rule", "override", "disable"};
+    for (size_t i = lastErrorToken_ + 1; i <= offending->getTokenIndex() && i < tokens->size(); ++i) {
+      antlr4::Token* t = tokens->get(i);
+      if (t->getCharPositionInLine() == 0 && kDeclarations.count(t->getText())) return true;
+    }
+    return false;
+  }
+
+  /// What the author most likely meant, for mistakes rule authors make.
+  static std::string mistakeHint(antlr4::Parser* parser, antlr4::Token* offending) {
+    if (!offending) return {};
+    antlr4::Token* before = parser->getTokenStream()->LT(-1);
+    const std::string text = offending->getText(), previous = before ? before->getText() : "";
+    // `Concat(xs...)`: a pattern cannot bind a variable number of operands.
+    if (text == "..." && previous != "," && previous != "(")
+      return "a pattern names each operand it binds; `...` on its own stands for any further operands "
+             "(`Concat(a, b, ...)`, `Activation(c, ...)`)";
+    // `Softmax(x, { axis: -1 })`: attributes follow the call.
+    if (text == "{" && (previous == "," || previous == "("))
+      return "attributes follow the operands' parentheses: `Softmax(x) { axis: -1 }`";
+    return {};
+  }
+
   static constexpr int kMaxReported = 20;
   DiagnosticEngine& diags_;
   uint32_t fileId_;
   int count_ = 0;
+  static constexpr size_t kNone = SIZE_MAX;
+  size_t lastErrorToken_ = kNone;
 };
 
 /// Walks the parse tree and builds the AST.
