@@ -758,7 +758,7 @@ class Generator {
       if (!known) known = drawAttr(*op->findAttr(attr), rank, true);
       attrs[attr] = *known;
     }
-    proposeOperands(name, op, x, slots, attrs, pinned);
+    proposeOperands(name, op, x, slots, attrs, pinned, std::max<size_t>(1, pn.results.size()));
     projection_.reset();
 
     std::vector<ValueId> inputs;
@@ -795,8 +795,9 @@ class Generator {
   }
 
   /// Shapes and data of the operands an op needs in a particular form.
+  /// `results`: how many results the pattern binds (Split's parts).
   void proposeOperands(const std::string& op, const OpDef* def, const Shape& x, std::vector<Slot>& slots, AttrMap& attrs,
-                       const std::set<std::string>& pinned) {
+                       const std::set<std::string>& pinned, size_t results) {
     auto leaf = [&](size_t i) -> Slot* {
       return i < slots.size() && slots[i].present && slots[i].value == kNoValue ? &slots[i] : nullptr;
     };
@@ -916,6 +917,27 @@ class Generator {
         s->fixed = ints({2 * rank}, pads);
       }
       if (Slot* s = leaf(2)) s->shape = Shape{};
+    } else if (op == "Split") {
+      // One part per result the pattern binds: sizes of at least 1 that sum
+      // to the axis (uneven, or equal), or, without the sizes operand, equal
+      // parts, which the axis must hold a whole number of times.
+      int64_t axis = 0;
+      if (auto* a = attrs.count("axis") ? std::get_if<int64_t>(&attrs["axis"]) : nullptr) axis = *a;
+      if (axis < -rank || axis >= rank) throw Discard{"the drawn axis is outside the rank"};
+      const int64_t length = x[static_cast<size_t>(axis < 0 ? axis + rank : axis)];
+      const auto parts = static_cast<int64_t>(results);
+      if (Slot* s = leaf(1)) {
+        if (length < parts) throw Discard{"the split axis is shorter than the parts the pattern binds"};
+        std::vector<int64_t> sizes(results, 1);
+        if (length % parts == 0 && chance(rng_, 0.4)) {
+          sizes.assign(results, length / parts);
+        } else {
+          for (int64_t left = length - parts; left > 0; --left) ++sizes[static_cast<size_t>(between(rng_, 0, parts - 1))];
+        }
+        s->fixed = ints({parts}, sizes);
+      } else if (length % parts != 0) {
+        throw Discard{"without sizes, Split needs an axis its parts divide"};
+      }
     } else if (op == "Slice") {
       if (rank == 0) throw Discard{"Slice needs an operand of rank 1 or more"};
       // Per axis a non-empty range: steps 1 mostly, else 2, 3 or backwards
