@@ -505,6 +505,30 @@ class Emitter {
            (usesVectorTanh_ ? oddRational("fusec_tanh", lanes_, kTanh) : "") + (usesVectorSigmoid_ ? logistic(lanes_) : "");
   }
 
+  /// Two bodies' vector helpers, each function once: at the same width
+  /// they are the same functions (a GEMM's Celu prologue and Sigmoid
+  /// epilogue both call fusec_exp8; a row's reduction input and its
+  /// epilogue both call fusec_exp4).
+  static std::string helpersOnce(const std::string& first, const std::string& second) {
+    // Each helper is one function from a line starting `inline` to the next.
+    auto functions = [](const std::string& s) {
+      std::vector<std::string> out;
+      for (size_t at = 0; at < s.size();) {
+        size_t next = s.find("\ninline ", at);
+        next = next == std::string::npos ? s.size() : next + 1;
+        out.push_back(s.substr(at, next - at));
+        at = next;
+      }
+      return out;
+    };
+    std::vector<std::string> all = functions(first);
+    for (std::string& f : functions(second))
+      if (std::find(all.begin(), all.end(), f) == all.end()) all.push_back(std::move(f));
+    std::string out;
+    for (const std::string& f : all) out += f;
+    return out;
+  }
+
   /// `fusec_sigmoid` (lanes 0) or `fusec_sigmoidN` on floatN, after
   /// fusec_exp of the same width: see logisticArgument.
   static std::string logistic(int lanes) {

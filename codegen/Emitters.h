@@ -49,8 +49,13 @@ Expected<KernelSource> emitPool(const Graph& g, const std::vector<NodeRef>& memb
 /// Whether `n` is a reduction this family generates.
 bool isRowReduction(const Graph& g, NodeRef n);
 
-/// Generates the kernel for `members` (topological order; the reduction
-/// last). Errors are `unsupported` for groups outside the family.
+/// Generates the kernel for `members` (topological order). The reduction
+/// is last, or (a sum, mean, extreme, L2 norm or sum of squares keeping
+/// its axis) followed by elementwise ops that read its result back along
+/// the row (an epilogue: RMSNorm, `x / ||x||`): the kernel reduces the
+/// row, then computes and writes the epilogue's last result in a second
+/// pass, recomputing the prologue values it reads. Errors are
+/// `unsupported` for groups outside the family.
 /// With `rowPerWorkItem` (for CPUs, where barriers are emulated), a lone
 /// sum, mean, extreme or sum of squares takes one work-item per row, read
 /// as float16 vectors; so does Softmax, LogSoftmax or LayerNormalization

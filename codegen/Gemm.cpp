@@ -481,30 +481,6 @@ std::string depthwiseTaps(const Geometry& geo, int W, bool rowGather, const std:
   return src.str();
 }
 
-/// A prologue's and an epilogue's vector helpers, each function once: at
-/// the same width they are the same functions.
-std::string helpersOnce(const std::string& prologue, const std::string& epilogue) {
-  // Each helper is one function from a line starting `inline` to the next:
-  // the prologue's, then those of the epilogue's that it lacks (a Celu
-  // before and a Sigmoid after both call fusec_exp8).
-  auto functions = [](const std::string& s) {
-    std::vector<std::string> out;
-    for (size_t at = 0; at < s.size();) {
-      size_t next = s.find("\ninline ", at);
-      next = next == std::string::npos ? s.size() : next + 1;
-      out.push_back(s.substr(at, next - at));
-      at = next;
-    }
-    return out;
-  };
-  std::vector<std::string> all = functions(prologue);
-  for (std::string& f : functions(epilogue))
-    if (std::find(all.begin(), all.end(), f) == all.end()) all.push_back(std::move(f));
-  std::string out;
-  for (const std::string& f : all) out += f;
-  return out;
-}
-
 /// The rows a depthwise work-item owns (GemmTiling::depthwiseOwnedBytes):
 /// `outRows` output rows computed from `inRows` input rows, each copied
 /// once, zero-padded to `width` floats, into its local memory. As many
@@ -982,7 +958,7 @@ Expected<KernelSource> emitDepthwise(const Graph& g, const std::vector<NodeRef>&
     if (pro)
       src << "// The input rows are the 1x1 conv's (" << pro->geo.K << " input channels) and the ops after it, "
           << "computed 8 columns at a time as they are copied.\n";
-    src << detail::Emitter::prelude() << helpersOnce(pc.helpers, ek->vectorHelpers);
+    src << detail::Emitter::prelude() << detail::Emitter::helpersOnce(pc.helpers, ek->vectorHelpers);
     src << ek->laneMacro(e, W, [](bool) { return std::string(); });
     src << "__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void " << name << ek->signature() << " {\n";
     if (!registers) src << "  __local float rows[" << together * planeFloats << "];\n";
@@ -1477,7 +1453,7 @@ std::optional<Expected<KernelSource>> emitDepthwiseRowBlocks(const Graph& g, con
       << "// each work-item owns " << R << " output rows: for each of the " << K << " channels it copies their input rows, "
       << "zero-padded, into its local memory\n// and computes them " << DW << " outputs at a time into its panel of " << K
       << " x " << PS << " values, then the 1x1 conv's " << TM << "x" << W << " tiles of those columns from it.\n";
-  src << detail::Emitter::prelude() << helpersOnce(pc->helpers, ek->vectorHelpers);
+  src << detail::Emitter::prelude() << detail::Emitter::helpersOnce(pc->helpers, ek->vectorHelpers);
   src << ek->laneMacro(e, W, [&](bool) {
     return geo.c != kNoValue ? std::string("  acc += in2[m];  // bias of the output channel\n") : std::string();
   });
@@ -2126,7 +2102,7 @@ Expected<KernelSource> emitGemmKernel(const Graph& g, const std::vector<NodeRef>
   if (part) {  // the horizontal kernel prints the prelude and the helpers once for all its products
     part->helpers = ek->vectorHelpers;
   } else {
-    src << detail::Emitter::prelude() << helpersOnce(prologueHelpers, ek->vectorHelpers);
+    src << detail::Emitter::prelude() << detail::Emitter::helpersOnce(prologueHelpers, ek->vectorHelpers);
   }
   src << "#define M " << M << "\n#define N " << N << "\n#define K " << K << "  // within this program only\n";
   // A depthwise prologue's row segments prefetch the next work-group's

@@ -67,6 +67,43 @@ bool isRowReduction(const Graph& g, NodeRef n) {
 
 namespace {
 
+/// A row_reduce group taken apart: its one row reduction, the members it
+/// reads (the prologue) and the members after it (the epilogue, reading
+/// the reduced value broadcast back along the row: RMSNorm's
+/// `x * rsqrt(mean(x^2) + eps) * w`), each in the group's topological
+/// order. nullopt unless exactly one member is a row reduction.
+struct RowGroup {
+  NodeRef reduction;
+  std::vector<NodeRef> prologue, epilogue;
+};
+
+std::optional<RowGroup> splitRowGroup(const Graph& g, const std::vector<NodeRef>& members) {
+  std::optional<NodeRef> reduction;
+  for (NodeRef n : members)
+    if (isRowReduction(g, n)) {
+      if (reduction) return std::nullopt;
+      reduction = n;
+    }
+  if (!reduction) return std::nullopt;
+  // The prologue: the members the reduction depends on, walked up from it.
+  const std::set<NodeRef> inGroup(members.begin(), members.end());
+  std::set<NodeRef> ancestors;
+  std::vector<NodeRef> work = {*reduction};
+  while (!work.empty()) {
+    const NodeRef n = work.back();
+    work.pop_back();
+    for (ValueId v : g.node(n).inputs) {
+      if (v == kNoValue) continue;
+      const std::optional<NodeRef> p = g.producer(v);
+      if (p && inGroup.count(*p) && ancestors.insert(*p).second) work.push_back(*p);
+    }
+  }
+  RowGroup rg{*reduction, {}, {}};
+  for (NodeRef n : members)
+    if (n != *reduction) (ancestors.count(n) ? rg.prologue : rg.epilogue).push_back(n);
+  return rg;
+}
+
 /// How a one-pass reduction starts, folds an element (or a vector of them)
 /// into its accumulator, combines two partial results, and finishes: max
 /// and min with a NaN winning (detail::extremeWithNaN), squares summed for
@@ -126,6 +163,136 @@ KernelSource rowPerWorkItem(const NodeData& r, const std::string& name, const st
 const std::set<std::string> kSimpleReductions = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceL2",
                                                  "ReduceSumSquare"};
 
+/// The epilogue of a row_reduce group (RowGroup::epilogue) in two parts:
+/// the members that depend on the row alone (on the reduced value and on
+/// operands uniform along the row: RMSNorm's `+ eps`, Sqrt and
+/// Reciprocal), computed once per row by `fusec_row`, and the members
+/// computed at each element by `fusec_y`, which reads the first part's
+/// results (`carried`: the reduced value itself, or what fusec_row
+/// computes from it). The prologue's values the element part reads are
+/// recomputed from the inputs in fusec_y (the device compiler drops the
+/// rest), so nothing but the carried values passes between the passes.
+/// Both functions take `params`, the kernel's parameters for `inputs` as
+/// fusec_x takes them.
+class RowEpilogue {
+ public:
+  RowEpilogue(const Graph& g, const OpCatalog& catalog, const RowGroup& rg, const std::vector<ValueId>& inputs,
+              const Shape& xs, ValueId result, const std::string& params)
+      : g_(g), catalog_(catalog), rg_(rg), inputs_(inputs), xs_(xs), result_(result), params_(params) {
+    const ValueId reduced = g.node(rg.reduction).outputs[0];
+    Shape kept = xs;
+    kept.back() = 1;
+    // A value is uniform along the row when it is the reduced value, a
+    // row member's result, or an operand from outside the group whose
+    // last dim (as it broadcasts to the row) is 1.
+    std::set<ValueId> rowValues = {reduced};
+    const std::set<NodeRef> inGroup(rg.prologue.begin(), rg.prologue.end());
+    auto uniform = [&](ValueId v) {
+      if (v == kNoValue || rowValues.count(v)) return true;
+      const std::optional<NodeRef> p = g.producer(v);
+      if (p && (inGroup.count(*p) || std::count(rg.epilogue.begin(), rg.epilogue.end(), *p))) return false;
+      const TensorType& t = g.value(v).type;
+      return t.isStatic() && (t.dims->empty() || t.staticShape().back() == 1);
+    };
+    for (NodeRef m : rg.epilogue) {
+      const NodeData& d = g.node(m);
+      const TensorType& t = g.value(d.outputs[0]).type;
+      const bool row = xs.back() > 1 && d.outputs.size() == 1 && t.isStatic() && t.staticShape() == kept &&
+                       std::all_of(d.inputs.begin(), d.inputs.end(), uniform);
+      (row ? rowMembers_ : elementMembers_).push_back(m);
+      if (row) rowValues.insert(d.outputs[0]);
+    }
+    // The prologue's members the element part reads, walked up from it.
+    std::set<NodeRef> needed;
+    std::vector<NodeRef> work = elementMembers_;
+    while (!work.empty()) {
+      const NodeRef m = work.back();
+      work.pop_back();
+      for (ValueId v : g.node(m).inputs)
+        if (const std::optional<NodeRef> p = v == kNoValue ? std::nullopt : g.producer(v);
+            p && inGroup.count(*p) && needed.insert(*p).second)
+          work.push_back(*p);
+    }
+    for (NodeRef m : rg.prologue)
+      if (needed.count(m)) elementMembers_.insert(elementMembers_.begin() + static_cast<std::ptrdiff_t>(recomputed_++), m);
+    // The row values the element part reads, the reduced value first.
+    std::vector<ValueId> order = {reduced};
+    for (NodeRef m : rowMembers_) order.push_back(g.node(m).outputs[0]);
+    for (ValueId v : order)
+      if (std::any_of(elementMembers_.begin(), elementMembers_.end(), [&](NodeRef m) {
+            const std::vector<ValueId>& in = g.node(m).inputs;
+            return std::find(in.begin(), in.end(), v) != in.end();
+          }))
+        carried_.push_back(v);
+  }
+
+  /// fusec_row's definition (when some members are per row) and fusec_y's
+  /// (in vectors of `lanes`; 0: one element), appended to `src`; their
+  /// vector helpers merged into `helpers`.
+  Status functions(int lanes, std::string& src, std::string& helpers) const {
+    const std::string reducedName = "red";
+    if (!rowMembers_.empty()) {
+      detail::Emitter e(g_, catalog_);
+      e.bind(g_.node(rg_.reduction).outputs[0], reducedName);
+      std::string ps, body;
+      if (Status st = e.emitBody(rowMembers_, inputs_, xs_, "i", ps, body); !st) return st;
+      if (ps != params_) return Error{"the epilogue's operands differ from the prologue's", true};
+      src += "// The epilogue's values uniform along the row whose first element is i, from its reduced value red.\n";
+      src += "inline void fusec_row(const int i, const float red,\n    " + params_;
+      for (size_t c = 0; c < carried_.size(); ++c) src += ",\n    float* rv" + std::to_string(c);
+      src += ") {\n" + body;
+      for (size_t c = 0; c < carried_.size(); ++c)
+        src += "  *rv" + std::to_string(c) + " = " + e.vars().at(carried_[c]) + ";\n";
+      src += "}\n";
+    }
+    detail::Emitter e(g_, catalog_);
+    if (lanes) e.vectorize(lanes, 1);
+    for (size_t c = 0; c < carried_.size(); ++c) e.bind(carried_[c], "rv" + std::to_string(c));
+    std::string ps, body;
+    if (Status st = e.emitBody(elementMembers_, inputs_, xs_, "i", ps, body); !st) return st;
+    if (ps != params_) return Error{"the epilogue's operands differ from the prologue's", true};
+    const std::string type = lanes ? "float" + std::to_string(lanes) : "float";
+    src += "// The group's result at linear indices i.. (the epilogue's elementwise part).\ninline " + type + " fusec_y(const int i";
+    for (size_t c = 0; c < carried_.size(); ++c) src += ", const " + type + " rv" + std::to_string(c);
+    src += ",\n    " + params_ + ") {\n" + body + "  return " + e.vars().at(result_) + ";\n}\n";
+    if (lanes) helpers = detail::Emitter::helpersOnce(helpers, e.vectorHelpers());
+    return Status::success();
+  }
+
+  /// Statements computing the carried values of the row starting at
+  /// `base` from its reduced value `reduced`, named rv<c><suffix>.
+  std::string perRow(const std::string& reduced, const std::string& base, const std::string& suffix,
+                     const std::string& args) const {
+    if (rowMembers_.empty()) return carried_.empty() ? "" : "  const float rv0" + suffix + " = " + reduced + ";\n";
+    std::string s = "  float ";
+    for (size_t c = 0; c < carried_.size(); ++c) s += (c ? ", rv" : "rv") + std::to_string(c) + suffix;
+    s += ";\n  fusec_row(" + base + ", " + reduced + args;
+    for (size_t c = 0; c < carried_.size(); ++c) s += ", &rv" + std::to_string(c) + suffix;
+    return s + ");\n";
+  }
+
+  /// The call of fusec_y at `index`, the carried values splat to `type`.
+  std::string element(const std::string& index, const std::string& suffix, const std::string& type,
+                      const std::string& args) const {
+    std::string s = "fusec_y(" + index;
+    for (size_t c = 0; c < carried_.size(); ++c) s += ", (" + type + ")(rv" + std::to_string(c) + suffix + ")";
+    return s + args + ")";
+  }
+
+ private:
+  const Graph& g_;
+  const OpCatalog& catalog_;
+  const RowGroup& rg_;
+  const std::vector<ValueId>& inputs_;
+  const Shape& xs_;
+  ValueId result_;
+  const std::string& params_;
+  std::vector<NodeRef> rowMembers_;
+  std::vector<NodeRef> elementMembers_;  ///< the prologue's it reads (recomputed_ of them) first
+  size_t recomputed_ = 0;
+  std::vector<ValueId> carried_;
+};
+
 /// What a normalization kernel computes beyond its prologue: the row's
 /// operands and results (emitRowReduce fills them in).
 struct RowKernel {
@@ -137,6 +304,7 @@ struct RowKernel {
   bool writeX = false;                 ///< the row's input is a result too (the last)
   Shape xs;
   int64_t n = 0, rows = 0;
+  const RowEpilogue* epilogue = nullptr;  ///< a simple reduction read back along the row
 };
 
 /// Softmax, LogSoftmax, LayerNormalization or a one-pass reduction
@@ -177,10 +345,12 @@ std::optional<KernelSource> vectorRowPerWorkItem(const Graph& g, const OpCatalog
   const bool exponentials = op == "Softmax" || op == "LogSoftmax";
   if (exponentials && helpers.find("fusec_exp" + L + "(") == std::string::npos)
     helpers = detail::Emitter::vectorExp(lanes) + helpers;
+  std::string epilogue;
+  if (row.epilogue && !row.epilogue->functions(lanes, epilogue, helpers)) return std::nullopt;
   src << helpers;
   src << "// The reduction's input at linear indices i.. (the fused prologue).\n";
   src << "inline " << vec << " fusec_x(const int i,\n    " << params << ") {\n" << body;
-  src << "  return " << e.vars().at(row.r.inputs[0]) << ";\n}\n";
+  src << "  return " << e.vars().at(row.r.inputs[0]) << ";\n}\n" << epilogue;
   src << "__kernel void " << k.name << "(\n    " << params;
   for (size_t a = 0; a < row.extras; ++a) src << ",\n    __global const float* restrict in" << row.inputs.size() + a;
   for (size_t o = 0; o < k.outputs.size(); ++o) src << ",\n    __global float* restrict out" << o;
@@ -274,7 +444,15 @@ std::optional<KernelSource> vectorRowPerWorkItem(const Graph& g, const OpCatalog
       return step + "    " + acc() + " = " + red.fold(acc(), t) + ";\n";
     });
     combine("total", red.isMax ? "max" : red.isMin ? "min" : "+");
-    rows([&] { src << "  out0[row0 + " << W.substr(1) << "] = " << red.result("total" + W, n) << ";\n"; });
+    if (row.epilogue) {
+      // The reduced value read back along the row: a second pass.
+      rows([&] { src << row.epilogue->perRow(red.result("total" + W, n), "base" + W, W, args); });
+      each([&](const std::string&, const std::string& j) {
+        return store(row.epilogue->element("base" + W + " + " + j, W, vec, args), "out0", j);
+      });
+    } else {
+      rows([&] { src << "  out0[row0 + " << W.substr(1) << "] = " << red.result("total" + W, n) << ";\n"; });
+    }
   } else if (op == "LayerNormalization") {
     float eps = 1e-5f;
     if (const Attribute* a = row.r.attr("epsilon"); a && std::holds_alternative<float>(*a)) eps = std::get<float>(*a);
@@ -349,16 +527,20 @@ std::optional<KernelSource> vectorRowPerWorkItem(const Graph& g, const OpCatalog
 /// length that is not a multiple of 4): one work-item per row, element by
 /// element, the prologue computed as each element is read. No barriers: on
 /// PoCL the work-group tree took 40 us for 5 rows of 6 (Sqrt, ReduceMean).
+/// With an `epilogue` (its functions' text in `functions`), the result is
+/// written for every element of the row in a second pass.
 KernelSource scalarRowPerWorkItem(const std::string& op, KernelSource k, const std::string& comment,
                                   const std::string& params, const std::string& body, const std::string& xVar, int64_t n,
-                                  int64_t rows, size_t inputs, bool writeX) {
+                                  int64_t rows, size_t inputs, bool writeX, const RowEpilogue* epilogue,
+                                  const std::string& functions) {
   const OnePass red(op);
   std::string args;
   for (size_t a = 0; a < inputs; ++a) args += ", in" + std::to_string(a);
   std::ostringstream src;
   src << "// " << comment << "\n// One work-item per row of " << n << ", element by element.\n"
       << detail::Emitter::prelude();
-  src << "inline float fusec_x(const int i,\n    " << params << ") {\n" << body << "  return " << xVar << ";\n}\n";
+  src << "inline float fusec_x(const int i,\n    " << params << ") {\n" << body << "  return " << xVar << ";\n}\n"
+      << functions;
   src << "__kernel void " << k.name << "(\n    " << params;
   for (size_t o = 0; o < k.outputs.size(); ++o) src << ",\n    __global float* restrict out" << o;
   src << ") {\n  const int row = get_global_id(0), base = row * " << n << ";\n";
@@ -366,7 +548,13 @@ KernelSource scalarRowPerWorkItem(const std::string& op, KernelSource k, const s
   src << "  for (int j = 0; j < " << n << "; ++j) {\n    const float t = fusec_x(base + j" << args << ");\n";
   if (writeX) src << "    out" << k.outputs.size() - 1 << "[base + j] = t;\n";
   src << "    acc = " << red.fold("acc", "t") << ";\n  }\n";
-  src << "  out0[row] = " << red.result("acc", n) << ";\n}\n";
+  if (!epilogue) {
+    src << "  out0[row] = " << red.result("acc", n) << ";\n}\n";
+  } else {
+    src << epilogue->perRow(red.result("acc", n), "base", "", args);
+    src << "  for (int j = 0; j < " << n << "; ++j) out0[base + j] = " << epilogue->element("base + j", "", "float", args)
+        << ";\n}\n";
+  }
   k.source = src.str();
   k.globalSize = static_cast<size_t>(rows);
   k.localSize = 0;
@@ -378,10 +566,11 @@ KernelSource scalarRowPerWorkItem(const std::string& op, KernelSource k, const s
 
 Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
                                      const std::string& name, const std::string& comment, bool perWorkItem) {
-  if (members.empty() || !isRowReduction(g, members.back()))
-    return Error{"group `" + name + "` does not end in a reduction over the innermost axis", true};
-  const NodeRef rn = members.back();
-  const NodeData& r = g.node(rn);
+  const std::optional<RowGroup> split = splitRowGroup(g, members);
+  if (!split) return Error{"group `" + name + "` does not hold one reduction over the innermost axes", true};
+  const RowGroup& rg = *split;
+  const bool withEpilogue = !rg.epilogue.empty();
+  const NodeData& r = g.node(rg.reduction);
   const std::string op = r.op.str();
   const ValueId x = r.inputs[0];
   const Shape xs = g.value(x).type.staticShape();
@@ -399,25 +588,74 @@ Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>&
     stats.resize(o, kNoValue);
     stats[o - 1] = v;
   }
-  const std::vector<NodeRef> prologue(members.begin(), members.end() - 1);
+  const std::vector<NodeRef>& prologue = rg.prologue;
+  // An epilogue reads the reduced value back along the row: a one-pass
+  // reduction over the innermost axis that keeps it.
+  ValueId result = r.outputs[0];
+  if (withEpilogue) {
+    for (NodeRef m : rg.epilogue) {
+      const NodeData& d = g.node(m);
+      const OpDef* def = d.domain.empty() ? catalog.find(d.op.str()) : nullptr;
+      if (!def || (def->kind != OpKind::Elementwise && def->kind != OpKind::Broadcast))
+        return Error{"`" + d.op.str() + "` after the reduction has no kernel path: only elementwise ops may follow it", true};
+    }
+    if (!kSimpleReductions.count(op))
+      return Error{"elementwise ops after `" + op + "` have no kernel path: only a sum, mean, extreme, L2 norm or sum of "
+                   "squares is read back along its row",
+                   true};
+    Shape kept = xs;
+    kept.back() = 1;
+    const TensorType& rt = g.value(r.outputs[0]).type;
+    if (!rt.isStatic() || rt.staticShape() != kept)
+      return Error{"elementwise ops read `" + op + "`'s result back along the row only when it keeps the reduced axis "
+                   "(keepdims 1)",
+                   true};
+    const std::vector<ValueId> escaping = groupBoundary(g, members).outputs;
+    for (ValueId v : escaping)
+      if (g.producer(v) != rg.epilogue.back())
+        return Error{"`" + printable(g.value(v).name) + "` is read outside the group: a row_reduce group with an "
+                     "epilogue writes only its last result",
+                     true};
+    if (escaping.size() != 1) return Error{"a row_reduce group with an epilogue writes one result", true};
+    result = escaping[0];
+    const TensorType& yt = g.value(result).type;
+    if (!yt.isStatic() || yt.staticShape() != xs || yt.dtype != DType::Float32)
+      return Error{"the epilogue's result `" + printable(g.value(result).name) + "` is not float32 of the row's shape " +
+                       shapeToString(xs),
+                   true};
+  }
   static const std::set<std::string> kLone = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceL2",
                                               "ReduceSumSquare", "GlobalAveragePool", "GlobalMaxPool"};
-  if (perWorkItem && prologue.empty() && stats.empty() && kLone.count(op) && g.value(x).type.dtype == DType::Float32 &&
+  if (perWorkItem && prologue.empty() && !withEpilogue && stats.empty() && kLone.count(op) && g.value(x).type.dtype == DType::Float32 &&
       g.value(r.outputs[0]).type.dtype == DType::Float32)
     return rowPerWorkItem(r, name, comment, n, rows);
 
   detail::Emitter e(g, catalog);
   GroupBoundary boundary = groupBoundary(g, prologue);
   std::vector<ValueId> inputs = std::move(boundary.inputs);
-  for (ValueId v : boundary.outputs)
-    if (v != x) return Error{"a prologue value used outside the group (`" + g.value(v).name + "`) has no kernel path", true};
+  if (!withEpilogue)
+    for (ValueId v : boundary.outputs)
+      if (v != x) return Error{"a prologue value used outside the group (`" + g.value(v).name + "`) has no kernel path", true};
   // The reduction's input, when the group computes it and it is read
   // outside too (a pre-LN residual), is written as the row is loaded.
   const std::vector<ValueId> escaping = groupBoundary(g, members).outputs;
-  const bool writeX = !prologue.empty() && std::find(escaping.begin(), escaping.end(), x) != escaping.end();
+  const bool writeX = !withEpilogue && !prologue.empty() && std::find(escaping.begin(), escaping.end(), x) != escaping.end();
   if (prologue.empty()) inputs = {x};
+  if (withEpilogue) {
+    // Both passes take every operand of the elementwise members (and the
+    // row itself), not the reduction's own (an `axes` operand).
+    std::vector<NodeRef> elementwise = prologue;
+    elementwise.insert(elementwise.end(), rg.epilogue.begin(), rg.epilogue.end());
+    const std::vector<ValueId>& reduced = r.outputs;
+    for (ValueId v : groupBoundary(g, elementwise).inputs)
+      if (std::find(reduced.begin(), reduced.end(), v) == reduced.end() &&
+          std::find(inputs.begin(), inputs.end(), v) == inputs.end())
+        inputs.push_back(v);
+  }
   std::string params, body;
   if (Status st = e.emitBody(prologue, inputs, xs, "i", params, body); !st) return st.error();
+  std::optional<RowEpilogue> epilogue;
+  if (withEpilogue) epilogue.emplace(g, catalog, rg, inputs, xs, result, params);
 
   // The reduction's other operands: LayerNormalization's scale and bias
   // (per element of the row), InstanceNormalization's (per channel).
@@ -447,17 +685,23 @@ Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>&
   k.name = name;
   k.inputs = inputs;
   k.inputs.insert(k.inputs.end(), extras.begin(), extras.end());
-  k.outputs = {y};
+  k.outputs = {result};
   for (ValueId v : stats)
     if (v != kNoValue) k.outputs.push_back(v);
   if (writeX) k.outputs.push_back(x);
   if (perWorkItem && (op == "Softmax" || op == "LogSoftmax" || op == "LayerNormalization" ||
                       (kSimpleReductions.count(op) && stats.empty())))
     if (std::optional<KernelSource> v = vectorRowPerWorkItem(
-            g, catalog, RowKernel{r, prologue, inputs, extras.size(), stats, writeX, xs, n, rows}, k, comment))
+            g, catalog,
+            RowKernel{r, prologue, inputs, extras.size(), stats, writeX, xs, n, rows, epilogue ? &*epilogue : nullptr}, k,
+            comment))
       return std::move(v.value());
+  std::string functions, noHelpers;
+  if (epilogue)
+    if (Status st = epilogue->functions(0, functions, noHelpers); !st) return st.error();
   if (perWorkItem && kSimpleReductions.count(op) && stats.empty())
-    return scalarRowPerWorkItem(op, std::move(k), comment, params, body, e.vars().at(x), n, rows, inputs.size(), writeX);
+    return scalarRowPerWorkItem(op, std::move(k), comment, params, body, e.vars().at(x), n, rows, inputs.size(), writeX,
+                                epilogue ? &*epilogue : nullptr, functions);
   // A row is shared by `lanes` work-items (a power of two), few enough
   // that each holds at most kRegisterRow elements; short rows pack several
   // to a work-group, so barriers and work-groups are shared by them.
@@ -484,7 +728,7 @@ Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>&
   src << "#define FUSEC_N " << n << "\n";
   src << "// The reduction's input at linear index i (the fused prologue).\n";
   src << "inline float fusec_x(const int i,\n    " << params << ") {\n" << body;
-  src << "  return " << e.vars().at(x) << ";\n}\n";
+  src << "  return " << e.vars().at(x) << ";\n}\n" << functions;
   src << "__kernel __attribute__((reqd_work_group_size(FUSEC_LOCAL, 1, 1))) void " << name << "(\n    " << params;
   for (size_t a = 0; a < extras.size(); ++a)
     src << ",\n    __global const float* restrict in" << inputs.size() + a;
@@ -595,9 +839,16 @@ Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>&
              ";";
     });
     tree("total", isMax || isMin ? detail::extremeWithNaN(isMax, "scratch[lid]", "scratch[lid + s]") : sumCombine);
-    const std::string result =
+    const std::string reduced =
         op == "ReduceMean" || op == "GlobalAveragePool" ? "total / FUSEC_N" : op == "ReduceL2" ? "sqrt(total)" : "total";
-    src << "  if (" << lane0 << ") out0[row] = " << result << ";\n";
+    if (epilogue) {
+      src << epilogue->perRow(reduced, ragged ? "(live ? base : 0)" : "base", "", args);  // no loads past the end
+      each([&](const std::string&, const std::string& j) {
+        return "out0[base + " + j + "] = " + epilogue->element("base + " + j, "", "float", args) + ";";
+      });
+    } else {
+      src << "  if (" << lane0 << ") out0[row] = " << reduced << ";\n";
+    }
   }
   src << "}\n";
   k.source = src.str();
@@ -607,11 +858,15 @@ Expected<KernelSource> emitRowReduce(const Graph& g, const std::vector<NodeRef>&
 FUSEC_KERNEL_FAMILY(row_reduce) {
   return {"row_reduce",
           "elementwise ops feeding one reduction over contiguous rows (Reduce* over the innermost axis, "
-          "Softmax, LogSoftmax, LayerNormalization, global pools, InstanceNormalization), which ends the group; the "
-          "reduction's input is written too when it is read outside",
-          "it does not end in a reduction over the innermost axes",
+          "Softmax, LogSoftmax, LayerNormalization, global pools, InstanceNormalization); the reduction's input is "
+          "written too when it is read outside; after a sum, mean, extreme, L2 norm or sum of squares that keeps its "
+          "axis, elementwise ops may read the result back along the row (RMSNorm's x * rsqrt(mean(x^2) + eps) * w) "
+          "and the group writes their last result",
+          "it does not hold one reduction over the innermost axes",
           {"#fbe3cf", "#c0641a"},
-          [](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog&) { return isRowReduction(g, group.back()); },
+          [](const Graph& g, const std::vector<NodeRef>& group, const OpCatalog&) {
+            return splitRowGroup(g, group).has_value();
+          },
           [](const EmitRequest& r) {
             return emitRowReduce(r.graph, r.group, r.catalog, r.name, r.comment, r.options.rowReducePerWorkItem);
           }};

@@ -4,6 +4,7 @@
 #include "fusec/engine/Matcher.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 namespace fusec {
@@ -110,6 +111,27 @@ Estimate rooflineEstimate(double flops, double bytes, const Target& t, double wo
   return e;
 }
 
+namespace {
+
+/// The multiplications the code generator emits for `Pow(x, e)` with a
+/// constant scalar exponent it expands (integers up to 16 by binary
+/// powering, a reciprocal for negative ones; a square root for +-0.5):
+/// RMSNorm's Pow(x, 2) is one multiply, not a library pow. nullopt for
+/// other exponents.
+std::optional<double> knownPowerOps(const Graph& g, const NodeData& d) {
+  if (d.op != "Pow" || !d.domain.empty() || d.inputs.size() != 2 || d.inputs[1] == kNoValue) return std::nullopt;
+  const std::shared_ptr<const Tensor>& c = g.value(d.inputs[1]).constant;
+  if (!c || c->numel() != 1) return std::nullopt;
+  const double e = c->scalarAt(0);
+  if (std::fabs(e) == 0.5) return e < 0 ? 2 : 1;
+  if (!std::isfinite(e) || e != std::trunc(e) || std::fabs(e) > 16) return std::nullopt;
+  double ops = e < 0 ? 1 : 0;
+  for (auto n = static_cast<unsigned>(std::fabs(e)); n > 1; n >>= 1) ops += (n & 1) ? 2 : 1;
+  return std::max(ops, 1.0);
+}
+
+}  // namespace
+
 Estimate groupEstimate(const Graph& g, const std::vector<NodeRef>& members, const OpCatalog& catalog,
                        const Target& target, const std::string& family) {
   // A lone view shares its operand's buffer: no kernel, no traffic.
@@ -121,14 +143,36 @@ Estimate groupEstimate(const Graph& g, const std::vector<NodeRef>& members, cons
   double space = 0;
   for (NodeRef n : members)
     if (!g.node(n).outputs.empty()) space = std::max(space, numel(g, g.node(n).outputs[0]));
+  // Except where it reads only what a reduction in the group computed, at
+  // that size: RMSNorm's `+ eps`, Sqrt and Reciprocal after its mean are
+  // computed once per row (row_reduce's fusec_row), not at every element.
+  std::set<ValueId> reduced;
+  std::set<NodeRef> inGroup(members.begin(), members.end());
+  auto perReduced = [&](const NodeData& d) {
+    bool readsReduced = false;
+    for (ValueId v : d.inputs) {
+      if (v == kNoValue) continue;
+      if (reduced.count(v)) {
+        readsReduced = true;
+        continue;
+      }
+      const std::optional<NodeRef> p = g.producer(v);
+      if (p && inGroup.count(*p)) return false;
+    }
+    return readsReduced && numel(g, d.outputs[0]) < space;
+  };
   double flops = 0, work = 0;
   for (NodeRef n : members) {
     const NodeData& d = g.node(n);
     const OpDef* op = d.domain.empty() ? catalog.find(d.op.str()) : nullptr;
+    if (op && op->kind == OpKind::Reduction) reduced.insert(d.outputs.begin(), d.outputs.end());
     if (op && !op->flops && op->semantics && !d.outputs.empty()) {
-      const double points = std::max(space, numel(g, d.outputs[0]));
-      flops += points * semanticsOps(*op->semantics);
-      work += points * semanticsOps(*op->semantics, target.transcendentalFlops);
+      const bool own = perReduced(d);
+      if (own) reduced.insert(d.outputs[0]);
+      const double points = own ? numel(g, d.outputs[0]) : std::max(space, numel(g, d.outputs[0]));
+      const std::optional<double> power = knownPowerOps(g, d);
+      flops += points * (power ? *power : semanticsOps(*op->semantics));
+      work += points * (power ? *power : semanticsOps(*op->semantics, target.transcendentalFlops));
     } else {
       const double f = nodeFlops(g, n, catalog);
       flops += f;

@@ -688,6 +688,9 @@ class Generator {
       }
     }
     if (slots.size() < op->minOperands()) throw Discard{"`" + name + "` needs more operands than the pattern gives"};
+    // `Elementwise+(x, s)` draws binary ops: a unary one (Cast) is no
+    // model's node and no match of the pattern.
+    if (slots.size() > op->maxOperands()) throw Discard{"`" + name + "` takes fewer operands than the pattern gives"};
     for (size_t i = 0; i < slots.size() && i < op->params.size(); ++i)
       if (op->params[i].staticValue) slots[i].constant = true;
     for (size_t i = 0; i < slots.size(); ++i) {

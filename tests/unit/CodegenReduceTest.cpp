@@ -315,3 +315,98 @@ TEST_CASE("a LayerNormalization over a middle axis between its Transposes is one
   REQUIRE_FALSE(wideNorm.ok());
   CHECK(wideNorm.error().message.find("not over the last axis alone") != std::string::npos);
 }
+
+namespace {
+
+/// Row statistics read back along their rows, over [rows, n]: RMSNorm as
+/// LLaMA writes it (x * rsqrt(mean(x^2) + eps) * w), with a residual
+/// prologue and the weight first (w * (h / sqrt(mean(h*h) + eps))), an L2
+/// normalization (a / sqrt(sum(a^2))) and exp(x - max(x)).
+Graph rowStatisticsGraph(int64_t rows, int64_t n) {
+  const std::string R = std::to_string(rows), N = std::to_string(n), RN = "float[" + R + "," + N + "] ";
+  return test::parse("<ir_version: 8, opset_import: [\"\" : 17]>\n"
+                     "g (" + RN + "x, float[" + N + "] w, " + RN + "a) => (" + RN + "rms, " + RN + "hf, " + RN + "l2, " + RN +
+                     "c) {\n"
+                     "  two = Constant <value = float {2.0}> ()\n  eps = Constant <value = float {1e-6}> ()\n"
+                     "  sq = Pow (x, two)\n  ms = ReduceMean <axes = [-1]> (sq)\n  ve = Add (ms, eps)\n  sd = Sqrt (ve)\n"
+                     "  rs = Reciprocal (sd)\n  nx = Mul (x, rs)\n  rms = Mul (nx, w)\n"
+                     "  h = Add (x, a)\n  hh = Mul (h, h)\n  ms2 = ReduceMean <axes = [-1]> (hh)\n  ve2 = Add (ms2, eps)\n"
+                     "  sd2 = Sqrt (ve2)\n  n2 = Div (h, sd2)\n  hf = Mul (w, n2)\n"
+                     "  ss = ReduceSumSquare <axes = [-1]> (a)\n  nr = Sqrt (ss)\n  l2 = Div (a, nr)\n"
+                     "  mx = ReduceMax <axes = [-1]> (x)\n  c0 = Sub (x, mx)\n  c = Exp (c0)\n}\n");
+}
+
+}  // namespace
+
+TEST_CASE("a row statistic read back along its row (RMSNorm, L2 norm, x - max) is one kernel and matches the interpreter") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  // Rows of 48 (16 lanes, in registers), 100 (4 lanes), 272 (16, walked
+  // again), 30 and 7 (no whole vectors: element by element); 192 rows
+  // interleave three to a work-item, 128 two. Each row form with a
+  // work-item per row (CPUs) and the work-group tree (GPUs).
+  for (auto [n, rows] : std::vector<std::pair<int64_t, int64_t>>{{48, 192}, {100, 5}, {272, 128}, {30, 5}, {7, 3}}) {
+    INFO("row length " << n << ", " << rows << " rows");
+    Graph g = rowStatisticsGraph(rows, n);
+    std::vector<Tensor> inputs = {randomTensor({rows, n}, 11), randomTensor({n}, 12), randomTensor({rows, n}, 13)};
+    const std::vector<Tensor> reference = test::run(g, inputs);
+    std::vector<codegen::KernelGroup> groups;
+    auto group = [&](const std::vector<const char*>& values, const std::string& name) {
+      std::vector<NodeRef> nodes;
+      for (const char* v : values) nodes.push_back(*g.producer(*g.findValue(v)));
+      groups.emplace_back(nodes, name, "", "row_reduce");
+    };
+    group({"sq", "ms", "ve", "sd", "rs", "nx", "rms"}, "rmsnorm");
+    group({"h", "hh", "ms2", "ve2", "sd2", "n2", "hf"}, "weight_first");
+    group({"ss", "nr", "l2"}, "l2norm");
+    group({"mx", "c0", "c"}, "shifted_exp");
+    for (bool perWorkItem : {true, false}) {
+      INFO("a work-item per row: " << perWorkItem);
+      for (const codegen::KernelGroup& grp : groups) {
+        Expected<codegen::KernelSource> k = codegen::emitRowReduce(g, grp.nodes, ops->catalog, grp.name, grp.name, perWorkItem);
+        REQUIRE_MESSAGE(k.ok(), test::why(k));
+        INFO(k->source);
+        REQUIRE(k->outputs.size() == 1u);  // the last result alone
+        CHECK(g.value(k->outputs[0]).type.staticShape() == Shape{rows, n});
+        CHECK(k->source.find("fusec_y(") != std::string::npos);
+        // RMSNorm's + eps, Sqrt and Reciprocal (the L2 norm's Sqrt) once per row.
+        CHECK((k->source.find("fusec_row(") != std::string::npos) == (grp.name != "shifted_exp"));
+        if (perWorkItem) CHECK((k->source.find("computed as float") != std::string::npos) == (n % 4 == 0));
+        CHECK_MESSAGE(codegen::compileToSpirv(k->source, k->name).ok(), k->source);
+      }
+      codegen::KernelOptions options;
+      options.rowReducePerWorkItem = perWorkItem;
+      CHECK(runAndCheck(g, groups, ops->catalog, inputs, reference, options, 1e-4f).kernelTimes.size() == groups.size());
+    }
+  }
+}
+
+TEST_CASE("row_reduce refuses an epilogue it cannot build, with the reason") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[4,8] x, float[4] b) => (float[4] y, float[4,8] z, float[4,1] v, float[4,8] p) {
+  m = ReduceMean <axes = [-1], keepdims = 0> (x)
+  y = Add (m, b)
+  s = ReduceL2 <axes = [-1]> (x)
+  v = Sqrt (s)
+  z = Div (x, v)
+  q = Softmax <axis = -1> (x)
+  p = Neg (q)
+}
+)");
+  auto nodes = [&](const std::vector<const char*>& values) {
+    std::vector<NodeRef> out;
+    for (const char* v : values) out.push_back(*g.producer(*g.findValue(v)));
+    return out;
+  };
+  auto refusal = [&](const std::vector<const char*>& values) {
+    Expected<codegen::KernelSource> k = codegen::emitRowReduce(g, nodes(values), ops->catalog, "k", "k", true);
+    REQUIRE_FALSE(k.ok());
+    CHECK(k.error().unsupported);
+    return k.error().message;
+  };
+  CHECK(refusal({"m", "y"}).find("keeps the reduced axis") != std::string::npos);
+  CHECK(refusal({"s", "v", "z"}).find("`v` is read outside the group") != std::string::npos);
+  CHECK(refusal({"q", "p"}).find("only a sum, mean, extreme") != std::string::npos);
+  CHECK(refusal({"y"}).find("does not hold one reduction") != std::string::npos);
+  CHECK(refusal({"m", "s", "z"}).find("does not hold one reduction") != std::string::npos);
+}

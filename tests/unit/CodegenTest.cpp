@@ -199,7 +199,8 @@ g (float[4,16] x, float[16] gamma) => (float[16,4] y, float[4,16] e) {
     return st ? std::string("ok") : st.error().message;
   };
   CHECK(reason("row_reduce", {all[0], all[1]}) == "ok");  // `e` is written as the row is loaded
-  CHECK(reason("row_reduce", all) == "it does not end in a reduction over the innermost axes");
+  CHECK(reason("row_reduce", all) == "`Transpose` after the reduction has no kernel path: only elementwise ops may follow it");
+  CHECK(reason("row_reduce", {all[0], all[2]}) == "it does not hold one reduction over the innermost axes");
   CHECK(reason("pointwise", {all[0], all[1]}) ==
         "it has an op that is neither elementwise nor broadcast with scalar semantics, nor data movement before them");
   CHECK(reason("index_map", {all[1], all[2]}) == "it has an op that is not data movement");
