@@ -118,8 +118,8 @@ std::string limitProblem(const Graph& g, const std::vector<NodeRef>& nodes, cons
       for (const OpDef* op : c->second) ops.insert(op->name.str());
     for (NodeRef n : nodes)
       if (ops.count(g.node(n).op.str()))
-        return "the target forbids `" + name + "` inside fused groups ([target.groups] forbid), and `" +
-               g.node(n).name + "` is a " + g.node(n).op.str();
+        return "the target forbids `" + name + "` inside fused groups ([target.groups] forbid), and the group has a " +
+               g.node(n).op.str();  // the op, not the node: the report counts the candidates refused alike
   }
   return {};
 }
