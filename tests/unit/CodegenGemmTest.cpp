@@ -717,3 +717,68 @@ TEST_CASE("sibling products of one input as one launch (gemm_horizontal) match t
   REQUIRE_FALSE(gemv.ok());
   CHECK(gemv.error().message.find("matrix-vector product") != std::string::npos);
 }
+
+TEST_CASE("a gated MLP (SwiGLU, GeGLU with biases) is one gemm_gated kernel and matches the interpreter") {
+  std::unique_ptr<RuleSet> packs = test::loadDefaultPacks();
+  Expected<Target> target = loadTarget(grammar::defaultRulesDir() + "/targets/pocl-cpu.toml");
+  REQUIRE(target.ok());
+  // Columns in float8 (48), float4 (20) and one at a time (7); rows a
+  // multiple of the 6-row tile (12), not (5 and 2x7 = 14, the last tile
+  // clamped), and K of one (1).
+  for (auto [rows, k, n] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{12, 32, 48}, {5, 16, 20}, {14, 9, 7}, {6, 1, 8}}) {
+    INFO("rows " << rows << ", K " << k << ", N " << n);
+    const std::string R = std::to_string(rows), K = std::to_string(k), N = std::to_string(n);
+    // SwiGLU over a rank-3 input; GeGLU (erf GELU) with a bias on each product.
+    Graph g = test::parse("<ir_version: 8, opset_import: [\"\" : 17]>\n"
+                          "g (float[1," + R + "," + K + "] x, float[" + K + "," + N + "] wg, float[" + K + "," + N + "] wu, float[" +
+                          N + "] bg, float[" + N + "] bu) => (float[1," + R + "," + N + "] s, float[1," + R + "," + N + "] e) {\n"
+                          "  a = MatMul (x, wg)\n  b = MatMul (x, wu)\n  sg = Sigmoid (a)\n  si = Mul (a, sg)\n  s = Mul (si, b)\n"
+                          "  a2 = MatMul (x, wu)\n  ab = Add (a2, bg)\n  b2 = MatMul (x, wg)\n  bb = Add (b2, bu)\n"
+                          "  r2 = Constant <value = float {1.41421356}> ()\n  half = Constant <value = float {0.5}> ()\n"
+                          "  one = Constant <value = float {1.0}> ()\n"
+                          "  d = Div (ab, r2)\n  f = Erf (d)\n  f1 = Add (f, one)\n  m = Mul (ab, f1)\n  ge = Mul (m, half)\n"
+                          "  e = Mul (ge, bb)\n}\n");
+    const std::vector<Tensor> inputs = randomInputs(g, 21);
+    const std::vector<Tensor> reference = test::run(g, inputs);
+    Plan plan = planFusion(g, *packs, target.value(), codegen::kernelFamilies());
+    CHECK(groupsByRule(plan)["gated_mlp"] == 2);
+    for (const Group& grp : plan.groups) {
+      if (grp.kernel != "gemm_gated") continue;
+      const codegen::CodegenFamily* f = codegen::findFamily("gemm_gated");
+      REQUIRE(f != nullptr);
+      Expected<codegen::KernelSource> ks = f->build({g, grp.nodes, packs->catalog, grp.name, grp.name, {}}, nullptr);
+      REQUIRE_MESSAGE(ks.ok(), test::why(ks));
+      CHECK(ks->outputs.size() == 1u);  // the gated result alone: the products stay in registers
+      CHECK_MESSAGE(codegen::compileToSpirv(ks->source, ks->name).ok(), ks->source);
+    }
+    runAndCheck(g, codegen::planGroups(plan), packs->catalog, inputs, reference, codegen::KernelOptions{}, 1e-4f);
+  }
+}
+
+TEST_CASE("gemm_gated refuses what it cannot build, with the reason") {
+  std::unique_ptr<RuleSet> ops = test::loadShippedPack("core/ops.fuse");
+  Graph g = test::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[4,8] x, float[4,8] z, float[8,16] w, float[8,16] v) => (float[4,16] y, float[4,16] a, float[4,16] q) {
+  a = MatMul (x, w)
+  b = MatMul (x, v)
+  y = Mul (a, b)
+  c = MatMul (z, v)
+  q = Mul (a, c)
+}
+)");
+  auto nodes = [&](const std::vector<const char*>& values) {
+    std::vector<NodeRef> out;
+    for (const char* v : values) out.push_back(*g.producer(*g.findValue(v)));
+    return out;
+  };
+  const codegen::CodegenFamily* f = codegen::findFamily("gemm_gated");
+  REQUIRE(f != nullptr);
+  auto refusal = [&](const std::vector<const char*>& values) {
+    Expected<codegen::KernelSource> k = f->build({g, nodes(values), ops->catalog, "k", "k", {}}, nullptr);
+    REQUIRE_FALSE(k.ok());
+    CHECK(k.error().unsupported);
+    return k.error().message;
+  };
+  CHECK(refusal({"a", "b", "y"}).find("`a` is read outside the group") != std::string::npos);
+  CHECK(refusal({"a", "c", "q"}) == "it is not two MatMuls of one input followed by elementwise ops");
+}
