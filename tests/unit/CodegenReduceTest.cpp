@@ -371,7 +371,8 @@ TEST_CASE("a row statistic read back along its row (RMSNorm, L2 norm, x - max) i
         // RMSNorm's + eps, Sqrt and Reciprocal (the L2 norm's Sqrt) once per row.
         CHECK((k->source.find("fusec_row(") != std::string::npos) == (grp.name != "shifted_exp"));
         if (perWorkItem) CHECK((k->source.find("computed as float") != std::string::npos) == (n % 4 == 0));
-        CHECK_MESSAGE(codegen::compileToSpirv(k->source, k->name).ok(), k->source);
+        // Valid SPIR-V in each form (vector rows of 48, element by element at 30).
+        if (n == 48 || n == 30) CHECK_MESSAGE(codegen::compileToSpirv(k->source, k->name).ok(), k->source);
       }
       codegen::KernelOptions options;
       options.rowReducePerWorkItem = perWorkItem;
