@@ -213,8 +213,10 @@ class RowEpilogue {
             p && inGroup.count(*p) && needed.insert(*p).second)
           work.push_back(*p);
     }
+    std::vector<NodeRef> recomputed;
     for (NodeRef m : rg.prologue)
-      if (needed.count(m)) elementMembers_.insert(elementMembers_.begin() + static_cast<std::ptrdiff_t>(recomputed_++), m);
+      if (needed.count(m)) recomputed.push_back(m);
+    elementMembers_.insert(elementMembers_.begin(), recomputed.begin(), recomputed.end());
     // The row values the element part reads, the reduced value first.
     std::vector<ValueId> order = {reduced};
     for (NodeRef m : rowMembers_) order.push_back(g.node(m).outputs[0]);
@@ -288,8 +290,7 @@ class RowEpilogue {
   ValueId result_;
   const std::string& params_;
   std::vector<NodeRef> rowMembers_;
-  std::vector<NodeRef> elementMembers_;  ///< the prologue's it reads (recomputed_ of them) first
-  size_t recomputed_ = 0;
+  std::vector<NodeRef> elementMembers_;  ///< the prologue members it reads (recomputed) first
   std::vector<ValueId> carried_;
 };
 

@@ -54,6 +54,13 @@ inline std::vector<Tensor> randomInputs(const Graph& g, unsigned seed) {
   return inputs;
 }
 
+/// The nodes computing the values named `results`, in that order.
+inline std::vector<NodeRef> producersOf(const Graph& g, const std::vector<const char*>& results) {
+  std::vector<NodeRef> out;
+  for (const char* r : results) out.push_back(*g.producer(*g.findValue(r)));
+  return out;
+}
+
 /// How many of the plan's groups each rule formed.
 inline std::map<std::string, int> groupsByRule(const Plan& plan) {
   std::map<std::string, int> byRule;

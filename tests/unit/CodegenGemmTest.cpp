@@ -608,11 +608,7 @@ g (float[5,13] a, float[13,37] b, float[37] res, float[1,6,9,7] x, float[10,6,1,
   const std::vector<Tensor> reference = test::run(g, inputs);
 
   // The groups: each anchor with the ops after it.
-  auto nodes = [&](std::initializer_list<const char*> results) {
-    std::vector<NodeRef> out;
-    for (const char* r : results) out.push_back(*g.producer(*g.findValue(r)));
-    return out;
-  };
+  auto nodes = [&](const std::vector<const char*>& results) { return producersOf(g, results); };
   const std::vector<std::vector<NodeRef>> anchors = {nodes({"m", "h", "q", "e", "e1", "p", "gelu"}),
                                                      nodes({"c", "sg", "silu"}), nodes({"d", "lr", "dwc"}),
                                                      nodes({"c2", "gt", "step"})};
@@ -766,15 +762,10 @@ g (float[4,8] x, float[4,8] z, float[8,16] w, float[8,16] v) => (float[4,16] y, 
   q = Mul (a, c)
 }
 )");
-  auto nodes = [&](const std::vector<const char*>& values) {
-    std::vector<NodeRef> out;
-    for (const char* v : values) out.push_back(*g.producer(*g.findValue(v)));
-    return out;
-  };
   const codegen::CodegenFamily* f = codegen::findFamily("gemm_gated");
   REQUIRE(f != nullptr);
   auto refusal = [&](const std::vector<const char*>& values) {
-    Expected<codegen::KernelSource> k = f->build({g, nodes(values), ops->catalog, "k", "k", {}}, nullptr);
+    Expected<codegen::KernelSource> k = f->build({g, producersOf(g, values), ops->catalog, "k", "k", {}}, nullptr);
     REQUIRE_FALSE(k.ok());
     CHECK(k.error().unsupported);
     return k.error().message;

@@ -351,9 +351,7 @@ TEST_CASE("a row statistic read back along its row (RMSNorm, L2 norm, x - max) i
     const std::vector<Tensor> reference = test::run(g, inputs);
     std::vector<codegen::KernelGroup> groups;
     auto group = [&](const std::vector<const char*>& values, const std::string& name) {
-      std::vector<NodeRef> nodes;
-      for (const char* v : values) nodes.push_back(*g.producer(*g.findValue(v)));
-      groups.emplace_back(nodes, name, "", "row_reduce");
+      groups.emplace_back(producersOf(g, values), name, "", "row_reduce");
     };
     group({"sq", "ms", "ve", "sd", "rs", "nx", "rms"}, "rmsnorm");
     group({"h", "hh", "ms2", "ve2", "sd2", "n2", "hf"}, "weight_first");
@@ -394,13 +392,8 @@ g (float[4,8] x, float[4] b) => (float[4] y, float[4,8] z, float[4,1] v, float[4
   p = Neg (q)
 }
 )");
-  auto nodes = [&](const std::vector<const char*>& values) {
-    std::vector<NodeRef> out;
-    for (const char* v : values) out.push_back(*g.producer(*g.findValue(v)));
-    return out;
-  };
   auto refusal = [&](const std::vector<const char*>& values) {
-    Expected<codegen::KernelSource> k = codegen::emitRowReduce(g, nodes(values), ops->catalog, "k", "k", true);
+    Expected<codegen::KernelSource> k = codegen::emitRowReduce(g, producersOf(g, values), ops->catalog, "k", "k", true);
     REQUIRE_FALSE(k.ok());
     CHECK(k.error().unsupported);
     return k.error().message;
